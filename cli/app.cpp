@@ -1,0 +1,243 @@
+#include "cli/app.hpp"
+
+#include <memory>
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.hpp"
+#include "cli/exit_codes.hpp"
+#include "util/log.hpp"
+#include "util/strings.hpp"
+
+namespace tpuctl::cli {
+
+namespace {
+
+constexpr const char* k_description =
+    "tpuctl: TPU-style slices, queued resources and --worker=all broadcast on your own SSH hosts";
+
+void add_global_flags(CLI::App& app, GlobalOptions& g) {
+  const char* group = "Global flags";
+  app.add_option("--format", g.format, "output format: table (default), json or yaml")
+      ->type_name("FORMAT")
+      ->group(group);
+  app.add_flag("-q,--quiet", g.quiet, "no progress or notices on stderr")->group(group);
+  app.add_option("--verbosity", g.verbosity,
+                 "log level on stderr: debug, info, warning (default), error or none")
+      ->type_name("LEVEL")
+      ->group(group);
+  app.add_option("--log-file", g.log_file, "write logs to PATH instead of stderr")
+      ->type_name("PATH")
+      ->group(group);
+  app.add_option("--state", g.state, "state store URL: sqlite:PATH or etcd://HOST:PORT[,...]")
+      ->envname("TPUCTL_STATE")
+      ->type_name("URL")
+      ->group(group);
+  app.add_option("--pool", g.pool, "host pool to use (default: the only pool, or 'default')")
+      ->envname("TPUCTL_POOL")
+      ->type_name("NAME")
+      ->group(group);
+}
+
+std::unique_ptr<CLI::App> build_app(Registry& registry, GlobalOptions& globals) {
+  auto app = std::make_unique<CLI::App>(k_description, "tpuctl");
+  app->fallthrough(); // global flags may follow the command words
+  app->require_subcommand(0, 1);
+  app->footer("Run 'tpuctl COMMAND --help' for a command's flags. Exit status: see README.md.\n");
+  add_global_flags(*app, globals);
+  for (const auto& row : command_table()) {
+    CLI::App* group = app->add_subcommand(row.name, row.summary);
+    for (const auto& alias : row.aliases) {
+      group->alias(alias);
+    }
+    if (row.hidden) {
+      group->group("");
+    }
+    group->footer(std::string("Global flags (see 'tpuctl --help'): --format, --quiet, ") +
+                  "--verbosity, --log-file, --state, --pool\n");
+    row.setup(*group, registry);
+  }
+  return app;
+}
+
+// Every name (and alias) of the subcommands of `app`.
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_group().empty()) {
+      continue; // hidden
+    }
+    names.push_back(sub->get_name());
+    for (const auto& a : sub->get_aliases()) {
+      names.push_back(a);
+    }
+  }
+  return names;
+}
+
+// Every long flag usable at `app` (its own and, through fallthrough, its parents').
+std::vector<std::string> flag_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* a = &app; a; a = a->get_parent()) {
+    for (const CLI::Option* opt : a->get_options()) {
+      for (const auto& l : opt->get_lnames()) {
+        names.push_back("--" + l);
+      }
+    }
+  }
+  return names;
+}
+
+std::string suggestion(const std::string& word, const std::vector<std::string>& candidates) {
+  auto best = util::nearest(word, candidates, 1);
+  return best.empty() ? "" : "; did you mean '" + best.front() + "'?";
+}
+
+std::string lower_first(std::string s) {
+  if (!s.empty() && s[0] >= 'A' && s[0] <= 'Z' && !(s.size() > 1 && s[1] >= 'A' && s[1] <= 'Z')) {
+    s[0] = static_cast<char>(s[0] - 'A' + 'a');
+  }
+  return s;
+}
+
+// Rewrites a CLI11 parse error into tpuctl's message style: what is wrong, the offending value,
+// and how to fix it.
+std::vector<std::string> describe_parse_error(const CLI::App& root, const CLI::ParseError& e) {
+  const CLI::App& where = deepest_parsed(root);
+  std::string path = command_path(where);
+  std::string help_hint = " (see '" + path + " --help')";
+  std::vector<std::string> lines;
+
+  if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+    std::vector<std::string> extras = where.remaining();
+    if (extras.empty()) {
+      extras = root.remaining(true);
+    }
+    for (const auto& word : extras) {
+      if (util::starts_with(word, "-")) {
+        std::string flag = word.substr(0, word.find('='));
+        lines.push_back("unknown flag '" + flag + "' for '" + path + "'" +
+                        suggestion(flag, flag_names(where)) + help_hint);
+      } else if (!subcommand_names(where).empty()) {
+        lines.push_back("unknown command '" + word + "' for '" + path + "'" +
+                        suggestion(word, subcommand_names(where)) + help_hint);
+      } else {
+        lines.push_back("unexpected argument '" + word + "' for '" + path + "'" + help_hint);
+      }
+    }
+    if (!lines.empty()) {
+      return lines;
+    }
+  }
+  std::string what = e.what();
+  if (what.find("subcommand is required") != std::string::npos ||
+      what.find("A subcommand") != std::string::npos) {
+    return {"'" + path + "' needs a command: " + util::join(subcommand_names(where), ", ") +
+            help_hint};
+  }
+  return {lower_first(what) + help_hint};
+}
+
+Status validate_globals(Context& ctx) {
+  ErrorList problems;
+  const std::string& f = ctx.globals.format;
+  if (f == "table") {
+    ctx.format = Format::table;
+  } else if (f == "json") {
+    ctx.format = Format::json;
+  } else if (f == "yaml") {
+    ctx.format = Format::yaml;
+  } else {
+    problems.add(ErrorKind::usage,
+                 "--format: '" + f + "' is not an output format (use table, json or yaml)");
+  }
+  auto level = util::parse_verbosity(ctx.globals.verbosity);
+  if (!level) {
+    problems.add(level.error());
+  } else {
+    auto logging = util::init_logging(*level, ctx.globals.log_file);
+    if (!logging) {
+      problems.add(logging.error());
+    }
+  }
+  if (!problems.empty()) {
+    return problems.combined();
+  }
+  return ok();
+}
+
+int report(std::ostream& err, const Error& error) {
+  for (const auto& line : error.all_messages()) {
+    err << "tpuctl: error: " << line << "\n";
+  }
+  err.flush();
+  return exit_code_for(error.kind);
+}
+
+} // namespace
+
+int exit_code_for(ErrorKind kind) {
+  switch (kind) {
+  case ErrorKind::failure: return k_exit_failure;
+  case ErrorKind::usage: return k_exit_usage;
+  case ErrorKind::capacity: return k_exit_capacity;
+  case ErrorKind::not_found: return k_exit_not_found;
+  case ErrorKind::auth: return k_exit_auth;
+  case ErrorKind::timeout: return k_exit_timeout;
+  case ErrorKind::interrupted: return k_exit_interrupted;
+  }
+  return k_exit_failure;
+}
+
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  Registry registry;
+  Context ctx;
+  ctx.out = &out;
+  ctx.err = &err;
+  std::unique_ptr<CLI::App> app = build_app(registry, ctx.globals);
+
+  if (args.size() <= 1) {
+    out << app->help();
+    return k_exit_ok;
+  }
+  std::vector<const char*> argv;
+  for (const auto& a : args) {
+    argv.push_back(a.c_str());
+  }
+  try {
+    app->parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::CallForHelp&) {
+    out << app->help();
+    return k_exit_ok;
+  } catch (const CLI::CallForAllHelp&) {
+    out << app->help("", CLI::AppFormatMode::All);
+    return k_exit_ok;
+  } catch (const CLI::ParseError& e) {
+    for (const auto& line : describe_parse_error(*app, e)) {
+      err << "tpuctl: error: " << line << "\n";
+    }
+    return k_exit_usage;
+  }
+
+  if (auto valid = validate_globals(ctx); !valid) {
+    return report(err, valid.error());
+  }
+  const Runner* runner = registry.find(*app);
+  if (!runner) {
+    out << deepest_parsed(*app).help();
+    return k_exit_ok;
+  }
+  try {
+    Expected<int> result = (*runner)(ctx);
+    spdlog::default_logger()->flush();
+    if (!result) {
+      return report(err, result.error());
+    }
+    return *result;
+  } catch (const std::exception& e) {
+    return report(err, make_error(ErrorKind::failure,
+                                  std::string("internal error: ") + e.what() +
+                                      " (please report this with --verbosity=debug output)"));
+  }
+}
+
+} // namespace tpuctl::cli

@@ -1,0 +1,29 @@
+// THE command table of tpuctl.
+//
+// How to add a command group `foo`:
+//   1. Write cli/cmd_foo.cpp with `void setup_foo(CLI::App& group, Registry& registry)`. It declares
+//      flags into an options struct (no work in CLI11 callbacks) and registers each leaf with
+//      `registry.add(group, "leaf", "summary", runner)`; a runner returns Expected<int> and prints
+//      its result only through cli/output.hpp. Declare setup_foo in commands.hpp.
+//   2. Add one row below (name, one-line summary, setup function, aliases, hidden).
+//   3. Add tests: tests/unit/cli/ for option handling, tests/integration/ through the binary, and a
+//      golden `--help` in tests/golden/help/foo.txt (TPUCTL_UPDATE_GOLDEN=1 regenerates it).
+//   4. Document it in README.md (usage) and, once man pages exist, man/tpuctl-foo.1.
+// Global flags (--format, --quiet, ...) are defined once in app.cpp and reach every command.
+#include "cli/commands.hpp"
+
+namespace tpuctl::cli {
+
+const std::vector<CommandGroup>& command_table() {
+  static const std::vector<CommandGroup> k_table = {
+      {"topology", "TPU accelerator types, torus geometry and device meshes (offline)",
+       &setup_topology, {}, false},
+      {"kernel", "the systolic compute kernel: MXU cycle model and fast CPU GEMM", &setup_kernel,
+       {}, false},
+      {"version", "print tpuctl's version, git commit, build type and compiler", &setup_version,
+       {}, false},
+  };
+  return k_table;
+}
+
+} // namespace tpuctl::cli

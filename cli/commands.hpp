@@ -1,0 +1,27 @@
+// The command table: one row per top-level command (group). See commands.cpp for how to add one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli/registry.hpp"
+
+namespace tpuctl::cli {
+
+struct CommandGroup {
+  const char* name;
+  const char* summary;
+  // Declares the group's flags and leaf commands on `group` and binds their runners.
+  void (*setup)(CLI::App& group, Registry& registry);
+  std::vector<std::string> aliases;
+  bool hidden = false;
+};
+
+const std::vector<CommandGroup>& command_table();
+
+// One setup function per cmd_<group>.cpp.
+void setup_version(CLI::App& group, Registry& registry);
+void setup_topology(CLI::App& group, Registry& registry);
+void setup_kernel(CLI::App& group, Registry& registry);
+
+} // namespace tpuctl::cli

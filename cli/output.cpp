@@ -1,0 +1,247 @@
+#include "cli/output.hpp"
+
+#include <algorithm>
+#include <regex>
+#include <sstream>
+
+namespace tpuctl::cli {
+
+std::string cell_text(const Json& value) {
+  if (value.is_string()) {
+    return value.get<std::string>();
+  }
+  if (value.is_null()) {
+    return "";
+  }
+  if (value.is_array()) {
+    bool scalars = std::all_of(value.begin(), value.end(),
+                               [](const Json& v) { return !v.is_structured(); });
+    if (scalars) {
+      std::string out;
+      for (size_t i = 0; i < value.size(); ++i) {
+        out += (i ? "," : "") + cell_text(value[i]);
+      }
+      return out;
+    }
+  }
+  return value.dump();
+}
+
+static void default_table(std::ostream& os, const Json& data) {
+  if (data.is_object()) {
+    size_t width = 0;
+    for (auto it = data.begin(); it != data.end(); ++it) {
+      width = std::max(width, it.key().size());
+    }
+    for (auto it = data.begin(); it != data.end(); ++it) {
+      os << it.key() << ":" << std::string(width - it.key().size() + 1, ' ')
+         << cell_text(it.value()) << "\n";
+    }
+  } else if (data.is_array()) {
+    for (const auto& v : data) {
+      os << cell_text(v) << "\n";
+    }
+  } else {
+    os << cell_text(data) << "\n";
+  }
+}
+
+void emit(const Context& ctx, const Json& data, const TableRenderer& table) {
+  std::ostream& os = ctx.stdout_stream();
+  switch (ctx.format) {
+  case Format::json: os << data.dump(2) << "\n"; break;
+  case Format::yaml: os << to_yaml(data); break;
+  case Format::table:
+    if (table) {
+      table(os, data);
+    } else {
+      default_table(os, data);
+    }
+    break;
+  }
+  os.flush();
+}
+
+std::string render_table(const std::vector<std::string>& headers,
+                         const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(headers.size());
+  for (size_t c = 0; c < headers.size(); ++c) {
+    width[c] = headers[c].size();
+    for (const auto& r : rows) {
+      if (c < r.size()) {
+        width[c] = std::max(width[c], r[c].size());
+      }
+    }
+  }
+  std::ostringstream os;
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string text;
+    for (size_t c = 0; c < headers.size(); ++c) {
+      std::string cell = c < cells.size() ? cells[c] : "";
+      text += cell;
+      if (c + 1 < headers.size()) {
+        text += std::string(width[c] - cell.size() + 2, ' ');
+      }
+    }
+    while (!text.empty() && text.back() == ' ') {
+      text.pop_back();
+    }
+    os << text << "\n";
+  };
+  line(headers);
+  for (const auto& r : rows) {
+    line(r);
+  }
+  return os.str();
+}
+
+void emit_list(const Context& ctx, const Json& rows, const std::vector<Column>& columns) {
+  emit(ctx, rows, [&](std::ostream& os, const Json& data) {
+    std::vector<std::string> headers;
+    for (const auto& c : columns) {
+      std::string h = c.header;
+      std::transform(h.begin(), h.end(), h.begin(), ::toupper);
+      headers.push_back(h);
+    }
+    std::vector<std::vector<std::string>> cells;
+    for (const auto& row : data) {
+      std::vector<std::string> r;
+      for (const auto& c : columns) {
+        r.push_back(row.contains(c.field) ? cell_text(row[c.field]) : "");
+      }
+      cells.push_back(std::move(r));
+    }
+    os << render_table(headers, cells);
+  });
+}
+
+// ---- YAML ----------------------------------------------------------------------------------
+
+static bool needs_quotes(const std::string& s) {
+  if (s.empty()) {
+    return true;
+  }
+  static const std::vector<std::string> k_reserved = {"true",  "false", "null", "yes", "no",
+                                                      "on",    "off",   "~",    "True", "False",
+                                                      "NULL",  "Null",  "Yes",  "No",  "TRUE",
+                                                      "FALSE", "Y",     "N",    "y",   "n"};
+  if (std::find(k_reserved.begin(), k_reserved.end(), s) != k_reserved.end()) {
+    return true;
+  }
+  if (s.front() == ' ' || s.back() == ' ') {
+    return true;
+  }
+  if (std::string("-?:,[]{}#&*!|>'\"%@`").find(s.front()) != std::string::npos) {
+    return true;
+  }
+  if (s.find(": ") != std::string::npos || s.find(" #") != std::string::npos ||
+      s.back() == ':') {
+    return true;
+  }
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      return true;
+    }
+  }
+  // Anything a YAML 1.1 or 1.2 reader could take for a number (or a sexagesimal like 1:20).
+  static const std::regex k_number(
+      R"([-+]?(\.[0-9]+|[0-9][0-9_]*(\.[0-9_]*)?)([eE][-+]?[0-9]+)?|0x[0-9a-fA-F_]+|0o?[0-7_]+|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))");
+  return s.find(':') != std::string::npos || std::regex_match(s, k_number);
+}
+
+static std::string yaml_scalar(const Json& v) {
+  if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    return needs_quotes(s) ? Json(s).dump() : s;
+  }
+  if (v.is_null()) {
+    return "null";
+  }
+  return v.dump();
+}
+
+static bool all_scalars(const Json& v) {
+  return std::all_of(v.begin(), v.end(), [](const Json& e) { return !e.is_structured(); });
+}
+
+static std::string flow(const Json& v) {
+  if (!v.is_array()) {
+    return yaml_scalar(v);
+  }
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    out += (i ? ", " : "") + flow(v[i]);
+  }
+  return out + "]";
+}
+
+// Arrays nested only of arrays and scalars (a device grid) print on one line.
+static bool is_flow_array(const Json& v) {
+  if (!v.is_array()) {
+    return !v.is_object();
+  }
+  return std::all_of(v.begin(), v.end(), [](const Json& e) { return is_flow_array(e); });
+}
+
+static void yaml_node(std::ostream& os, const Json& v, int indent);
+
+static void yaml_object(std::ostream& os, const Json& v, int indent) {
+  std::string pad(static_cast<size_t>(indent), ' ');
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    os << pad << it.key() << ":";
+    const Json& child = it.value();
+    if (child.is_object() && !child.empty()) {
+      os << "\n";
+      yaml_object(os, child, indent + 2);
+    } else if (child.is_array() && !child.empty() && !is_flow_array(child)) {
+      os << "\n";
+      yaml_node(os, child, indent);
+    } else if (child.is_object()) {
+      os << " {}\n";
+    } else {
+      os << " " << flow(child) << "\n";
+    }
+  }
+}
+
+static void yaml_node(std::ostream& os, const Json& v, int indent) {
+  std::string pad(static_cast<size_t>(indent), ' ');
+  if (v.is_object()) {
+    if (v.empty()) {
+      os << pad << "{}\n";
+    } else {
+      yaml_object(os, v, indent);
+    }
+    return;
+  }
+  if (v.is_array()) {
+    if (v.empty() || (all_scalars(v) && indent > 0) || is_flow_array(v)) {
+      os << pad << flow(v) << "\n";
+      return;
+    }
+    for (const auto& e : v) {
+      if (e.is_object() && !e.empty()) {
+        std::ostringstream inner;
+        yaml_object(inner, e, indent + 2);
+        std::string text = inner.str();
+        // Replace the first line's indentation with "- ".
+        os << pad << "- " << text.substr(static_cast<size_t>(indent) + 2);
+      } else if (e.is_array() && !e.empty() && !is_flow_array(e)) {
+        os << pad << "-\n";
+        yaml_node(os, e, indent + 2);
+      } else {
+        os << pad << "- " << (e.is_object() ? std::string("{}") : flow(e)) << "\n";
+      }
+    }
+    return;
+  }
+  os << pad << yaml_scalar(v) << "\n";
+}
+
+std::string to_yaml(const Json& value) {
+  std::ostringstream os;
+  yaml_node(os, value, 0);
+  return os.str();
+}
+
+} // namespace tpuctl::cli

@@ -1,0 +1,42 @@
+// Results go to stdout through these functions only, in the format chosen by --format:
+// `table` (human text), `json` (pretty, 2-space indent) or `yaml`. Field names in json and yaml
+// are stable snake_case and documented in README.md.
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/context.hpp"
+
+namespace tpuctl::cli {
+
+using Json = nlohmann::ordered_json;
+using TableRenderer = std::function<void(std::ostream&, const Json&)>;
+
+// Writes `data` to stdout. For the table format, `table` renders it (default: a two-column
+// key/value listing of an object, or one line per scalar).
+void emit(const Context& ctx, const Json& data, const TableRenderer& table = {});
+
+struct Column {
+  std::string header; // shown upper-case in the table
+  std::string field;  // key in each row object
+};
+
+// Emits a list: json/yaml as an array of objects, table as aligned columns.
+void emit_list(const Context& ctx, const Json& rows, const std::vector<Column>& columns);
+
+// Aligned columns with two spaces between them and a header row.
+std::string render_table(const std::vector<std::string>& headers,
+                         const std::vector<std::vector<std::string>>& rows);
+
+// Block-style YAML for any JSON value (arrays of scalars in flow style).
+std::string to_yaml(const Json& value);
+
+// A scalar as text for a table cell: strings unquoted, booleans true/false, null empty.
+std::string cell_text(const Json& value);
+
+} // namespace tpuctl::cli

@@ -1,0 +1,1 @@
+// placeholder until the kernels module lands

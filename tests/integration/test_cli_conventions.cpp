@@ -1,0 +1,95 @@
+// The conventions every tpuctl command follows, checked through the real binary: exit status,
+// error lines, did-you-mean, stdout for results only, global flags anywhere, golden --help.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "tests/support/helpers.hpp"
+
+using tpuctl::test::check_golden;
+using tpuctl::test::run_tpuctl;
+
+TEST_SUITE_BEGIN("integration");
+
+TEST_CASE("cli: --help of tpuctl and of every command group matches its golden file") {
+  auto root = run_tpuctl({"--help"});
+  CHECK(root.exit_code == 0);
+  CHECK(root.err.empty());
+  CHECK(check_golden("help/tpuctl.txt", root.out) == "");
+  for (const auto& row : tpuctl::cli::command_table()) {
+    if (row.hidden) {
+      continue;
+    }
+    CAPTURE(row.name);
+    auto r = run_tpuctl({row.name, "--help"});
+    CHECK(r.exit_code == 0);
+    CHECK(check_golden(std::string("help/") + row.name + ".txt", r.out) == "");
+  }
+}
+
+TEST_CASE("cli: version reports version, commit, build type and compiler in json and yaml") {
+  auto r = run_tpuctl({"version", "--format", "json"});
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["version"].is_string());
+  CHECK(j["git_commit"].is_string());
+  CHECK(!j["build_type"].get<std::string>().empty());
+  CHECK(j["compiler"].get<std::string>().find("GNU") != std::string::npos);
+
+  auto y = run_tpuctl({"--format=yaml", "version"});
+  REQUIRE(y.exit_code == 0);
+  CHECK(y.out.find("build_type: ") != std::string::npos);
+  CHECK(y.out.find("compiler: ") != std::string::npos);
+}
+
+TEST_CASE("cli: an unknown command is exit 2 with one error line and a suggestion") {
+  auto r = run_tpuctl({"topolgy", "list"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.rfind("tpuctl: error: unknown command 'topolgy'", 0) == 0);
+  CHECK(r.err.find("did you mean 'topology'?") != std::string::npos);
+}
+
+TEST_CASE("cli: an unknown flag is exit 2 and suggests the nearest flag") {
+  auto r = run_tpuctl({"version", "--formt=json"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("unknown flag '--formt'") != std::string::npos);
+  CHECK(r.err.find("did you mean '--format'?") != std::string::npos);
+}
+
+TEST_CASE("cli: every invalid global flag is reported, each on its own error line") {
+  auto r = run_tpuctl({"version", "--format", "xml", "--verbosity", "loud"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err == "tpuctl: error: --format: 'xml' is not an output format (use table, json or "
+                 "yaml)\n"
+                 "tpuctl: error: --verbosity: 'loud' is not a level (use debug, info, warning, "
+                 "error or none)\n");
+}
+
+TEST_CASE("cli: a group without its command is exit 2 and lists the commands") {
+  auto r = run_tpuctl({"topology"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("'tpuctl topology' needs a command: ") != std::string::npos);
+}
+
+TEST_CASE("cli: --log-file receives the logs and a bad path is a clear error") {
+  tpuctl::test::TempDir tmp;
+  std::string log = (tmp.path() / "tpuctl.log").string();
+  auto r = run_tpuctl({"version", "--verbosity=debug", "--log-file", log});
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.empty());
+
+  auto bad = run_tpuctl({"version", "--log-file", "/nonexistent-dir/x/y.log"});
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.err.find("--log-file: cannot open '/nonexistent-dir/x/y.log'") != std::string::npos);
+}
+
+TEST_CASE("cli: tpuctl with no arguments prints the help and succeeds") {
+  auto r = run_tpuctl({});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("Usage: tpuctl") != std::string::npos);
+}
+
+TEST_SUITE_END();

@@ -1,0 +1,98 @@
+#include "tests/support/helpers.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "cli/app.hpp"
+
+namespace tpuctl::test {
+
+std::string source_dir() { return TPUCTL_SOURCE_DIR; }
+std::string tpuctl_binary() { return TPUCTL_BINARY; }
+
+util::ProcessResult run_tpuctl(const std::vector<std::string>& args,
+                               const std::map<std::string, std::string>& env,
+                               const std::string& stdin_data) {
+  std::vector<std::string> argv{tpuctl_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  util::ProcessOptions opt;
+  opt.env_set = env;
+  opt.env_unset = {"TPUCTL_STATE", "TPUCTL_POOL", "NO_COLOR"};
+  opt.stdin_data = stdin_data;
+  opt.timeout = std::chrono::minutes(10);
+  auto r = util::run_process(argv, opt);
+  if (!r) {
+    util::ProcessResult failed;
+    failed.err = r.error().message;
+    return failed;
+  }
+  return *r;
+}
+
+InProcessResult run_cli(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  std::vector<std::string> full{"tpuctl"};
+  full.insert(full.end(), args.begin(), args.end());
+  int code = cli::run(full, out, err);
+  return {code, out.str(), err.str()};
+}
+
+TempDir::TempDir() {
+  std::string base = std::filesystem::temp_directory_path() / "tpuctl-test-XXXXXX";
+  std::vector<char> buf(base.begin(), base.end());
+  buf.push_back('\0');
+  if (!::mkdtemp(buf.data())) {
+    throw std::runtime_error("mkdtemp failed");
+  }
+  m_path = buf.data();
+}
+
+TempDir::~TempDir() {
+  const char* keep = std::getenv("TPUCTL_KEEP_TMP");
+  if (keep && std::string(keep) == "1") {
+    return;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(m_path, ec);
+}
+
+std::string check_golden(const std::string& name, const std::string& actual) {
+  std::filesystem::path file = std::filesystem::path(source_dir()) / "tests" / "golden" / name;
+  const char* update = std::getenv("TPUCTL_UPDATE_GOLDEN");
+  if (update && std::string(update) == "1") {
+    std::filesystem::create_directories(file.parent_path());
+    std::ofstream(file) << actual;
+    return "";
+  }
+  std::ifstream in(file);
+  if (!in) {
+    return "golden file " + file.string() +
+           " is missing (run the tests with TPUCTL_UPDATE_GOLDEN=1 to create it)";
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string expected = ss.str();
+  if (expected == actual) {
+    return "";
+  }
+  std::istringstream e(expected), a(actual);
+  std::string le, la;
+  int line = 1;
+  while (true) {
+    bool ge = static_cast<bool>(std::getline(e, le));
+    bool ga = static_cast<bool>(std::getline(a, la));
+    if (!ge && !ga) {
+      break;
+    }
+    if (le != la || ge != ga) {
+      return file.string() + " differs at line " + std::to_string(line) + ":\n  expected: " +
+             (ge ? le : "<end>") + "\n  actual:   " + (ga ? la : "<end>") +
+             "\n(if the change is intended, rerun with TPUCTL_UPDATE_GOLDEN=1)";
+    }
+    ++line;
+  }
+  return file.string() + " differs (line endings?)";
+}
+
+} // namespace tpuctl::test

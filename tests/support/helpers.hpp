@@ -1,0 +1,47 @@
+// Test helpers shared by unit and integration tests.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "util/process.hpp"
+
+namespace tpuctl::test {
+
+// Runs the real tpuctl binary with `args` and an environment isolated from the developer's:
+// HOME, XDG_STATE_HOME and XDG_CONFIG_HOME point into `home` when it is not empty.
+util::ProcessResult run_tpuctl(const std::vector<std::string>& args,
+                               const std::map<std::string, std::string>& env = {},
+                               const std::string& stdin_data = "");
+
+// Runs tpuctl in-process through cli::run (fast; for option-handling tests).
+struct InProcessResult {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+InProcessResult run_cli(const std::vector<std::string>& args);
+
+// A scratch directory removed when the object dies (kept when TPUCTL_KEEP_TMP=1).
+class TempDir {
+public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return m_path; }
+
+private:
+  std::filesystem::path m_path;
+};
+
+// Compares `actual` with tests/golden/<name>; with TPUCTL_UPDATE_GOLDEN=1 rewrites the file.
+// Returns an empty string when they match, else a short diff description.
+std::string check_golden(const std::string& name, const std::string& actual);
+
+std::string source_dir();
+std::string tpuctl_binary();
+
+} // namespace tpuctl::test

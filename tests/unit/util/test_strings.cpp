@@ -1,0 +1,62 @@
+#include <doctest/doctest.h>
+
+#include "util/strings.hpp"
+
+using namespace tpuctl;
+using namespace tpuctl::util;
+
+TEST_SUITE_BEGIN("util");
+
+TEST_CASE("util::split and join round-trip, keeping empty fields") {
+  CHECK(split("a,,b", ',') == std::vector<std::string>{"a", "", "b"});
+  CHECK(split("", ',') == std::vector<std::string>{""});
+  CHECK(join({"a", "b", "c"}, ", ") == "a, b, c");
+}
+
+TEST_CASE("util::parse_int") {
+  SUBCASE("accepts whole numbers in range") { CHECK(*parse_int("42", "--n", 0, 100) == 42); }
+  SUBCASE("rejects trailing junk and names the flag and value") {
+    auto r = parse_int("4x", "--port", 1, 65535);
+    REQUIRE(!r);
+    CHECK(r.error().kind == ErrorKind::usage);
+    CHECK(r.error().message == "--port: '4x' is not a whole number");
+  }
+  SUBCASE("rejects out of range with the allowed range") {
+    auto r = parse_int("0", "--hosts", 1, 256);
+    REQUIRE(!r);
+    CHECK(r.error().message == "--hosts: 0 is out of range (must be [1, 256])");
+  }
+  SUBCASE("rejects the empty string") { CHECK(!parse_int("", "--n")); }
+}
+
+TEST_CASE("util::parse_int_list") {
+  CHECK(*parse_int_list("4,64", "--shape", 1, 1 << 20) == std::vector<int64_t>{4, 64});
+  CHECK(!parse_int_list("4,,64", "--shape", 1, 100));
+  CHECK(!parse_int_list("4,0", "--shape", 1, 100));
+}
+
+TEST_CASE("util::parse_duration") {
+  using namespace std::chrono;
+  CHECK(*parse_duration("90s", "--timeout") == seconds(90));
+  CHECK(*parse_duration("15m", "--timeout") == minutes(15));
+  CHECK(*parse_duration("1h30m", "--timeout") == minutes(90));
+  CHECK(*parse_duration("2d", "--timeout") == hours(48));
+  CHECK(*parse_duration("250ms", "--timeout") == milliseconds(250));
+  CHECK(*parse_duration("7", "--timeout") == seconds(7));
+  for (const char* bad : {"", "s", "5x", "1h 2m", "-3s", "5s5"}) {
+    CAPTURE(bad);
+    auto r = parse_duration(bad, "--timeout");
+    CHECK(!r);
+  }
+  CHECK(parse_duration("5x", "--timeout").error().message.find("'5x'") != std::string::npos);
+}
+
+TEST_CASE("util::nearest suggests close names and prefixes, best first") {
+  std::vector<std::string> cmds{"topology", "kernel", "queued-resources", "qr", "version"};
+  CHECK(nearest("topolgy", cmds).front() == "topology");
+  CHECK(nearest("qu", cmds).front() == "queued-resources");
+  CHECK(nearest("zzzzzzzzz", cmds).empty());
+  CHECK(edit_distance("kitten", "sitting") == 3);
+}
+
+TEST_SUITE_END();

@@ -1,0 +1,39 @@
+// Small string helpers that know nothing about TPUs.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/expected.hpp"
+
+namespace tpuctl::util {
+
+std::vector<std::string> split(std::string_view text, char sep);
+std::string join(const std::vector<std::string>& parts, std::string_view sep);
+std::string_view trim(std::string_view text);
+bool starts_with(std::string_view text, std::string_view prefix);
+std::string to_lower(std::string_view text);
+
+// Parses a whole decimal integer in [min, max]. The error names `what` and the offending text,
+// e.g. "--port: 'abc' is not a whole number".
+Expected<int64_t> parse_int(std::string_view text, std::string_view what,
+                            int64_t min = INT64_MIN, int64_t max = INT64_MAX);
+
+// Parses a comma list of integers: "4,64" -> {4, 64}. Every entry must lie in [min, max].
+Expected<std::vector<int64_t>> parse_int_list(std::string_view text, std::string_view what,
+                                              int64_t min, int64_t max);
+
+// Parses a duration such as "90s", "15m", "2h", "1d", "1h30m" or a bare number of seconds.
+Expected<std::chrono::milliseconds> parse_duration(std::string_view text, std::string_view what);
+
+// Levenshtein edit distance (for "did you mean").
+size_t edit_distance(std::string_view a, std::string_view b);
+
+// The candidates closest to `word` (distance <= max(2, |word|/3), or a prefix match), best first.
+std::vector<std::string> nearest(std::string_view word, const std::vector<std::string>& candidates,
+                                 size_t limit = 3);
+
+} // namespace tpuctl::util
