@@ -27,9 +27,15 @@ struct Error {
   ErrorKind kind = ErrorKind::failure;
   std::string message;
   std::vector<std::string> more;
+  // A stable machine-readable code for callers that must tell failures of one kind apart, e.g.
+  // "conflict" (a compare-and-swap lost), "hosts_busy", "already_exists", "unavailable".
+  // Empty when nobody needs to branch on it. Never shown to users on its own.
+  std::string reason;
 
   Error() = default;
   Error(ErrorKind k, std::string msg) : kind(k), message(std::move(msg)) {}
+  Error(ErrorKind k, std::string msg, std::string why)
+      : kind(k), message(std::move(msg)), reason(std::move(why)) {}
 
   // Adds `other`'s messages to this error (used to report every problem in a request).
   void absorb(const Error& other);
