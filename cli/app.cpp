@@ -1,6 +1,7 @@
 #include "cli/app.hpp"
 
 #include <memory>
+
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
@@ -177,13 +178,20 @@ int report(std::ostream& err, const Error& error) {
 
 int exit_code_for(ErrorKind kind) {
   switch (kind) {
-  case ErrorKind::failure: return k_exit_failure;
-  case ErrorKind::usage: return k_exit_usage;
-  case ErrorKind::capacity: return k_exit_capacity;
-  case ErrorKind::not_found: return k_exit_not_found;
-  case ErrorKind::auth: return k_exit_auth;
-  case ErrorKind::timeout: return k_exit_timeout;
-  case ErrorKind::interrupted: return k_exit_interrupted;
+  case ErrorKind::failure:
+    return k_exit_failure;
+  case ErrorKind::usage:
+    return k_exit_usage;
+  case ErrorKind::capacity:
+    return k_exit_capacity;
+  case ErrorKind::not_found:
+    return k_exit_not_found;
+  case ErrorKind::auth:
+    return k_exit_auth;
+  case ErrorKind::timeout:
+    return k_exit_timeout;
+  case ErrorKind::interrupted:
+    return k_exit_interrupted;
   }
   return k_exit_failure;
 }

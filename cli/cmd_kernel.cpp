@@ -1,6 +1,16 @@
-// tpuctl kernel: placeholder until the kernels module lands.
+// tpuctl kernel: the systolic compute kernel. Its commands live in two files:
+// cmd_kernel_simulate.cpp (the MXU cycle model) and cmd_kernel_run.cpp (the fast CPU GEMM).
 #include "cli/commands.hpp"
 
 namespace tpuctl::cli {
-void setup_kernel(CLI::App& group, Registry&) { group.require_subcommand(1); }
+
+void setup_kernel_simulate(CLI::App& group, Registry& registry);
+void setup_kernel_run(CLI::App& group, Registry& registry);
+
+void setup_kernel(CLI::App& group, Registry& registry) {
+  group.require_subcommand(1);
+  setup_kernel_simulate(group, registry);
+  setup_kernel_run(group, registry);
+}
+
 } // namespace tpuctl::cli

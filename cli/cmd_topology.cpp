@@ -2,5 +2,7 @@
 #include "cli/commands.hpp"
 
 namespace tpuctl::cli {
-void setup_topology(CLI::App& group, Registry&) { group.require_subcommand(1); }
+void setup_topology(CLI::App& group, Registry&) {
+  group.require_subcommand(1);
+}
 } // namespace tpuctl::cli

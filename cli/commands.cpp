@@ -1,7 +1,8 @@
 // THE command table of tpuctl.
 //
 // How to add a command group `foo`:
-//   1. Write cli/cmd_foo.cpp with `void setup_foo(CLI::App& group, Registry& registry)`. It declares
+//   1. Write cli/cmd_foo.cpp with `void setup_foo(CLI::App& group, Registry& registry)`. It
+//   declares
 //      flags into an options struct (no work in CLI11 callbacks) and registers each leaf with
 //      `registry.add(group, "leaf", "summary", runner)`; a runner returns Expected<int> and prints
 //      its result only through cli/output.hpp. Declare setup_foo in commands.hpp.
@@ -16,12 +17,21 @@ namespace tpuctl::cli {
 
 const std::vector<CommandGroup>& command_table() {
   static const std::vector<CommandGroup> k_table = {
-      {"topology", "TPU accelerator types, torus geometry and device meshes (offline)",
-       &setup_topology, {}, false},
-      {"kernel", "the systolic compute kernel: MXU cycle model and fast CPU GEMM", &setup_kernel,
-       {}, false},
-      {"version", "print tpuctl's version, git commit, build type and compiler", &setup_version,
-       {}, false},
+      {"topology",
+       "TPU accelerator types, torus geometry and device meshes (offline)",
+       &setup_topology,
+       {},
+       false},
+      {"kernel",
+       "the systolic compute kernel: MXU cycle model and fast CPU GEMM",
+       &setup_kernel,
+       {},
+       false},
+      {"version",
+       "print tpuctl's version, git commit, build type and compiler",
+       &setup_version,
+       {},
+       false},
   };
   return k_table;
 }

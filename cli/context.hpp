@@ -13,9 +13,9 @@ struct GlobalOptions {
   std::string format = "table"; // --format=table|json|yaml
   bool quiet = false;           // --quiet/-q: no progress or notices on stderr
   std::string verbosity = "warning";
-  std::string log_file;         // --log-file=PATH
-  std::string state;            // --state=URL, env TPUCTL_STATE
-  std::string pool;             // --pool=NAME, env TPUCTL_POOL
+  std::string log_file; // --log-file=PATH
+  std::string state;    // --state=URL, env TPUCTL_STATE
+  std::string pool;     // --pool=NAME, env TPUCTL_POOL
 };
 
 struct Context {

@@ -14,8 +14,8 @@ std::string cell_text(const Json& value) {
     return "";
   }
   if (value.is_array()) {
-    bool scalars = std::all_of(value.begin(), value.end(),
-                               [](const Json& v) { return !v.is_structured(); });
+    bool scalars =
+        std::all_of(value.begin(), value.end(), [](const Json& v) { return !v.is_structured(); });
     if (scalars) {
       std::string out;
       for (size_t i = 0; i < value.size(); ++i) {
@@ -49,8 +49,12 @@ static void default_table(std::ostream& os, const Json& data) {
 void emit(const Context& ctx, const Json& data, const TableRenderer& table) {
   std::ostream& os = ctx.stdout_stream();
   switch (ctx.format) {
-  case Format::json: os << data.dump(2) << "\n"; break;
-  case Format::yaml: os << to_yaml(data); break;
+  case Format::json:
+    os << data.dump(2) << "\n";
+    break;
+  case Format::yaml:
+    os << to_yaml(data);
+    break;
   case Format::table:
     if (table) {
       table(os, data);
@@ -121,10 +125,9 @@ static bool needs_quotes(const std::string& s) {
   if (s.empty()) {
     return true;
   }
-  static const std::vector<std::string> k_reserved = {"true",  "false", "null", "yes", "no",
-                                                      "on",    "off",   "~",    "True", "False",
-                                                      "NULL",  "Null",  "Yes",  "No",  "TRUE",
-                                                      "FALSE", "Y",     "N",    "y",   "n"};
+  static const std::vector<std::string> k_reserved = {
+      "true", "false", "null", "yes", "no",   "on",    "off", "~", "True", "False",
+      "NULL", "Null",  "Yes",  "No",  "TRUE", "FALSE", "Y",   "N", "y",    "n"};
   if (std::find(k_reserved.begin(), k_reserved.end(), s) != k_reserved.end()) {
     return true;
   }
@@ -134,8 +137,7 @@ static bool needs_quotes(const std::string& s) {
   if (std::string("-?:,[]{}#&*!|>'\"%@`").find(s.front()) != std::string::npos) {
     return true;
   }
-  if (s.find(": ") != std::string::npos || s.find(" #") != std::string::npos ||
-      s.back() == ':') {
+  if (s.find(": ") != std::string::npos || s.find(" #") != std::string::npos || s.back() == ':') {
     return true;
   }
   for (unsigned char c : s) {

@@ -9,7 +9,9 @@ CLI::App* Registry::add(CLI::App& parent, const std::string& name, const std::st
   return sub;
 }
 
-void Registry::bind(CLI::App& app, Runner run) { m_runners[&app] = std::move(run); }
+void Registry::bind(CLI::App& app, Runner run) {
+  m_runners[&app] = std::move(run);
+}
 
 const CLI::App& deepest_parsed(const CLI::App& root) {
   const CLI::App* cur = &root;

@@ -20,8 +20,7 @@ using Runner = std::function<Expected<int>(Context&)>;
 class Registry {
 public:
   // Adds the leaf command `name` under `parent`, run by `run`.
-  CLI::App* add(CLI::App& parent, const std::string& name, const std::string& summary,
-                Runner run);
+  CLI::App* add(CLI::App& parent, const std::string& name, const std::string& summary, Runner run);
   // Makes an existing app (e.g. a group without leaves, like `version`) runnable.
   void bind(CLI::App& app, Runner run);
   // The runner of the deepest parsed command under `root`, or nullptr.

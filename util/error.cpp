@@ -16,9 +16,13 @@ std::vector<std::string> Error::all_messages() const {
   return out;
 }
 
-Error make_error(ErrorKind kind, std::string message) { return Error{kind, std::move(message)}; }
+Error make_error(ErrorKind kind, std::string message) {
+  return Error{kind, std::move(message)};
+}
 
-void ErrorList::add(Error e) { m_errors.push_back(std::move(e)); }
+void ErrorList::add(Error e) {
+  m_errors.push_back(std::move(e));
+}
 
 Error ErrorList::combined() const {
   Error out = m_errors.front();
@@ -30,13 +34,20 @@ Error ErrorList::combined() const {
 
 std::string_view to_string(ErrorKind kind) {
   switch (kind) {
-  case ErrorKind::failure: return "failure";
-  case ErrorKind::usage: return "usage";
-  case ErrorKind::capacity: return "capacity";
-  case ErrorKind::not_found: return "not_found";
-  case ErrorKind::auth: return "auth";
-  case ErrorKind::timeout: return "timeout";
-  case ErrorKind::interrupted: return "interrupted";
+  case ErrorKind::failure:
+    return "failure";
+  case ErrorKind::usage:
+    return "usage";
+  case ErrorKind::capacity:
+    return "capacity";
+  case ErrorKind::not_found:
+    return "not_found";
+  case ErrorKind::auth:
+    return "auth";
+  case ErrorKind::timeout:
+    return "timeout";
+  case ErrorKind::interrupted:
+    return "interrupted";
   }
   return "failure";
 }

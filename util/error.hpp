@@ -44,7 +44,9 @@ struct Error {
 };
 
 Error make_error(ErrorKind kind, std::string message);
-inline Error usage_error(std::string message) { return {ErrorKind::usage, std::move(message)}; }
+inline Error usage_error(std::string message) {
+  return {ErrorKind::usage, std::move(message)};
+}
 inline Error not_found_error(std::string message) {
   return {ErrorKind::not_found, std::move(message)};
 }

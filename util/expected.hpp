@@ -81,7 +81,9 @@ private:
 };
 
 using Status = Expected<void>;
-inline Status ok() { return {}; }
+inline Status ok() {
+  return {};
+}
 
 } // namespace tpuctl
 

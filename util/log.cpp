@@ -30,11 +30,16 @@ Expected<Verbosity> parse_verbosity(const std::string& text) {
 
 static spdlog::level::level_enum to_spdlog(Verbosity v) {
   switch (v) {
-  case Verbosity::debug: return spdlog::level::debug;
-  case Verbosity::info: return spdlog::level::info;
-  case Verbosity::warning: return spdlog::level::warn;
-  case Verbosity::error: return spdlog::level::err;
-  case Verbosity::none: return spdlog::level::off;
+  case Verbosity::debug:
+    return spdlog::level::debug;
+  case Verbosity::info:
+    return spdlog::level::info;
+  case Verbosity::warning:
+    return spdlog::level::warn;
+  case Verbosity::error:
+    return spdlog::level::err;
+  case Verbosity::none:
+    return spdlog::level::off;
   }
   return spdlog::level::warn;
 }
@@ -46,15 +51,16 @@ Status init_logging(Verbosity level, const std::string& log_file) {
     std::filesystem::path parent = std::filesystem::absolute(log_file).parent_path();
     std::error_code ec;
     if (!std::filesystem::is_directory(parent, ec)) {
-      return make_error(ErrorKind::failure, "--log-file: cannot open '" + log_file +
-                                                "': directory '" + parent.string() +
-                                                "' does not exist (create it or choose another path)");
+      return make_error(ErrorKind::failure,
+                        "--log-file: cannot open '" + log_file + "': directory '" +
+                            parent.string() +
+                            "' does not exist (create it or choose another path)");
     }
   }
   try {
     if (log_file.empty()) {
-      logger = std::make_shared<spdlog::logger>(
-          "tpuctl", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+      logger = std::make_shared<spdlog::logger>("tpuctl",
+                                                std::make_shared<spdlog::sinks::stderr_sink_mt>());
       logger->set_pattern("tpuctl: %l: %v");
     } else {
       logger = std::make_shared<spdlog::logger>(

@@ -135,8 +135,7 @@ Expected<ProcessResult> run_process(const std::vector<std::string>& argv,
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
-    return make_error(ErrorKind::failure,
-                      "cannot start '" + program + "': " + std::strerror(rc));
+    return make_error(ErrorKind::failure, "cannot start '" + program + "': " + std::strerror(rc));
   }
   in.close_end(0);
   out.close_end(1);

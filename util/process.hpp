@@ -23,7 +23,7 @@ struct ProcessResult {
 struct ProcessOptions {
   std::map<std::string, std::string> env_set; // added to (or replacing in) the inherited env
   std::vector<std::string> env_unset;
-  std::string stdin_data;                      // written to stdin, then EOF
+  std::string stdin_data;                           // written to stdin, then EOF
   std::optional<std::chrono::milliseconds> timeout; // SIGKILL the child after this long
   std::string cwd;
 };

@@ -94,7 +94,8 @@ Expected<std::chrono::milliseconds> parse_duration(std::string_view text, std::s
   bool any = false;
   while (i < text.size()) {
     size_t j = i;
-    while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) {
+    while (j < text.size() &&
+           (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) {
       ++j;
     }
     if (j == i) {

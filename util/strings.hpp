@@ -19,8 +19,8 @@ std::string to_lower(std::string_view text);
 
 // Parses a whole decimal integer in [min, max]. The error names `what` and the offending text,
 // e.g. "--port: 'abc' is not a whole number".
-Expected<int64_t> parse_int(std::string_view text, std::string_view what,
-                            int64_t min = INT64_MIN, int64_t max = INT64_MAX);
+Expected<int64_t> parse_int(std::string_view text, std::string_view what, int64_t min = INT64_MIN,
+                            int64_t max = INT64_MAX);
 
 // Parses a comma list of integers: "4,64" -> {4, 64}. Every entry must lie in [min, max].
 Expected<std::vector<int64_t>> parse_int_list(std::string_view text, std::string_view what,

@@ -1,7 +1,6 @@
 // The conventions every tpuctl command follows, checked through the real binary: exit status,
 // error lines, did-you-mean, stdout for results only, global flags anywhere, golden --help.
 #include <doctest/doctest.h>
-
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"

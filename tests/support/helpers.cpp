@@ -8,8 +8,12 @@
 
 namespace tpuctl::test {
 
-std::string source_dir() { return TPUCTL_SOURCE_DIR; }
-std::string tpuctl_binary() { return TPUCTL_BINARY; }
+std::string source_dir() {
+  return TPUCTL_SOURCE_DIR;
+}
+std::string tpuctl_binary() {
+  return TPUCTL_BINARY;
+}
 
 util::ProcessResult run_tpuctl(const std::vector<std::string>& args,
                                const std::map<std::string, std::string>& env,
@@ -86,8 +90,8 @@ std::string check_golden(const std::string& name, const std::string& actual) {
       break;
     }
     if (le != la || ge != ga) {
-      return file.string() + " differs at line " + std::to_string(line) + ":\n  expected: " +
-             (ge ? le : "<end>") + "\n  actual:   " + (ga ? la : "<end>") +
+      return file.string() + " differs at line " + std::to_string(line) +
+             ":\n  expected: " + (ge ? le : "<end>") + "\n  actual:   " + (ga ? la : "<end>") +
              "\n(if the change is intended, rerun with TPUCTL_UPDATE_GOLDEN=1)";
     }
     ++line;

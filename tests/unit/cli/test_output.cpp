@@ -7,17 +7,18 @@ using namespace tpuctl::cli;
 TEST_SUITE_BEGIN("cli");
 
 TEST_CASE("cli::to_yaml writes block mappings, flow arrays of scalars and quotes risky strings") {
-  Json v = {{"type", "v5p-128"},
-            {"chips", 64},
-            {"wrap", {true, true, true}},
-            {"topology", "4x4x4"},
-            {"empty", ""},
-            {"looks_numeric", "8476"},
-            {"bool_word", "yes"},
-            {"colon", "a: b"},
-            {"nested", {{"x", 1}}},
-            {"devices", {{0, 1}, {2, 3}}},
-            {"hosts", Json::array({Json{{"name", "h0"}, {"id", 0}}, Json{{"name", "h1"}, {"id", 1}}})}};
+  Json v = {
+      {"type", "v5p-128"},
+      {"chips", 64},
+      {"wrap", {true, true, true}},
+      {"topology", "4x4x4"},
+      {"empty", ""},
+      {"looks_numeric", "8476"},
+      {"bool_word", "yes"},
+      {"colon", "a: b"},
+      {"nested", {{"x", 1}}},
+      {"devices", {{0, 1}, {2, 3}}},
+      {"hosts", Json::array({Json{{"name", "h0"}, {"id", 0}}, Json{{"name", "h1"}, {"id", 1}}})}};
   std::string expected = "type: v5p-128\n"
                          "chips: 64\n"
                          "wrap: [true, true, true]\n"
@@ -43,8 +44,8 @@ TEST_CASE("cli::to_yaml of a top-level list of objects") {
 }
 
 TEST_CASE("cli::render_table aligns columns and trims trailing blanks") {
-  std::string t = render_table({"NAME", "CHIPS", "TOPOLOGY"}, {{"v4-8", "4", "2x2x1"},
-                                                               {"v5p-128", "64", ""}});
+  std::string t =
+      render_table({"NAME", "CHIPS", "TOPOLOGY"}, {{"v4-8", "4", "2x2x1"}, {"v5p-128", "64", ""}});
   CHECK(t == "NAME     CHIPS  TOPOLOGY\n"
              "v4-8     4      2x2x1\n"
              "v5p-128  64\n");

@@ -14,7 +14,9 @@ TEST_CASE("util::split and join round-trip, keeping empty fields") {
 }
 
 TEST_CASE("util::parse_int") {
-  SUBCASE("accepts whole numbers in range") { CHECK(*parse_int("42", "--n", 0, 100) == 42); }
+  SUBCASE("accepts whole numbers in range") {
+    CHECK(*parse_int("42", "--n", 0, 100) == 42);
+  }
   SUBCASE("rejects trailing junk and names the flag and value") {
     auto r = parse_int("4x", "--port", 1, 65535);
     REQUIRE(!r);
@@ -26,7 +28,9 @@ TEST_CASE("util::parse_int") {
     REQUIRE(!r);
     CHECK(r.error().message == "--hosts: 0 is out of range (must be [1, 256])");
   }
-  SUBCASE("rejects the empty string") { CHECK(!parse_int("", "--n")); }
+  SUBCASE("rejects the empty string") {
+    CHECK(!parse_int("", "--n"));
+  }
 }
 
 TEST_CASE("util::parse_int_list") {
