@@ -1,0 +1,70 @@
+#include <doctest/doctest.h>
+
+#include "util/hostlist.hpp"
+
+using namespace tpuctl;
+using namespace tpuctl::util;
+
+TEST_SUITE_BEGIN("util");
+
+TEST_CASE("util::expand_hostlist expands ranges with padding and cartesian groups") {
+  CHECK(*expand_hostlist("node[01-03]") == std::vector<std::string>{"node01", "node02", "node03"});
+  CHECK(*expand_hostlist("10.0.0.[1-3]") ==
+        std::vector<std::string>{"10.0.0.1", "10.0.0.2", "10.0.0.3"});
+  CHECK(*expand_hostlist("n[1,3,5-6]") == std::vector<std::string>{"n1", "n3", "n5", "n6"});
+  CHECK(*expand_hostlist("r[1-2]n[1-2]") ==
+        std::vector<std::string>{"r1n1", "r1n2", "r2n1", "r2n2"});
+  CHECK(*expand_hostlist("plain") == std::vector<std::string>{"plain"});
+  CHECK(expand_hostlist("node[01-16]")->size() == 16);
+  CHECK(expand_hostlist("node[01-16]")->back() == "node16");
+}
+
+TEST_CASE("util::expand_hostlist rejects malformed ranges, naming them") {
+  for (const char* bad :
+       {"node[3-1]", "node[1-", "node]1[", "node[a-b]", "node[]", "n[1-99999999]"}) {
+    CAPTURE(bad);
+    auto r = expand_hostlist(bad);
+    REQUIRE(!r);
+    CHECK(r.error().kind == ErrorKind::usage);
+    CHECK(r.error().message.find(std::string("'") + bad + "'") != std::string::npos);
+  }
+  CHECK(expand_hostlist("node[3-1]").error().message.find("start <= end") != std::string::npos);
+}
+
+TEST_CASE("util::expand_host_specs parses user, port and IPv6") {
+  auto r = expand_host_specs({"alice@node[1-2]:2222", "10.0.0.5", "[::1]:2200", "bob@[::1]"});
+  REQUIRE(r);
+  REQUIRE(r->size() == 5);
+  CHECK((*r)[0].user == "alice");
+  CHECK((*r)[0].host == "node1");
+  CHECK((*r)[0].port == 2222);
+  CHECK((*r)[2].host == "10.0.0.5");
+  CHECK((*r)[2].port == 0);
+  CHECK((*r)[3].host == "::1");
+  CHECK((*r)[3].port == 2200);
+  CHECK(to_string((*r)[3]) == "[::1]:2200");
+  CHECK(to_string((*r)[0]) == "alice@node1:2222");
+}
+
+TEST_CASE("util::expand_host_specs rejects hostile names and reports every problem") {
+  auto r = expand_host_specs({"node;rm -rf /", "$(reboot)", "-oProxyCommand=x", "ok1", "host:99999",
+                              "`id`@h", "a\nb", "ok1"});
+  REQUIRE(!r);
+  auto lines = r.error().all_messages();
+  CHECK(lines.size() == 7);
+  CHECK(lines[0].find("'node;rm -rf /'") != std::string::npos);
+  CHECK(lines[1].find("'$(reboot)'") != std::string::npos);
+  CHECK(lines[2].find("must not start with '-'") != std::string::npos);
+  CHECK(lines[3].find("65535") != std::string::npos);
+  CHECK(lines[4].find("user '`id`'") != std::string::npos);
+  CHECK(lines[6].find("listed twice") != std::string::npos);
+}
+
+TEST_CASE("util::fold_hostlist folds runs back into ranges") {
+  CHECK(fold_hostlist({"node01", "node02", "node03", "node05", "x"}) == "node[01-03,05],x");
+  CHECK(fold_hostlist({"127.0.0.2", "127.0.0.3", "127.0.0.9"}) == "127.0.0.[2-3,9]");
+  CHECK(fold_hostlist({"solo"}) == "solo");
+  CHECK(fold_hostlist({"n1"}) == "n1");
+}
+
+TEST_SUITE_END();
