@@ -27,6 +27,8 @@ const std::vector<CommandGroup>& command_table() {
        &setup_kernel,
        {},
        false},
+      {"agent", "what runs on each worker: host probe, preflight, SPMD programs", &setup_agent,
+       {}, true},
       {"version",
        "print tpuctl's version, git commit, build type and compiler",
        &setup_version,

@@ -23,5 +23,6 @@ const std::vector<CommandGroup>& command_table();
 void setup_version(CLI::App& group, Registry& registry);
 void setup_topology(CLI::App& group, Registry& registry);
 void setup_kernel(CLI::App& group, Registry& registry);
+void setup_agent(CLI::App& group, Registry& registry);
 
 } // namespace tpuctl::cli
