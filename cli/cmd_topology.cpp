@@ -32,11 +32,10 @@ struct SliceArgs {
 
 void add_slice_args(CLI::App& cmd, SliceArgs& args) {
   cmd.add_option("TYPE", args.type,
-                 "accelerator type, e.g. v5p-128, v5p-4x4x4, v5litepod-16, v4-32, tpu7x-128")
+                 "accelerator type, e.g. v5p-128, v5p-4x4x4, v5litepod-16 or tpu7x-128")
       ->type_name("");
   cmd.add_option("--type", args.generation,
-                 "generation (v2, v3, v4, v5litepod or v5e, v5p, v6e, tpu7x); with --topology, "
-                 "instead of TYPE")
+                 "generation, e.g. v5p or v5litepod; with --topology, instead of TYPE")
       ->type_name("GEN");
   cmd.add_option("--topology", args.topology, "chip grid AxB or AxBxC, e.g. 4x4x4; with --type")
       ->type_name("TOPOLOGY");
@@ -355,7 +354,7 @@ void setup_topology(CLI::App& group, Registry& registry) {
       [mesh_args](Context& ctx) { return run_mesh(ctx, *mesh_args); });
   add_slice_args(*mesh, mesh_args->slice);
   mesh->add_option("--shape", mesh_args->shape,
-                   "logical mesh shape of one slice, least to most network-intensive, e.g. 4,64")
+                   "one slice's logical shape, least to most network-intensive, e.g. 4,64")
       ->type_name("N,N...")
       ->required();
   mesh->add_option("--axes", mesh_args->axes, "axis names, e.g. data,model (default axis0,...)")

@@ -22,6 +22,9 @@ namespace tpuctl::topology {
 namespace {
 
 constexpr int k_cube = 4; // chips along each edge of a cube
+// Bigger than any real slice's dimension (576 = 144 cubes in a row), small enough that the product
+// of three fits an int.
+constexpr int k_max_dim = 1024;
 
 int product(const Dims& d) {
   return d[0] * d[1] * d[2];
@@ -237,7 +240,7 @@ Expected<ParsedTopology> parse_topology(std::string_view text) {
   bool ok = parts.size() == 2 || parts.size() == 3;
   for (size_t i = 0; ok && i < parts.size(); ++i) {
     auto n = small_number(parts[i]);
-    if (!n || *n < 1 || *n > 100000) {
+    if (!n || *n < 1 || *n > k_max_dim) {
       ok = false;
     } else {
       out.dims[i] = *n;
@@ -245,8 +248,8 @@ Expected<ParsedTopology> parse_topology(std::string_view text) {
   }
   if (!ok) {
     return usage_error("topology '" + std::string(text) +
-                       "' is malformed: write AxB or AxBxC with whole numbers of at least 1, "
-                       "e.g. 4x4 or 4x4x4");
+                       "' is malformed: write AxB or AxBxC with whole numbers from 1 to " +
+                       std::to_string(k_max_dim) + ", e.g. 4x4 or 4x4x4");
   }
   out.rank = static_cast<int>(parts.size());
   return out;

@@ -38,8 +38,8 @@ struct ParsedTopology {
   int rank = 0; // 2 for "AxB", 3 for "AxBxC"
 };
 
-// Parses "AxB" or "AxBxC" (each a whole number >= 1). Fails with usage naming `text` when it is
-// anything else ("4x", "0x4", "4x4x4x4").
+// Parses "AxB" or "AxBxC" (each a whole number from 1 to 1024). Fails with usage naming `text`
+// when it is anything else ("4x", "0x4", "4x4x4x4", "4x4x2000").
 Expected<ParsedTopology> parse_topology(std::string_view text);
 
 // Parses an accelerator type in either form: "<prefix>-<number>" (v5p-128, v5litepod-16,

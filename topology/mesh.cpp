@@ -38,15 +38,22 @@ namespace tpuctl::topology {
 
 namespace {
 
+constexpr int64_t k_too_many = int64_t{1} << 40;
+
+// The product of `v`, or k_too_many + 1 when it exceeds k_too_many (no overflow).
 int64_t product64(const std::vector<int>& v) {
   int64_t p = 1;
   for (int x : v) {
     p *= x;
-    if (p > (int64_t{1} << 40)) {
-      return p; // large enough to be wrong; avoids overflow
+    if (p > k_too_many) {
+      return k_too_many + 1;
     }
   }
   return p;
+}
+
+std::string count_text(int64_t n) {
+  return n > k_too_many ? "more than " + std::to_string(k_too_many) : std::to_string(n);
 }
 
 std::string join_ints(const std::vector<int>& v, const char* sep) {
@@ -256,7 +263,7 @@ Expected<DeviceMesh> create_device_mesh(const AcceleratorType& slice, const Mesh
   }
   if (!shape.empty() && sizes_ok && product64(shape) != slice.chips) {
     problems.add(ErrorKind::usage,
-                 "mesh shape '" + shape_text + "' has " + std::to_string(product64(shape)) +
+                 "mesh shape '" + shape_text + "' has " + count_text(product64(shape)) +
                      " devices but " + slice.name + " (" + slice.topology() + ") has " +
                      std::to_string(slice.chips) + " (one per chip" +
                      (request.num_slices > 1 ? " in each slice" : "") +

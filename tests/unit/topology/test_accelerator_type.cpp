@@ -250,7 +250,8 @@ TEST_CASE("topology::parse_topology") {
   REQUIRE(two.has_value());
   CHECK(two->rank == 2);
   CHECK(two->dims == Dims{16, 16, 1});
-  for (const char* bad : {"4x", "x4", "0x4", "4", "4x4x4x4", "-4x4", "4xx4", "", "4x 4", "+4x4"}) {
+  for (const char* bad :
+       {"4x", "x4", "0x4", "4", "4x4x4x4", "-4x4", "4xx4", "", "4x 4", "+4x4", "4x4x2000"}) {
     CAPTURE(bad);
     auto r = parse_topology(bad);
     REQUIRE_FALSE(r.has_value());
