@@ -50,8 +50,9 @@ Expected<CommitResult> SqliteStore::apply_ops(const std::vector<Op>& ops) {
     s->bind(1, rev);
     int rc = s->step();
     if (rc != SQLITE_DONE) {
+      Error e = m_db.error(rc, "write"); // before the rollback replaces SQLite's message
       (void)m_db.exec("ROLLBACK TO tpuctl_ops; RELEASE tpuctl_ops", "roll back");
-      return m_db.error(rc, "write");
+      return e;
     }
   }
   TPUCTL_TRY(m_db.exec("RELEASE tpuctl_ops", "write"));

@@ -283,3 +283,24 @@ TEST_CASE("state::open_store opens sqlite URLs and refuses etcd until it is buil
     CHECK(s.error().kind == ErrorKind::usage);
   }
 }
+
+TEST_CASE("state::SqliteStore's claims table itself refuses a double claim or a missing host") {
+  TempDir tmp;
+  std::string path = (tmp.path() / "state.db").string();
+  {
+    auto s = open_at(path);
+    REQUIRE(s);
+    REQUIRE((*s)->create(pool_key("p"), Json::object()));
+    REQUIRE((*s)->create(host_key("p", "h1"), Json::object()));
+    REQUIRE((*s)->claim_hosts("p", {"h1"}, "qr-a"));
+  }
+  // Even SQL that skips tpuctl's checks cannot break the invariants.
+  Raw raw(path);
+  REQUIRE(raw.exec("PRAGMA foreign_keys = ON") == SQLITE_OK);
+  CHECK(raw.exec("INSERT INTO claims(pool, host, owner, claimed_at, revision) "
+                 "VALUES ('p', 'h1', 'qr-b', 0, 9)") == SQLITE_CONSTRAINT);
+  CHECK(raw.exec("INSERT INTO claims(pool, host, owner, claimed_at, revision) "
+                 "VALUES ('p', 'h9', 'qr-b', 0, 9)") == SQLITE_CONSTRAINT);
+  CHECK(raw.exec("DELETE FROM records WHERE kind = 'host' AND id = 'h1'") == SQLITE_CONSTRAINT);
+  CHECK(raw.text("SELECT owner FROM claims WHERE pool = 'p' AND host = 'h1'") == "qr-a");
+}
