@@ -1,0 +1,285 @@
+#include "state/location.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "state/sqlite_store.hpp"
+#include "util/strings.hpp"
+
+namespace tpuctl::state {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* k_forms =
+    "use sqlite:PATH, a file path, or etcd://HOST:PORT[,HOST:PORT...][/PREFIX]";
+constexpr const char* k_default_etcd_prefix = "/tpuctl/v1/";
+
+Error bad_url(std::string_view url, const std::string& why) {
+  return usage_error("state store url '" + std::string(url) + "' " + why + ": " + k_forms);
+}
+
+bool is_scheme_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.';
+}
+
+// The scheme of `url` ("sqlite", "etcd+https") or "" when it reads as a bare path.
+std::string scheme_of(std::string_view url) {
+  auto colon = url.find(':');
+  if (colon == std::string_view::npos || colon == 0 ||
+      !std::isalpha(static_cast<unsigned char>(url[0]))) {
+    return "";
+  }
+  for (size_t i = 0; i < colon; ++i) {
+    if (!is_scheme_char(url[i])) {
+      return ""; // e.g. "./a:b" or "dir/x:y": a path
+    }
+  }
+  return util::to_lower(url.substr(0, colon));
+}
+
+Expected<std::string> absolute_path(std::string_view url, std::string_view text,
+                                    const PathEnvironment& env) {
+  std::string p(text);
+  if (p.empty()) {
+    return bad_url(url, "has no path");
+  }
+  if (p.back() == '/') {
+    return bad_url(url, "names a directory, not a database file (e.g. " + p + "state.db)");
+  }
+  if (p == "~" || util::starts_with(p, "~/")) {
+    if (env.home.empty()) {
+      return bad_url(url, "starts with '~' but HOME is not set");
+    }
+    p = env.home + p.substr(1);
+  }
+  fs::path path(p);
+  if (path.is_relative()) {
+    if (env.cwd.empty()) {
+      return bad_url(url, "is relative and the working directory is unknown");
+    }
+    path = fs::path(env.cwd) / path;
+  }
+  return path.lexically_normal().string();
+}
+
+Expected<StateLocation> parse_etcd(std::string_view url, std::string_view scheme,
+                                   std::string_view rest) {
+  StateLocation loc;
+  loc.backend = Backend::etcd;
+  if (!util::starts_with(rest, "//")) {
+    return bad_url(url, "must be written " + std::string(scheme) + "://HOST:PORT");
+  }
+  rest.remove_prefix(2);
+  auto slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  loc.prefix = slash == std::string_view::npos ? k_default_etcd_prefix : rest.substr(slash);
+  if (loc.prefix.back() != '/') {
+    loc.prefix += '/';
+  }
+  std::string http = scheme == "etcd+https" ? "https://" : "http://";
+  if (authority.empty()) {
+    return bad_url(url, "names no etcd endpoint");
+  }
+  for (const auto& hp : util::split(authority, ',')) {
+    std::string host = hp, port = "2379";
+    auto colon = hp.rfind(':');
+    bool bracketed = !hp.empty() && hp.front() == '[';
+    if (colon != std::string::npos && (!bracketed || colon > hp.find(']'))) {
+      host = hp.substr(0, colon);
+      port = hp.substr(colon + 1);
+    }
+    if (host.empty() || host == "[]") {
+      return bad_url(url, "has an empty etcd host in '" + hp + "'");
+    }
+    auto p = util::parse_int(port, "etcd port", 1, 65535);
+    if (!p) {
+      return bad_url(url, "has an invalid port '" + port + "' (a number from 1 to 65535)");
+    }
+    loc.endpoints.push_back(http + host + ":" + std::to_string(*p));
+  }
+  return loc;
+}
+
+} // namespace
+
+std::string StateLocation::url() const {
+  if (backend == Backend::sqlite) {
+    return "sqlite:" + path;
+  }
+  bool tls = !endpoints.empty() && util::starts_with(endpoints.front(), "https://");
+  std::vector<std::string> hosts;
+  for (const auto& e : endpoints) {
+    hosts.push_back(e.substr(e.find("://") + 3));
+  }
+  return std::string(tls ? "etcd+https://" : "etcd://") + util::join(hosts, ",") + prefix;
+}
+
+PathEnvironment PathEnvironment::from_process() {
+  PathEnvironment env;
+  if (const char* x = std::getenv("XDG_STATE_HOME")) {
+    env.xdg_state_home = x;
+  }
+  if (const char* h = std::getenv("HOME"); h && *h) {
+    env.home = h;
+  } else {
+    struct passwd pw {};
+    struct passwd* found = nullptr;
+    std::vector<char> buf(16384);
+    if (::getpwuid_r(::getuid(), &pw, buf.data(), buf.size(), &found) == 0 && found &&
+        found->pw_dir) {
+      env.home = found->pw_dir;
+    }
+  }
+  std::error_code ec;
+  auto cwd = fs::current_path(ec);
+  if (!ec) {
+    env.cwd = cwd.string();
+  }
+  return env;
+}
+
+Expected<std::string> default_state_path(const PathEnvironment& env) {
+  if (!env.xdg_state_home.empty() && fs::path(env.xdg_state_home).is_absolute()) {
+    return (fs::path(env.xdg_state_home) / "tpuctl" / "state.db").lexically_normal().string();
+  }
+  if (!env.home.empty()) {
+    return (fs::path(env.home) / ".local" / "state" / "tpuctl" / "state.db")
+        .lexically_normal()
+        .string();
+  }
+  return Error(ErrorKind::failure,
+               "cannot choose a place for the state store: neither XDG_STATE_HOME nor HOME is "
+               "set; choose one with --state sqlite:PATH or TPUCTL_STATE=sqlite:PATH",
+               std::string(reason::k_unavailable));
+}
+
+Expected<StateLocation> parse_state_url(std::string_view url, const PathEnvironment& env) {
+  StateLocation loc;
+  if (url.empty()) {
+    TPUCTL_TRY_ASSIGN(loc.path, default_state_path(env));
+    loc.is_default = true;
+    return loc;
+  }
+  std::string scheme = scheme_of(url);
+  if (scheme.empty()) {
+    TPUCTL_TRY_ASSIGN(loc.path, absolute_path(url, url, env));
+    return loc;
+  }
+  std::string_view rest = url.substr(scheme.size() + 1);
+  if (scheme == "sqlite") {
+    if (util::starts_with(rest, "//")) { // sqlite:///abs/path (URL form with an empty host)
+      rest.remove_prefix(2);
+      if (!util::starts_with(rest, "/")) {
+        return bad_url(url, "names a host, but an sqlite store is a local file (sqlite:/abs/path)");
+      }
+    }
+    TPUCTL_TRY_ASSIGN(loc.path, absolute_path(url, rest, env));
+    return loc;
+  }
+  if (scheme == "etcd" || scheme == "etcd+http" || scheme == "etcd+https") {
+    return parse_etcd(url, scheme, rest);
+  }
+  return bad_url(url, "has an unknown scheme '" + scheme + "'");
+}
+
+std::optional<std::string_view> network_filesystem_name(int64_t f_type) {
+  struct Magic {
+    uint32_t magic;
+    std::string_view name;
+  };
+  static constexpr Magic k_network[] = {
+      {0x6969, "nfs"},        {0x517B, "smb"},      {0xFF534D42, "cifs"}, {0xFE534D42, "smb2"},
+      {0x65735546, "fuse"},   {0x5346414F, "afs"},  {0x6B414653, "afs"},  {0x00C36400, "ceph"},
+      {0x0BD00BD0, "lustre"}, {0x73757245, "coda"}, {0x564C, "ncp"},
+  };
+  auto t = static_cast<uint32_t>(f_type); // f_type is signed on some ABIs
+  for (const auto& m : k_network) {
+    if (m.magic == t) {
+      return m.name;
+    }
+  }
+  return std::nullopt;
+}
+
+Status check_local_filesystem(const std::string& dir) {
+  // A directory not created yet will live on the filesystem of its nearest existing ancestor.
+  fs::path probe = fs::path(dir).lexically_normal();
+  std::error_code ec;
+  while (probe.has_parent_path() && probe != probe.root_path() && !fs::exists(probe, ec)) {
+    probe = probe.parent_path();
+  }
+  struct statfs sfs {};
+  if (::statfs(probe.c_str(), &sfs) != 0) {
+    return Error(ErrorKind::failure,
+                 "cannot inspect state directory '" + dir + "': " + std::strerror(errno),
+                 std::string(reason::k_unavailable));
+  }
+  auto name = network_filesystem_name(static_cast<int64_t>(sfs.f_type));
+  if (!name) {
+    return ok();
+  }
+  return Error(ErrorKind::failure,
+               "state directory '" + dir + "' is on a network filesystem (" + std::string(*name) +
+                   "): SQLite's write-ahead log and file locks only work on a local disk, so "
+                   "tpuctl processes could corrupt the state there; choose a path on a local "
+                   "disk with --state sqlite:/LOCAL/PATH/state.db or TPUCTL_STATE=sqlite:PATH",
+               std::string(reason::k_network_filesystem));
+}
+
+Status make_private_directories(const std::string& dir) {
+  fs::path target = fs::path(dir).lexically_normal();
+  fs::path built;
+  for (const auto& part : target) {
+    built /= part;
+    if (built == built.root_path()) {
+      continue;
+    }
+    if (::mkdir(built.c_str(), 0700) == 0) {
+      continue;
+    }
+    if (errno != EEXIST) {
+      return Error(ErrorKind::failure,
+                   "cannot create state directory '" + built.string() +
+                       "': " + std::strerror(errno) + "; choose another path with --state",
+                   std::string(reason::k_unavailable));
+    }
+    struct stat st {};
+    if (::stat(built.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return Error(ErrorKind::failure,
+                   "cannot create state directory '" + target.string() + "': '" + built.string() +
+                       "' is not a directory",
+                   std::string(reason::k_unavailable));
+    }
+  }
+  return ok();
+}
+
+Expected<std::unique_ptr<StateStore>> open_store(std::string_view url, const OpenOptions& options) {
+  TPUCTL_TRY_ASSIGN(auto loc, parse_state_url(url, options.env));
+  if (loc.backend == Backend::etcd) {
+    return Error(ErrorKind::failure,
+                 "etcd state store '" + loc.url() +
+                     "' is not built into this tpuctl yet; use --state sqlite:PATH",
+                 std::string(reason::k_unsupported));
+  }
+  std::string dir = fs::path(loc.path).parent_path().string();
+  // Check the filesystem before creating anything on it.
+  TPUCTL_TRY(check_local_filesystem(dir));
+  TPUCTL_TRY(make_private_directories(dir));
+  SqliteOptions sqlite_options;
+  sqlite_options.path = loc.path;
+  sqlite_options.clock = options.clock;
+  sqlite_options.busy_timeout = options.busy_timeout;
+  TPUCTL_TRY_ASSIGN(auto store, SqliteStore::open(sqlite_options));
+  return std::unique_ptr<StateStore>(std::move(store));
+}
+
+} // namespace tpuctl::state

@@ -1,0 +1,75 @@
+// Choosing and opening the state store: the --state URL (or TPUCTL_STATE, which the CLI maps to
+// the same flag), the default path, and the refusal of network filesystems for SQLite.
+//
+// Accepted forms:
+//   (empty)                     the default: $XDG_STATE_HOME/tpuctl/state.db, else
+//                               ~/.local/state/tpuctl/state.db
+//   sqlite:PATH, sqlite:///ABS  an SQLite file; PATH may be relative (to the working directory)
+//   PATH                        a bare path, the same as sqlite:PATH ("/x/state.db", "./s.db")
+//   etcd://HOST:PORT[,HOST:PORT...][/PREFIX]   etcd v3 (http); etcd+https://... for TLS
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "state/store.hpp"
+
+namespace tpuctl::state {
+
+enum class Backend { sqlite, etcd };
+
+struct StateLocation {
+  Backend backend = Backend::sqlite;
+  std::string path;                   // sqlite: absolute path of the database file
+  std::vector<std::string> endpoints; // etcd: "http://host:port" or "https://host:port"
+  std::string prefix;                 // etcd: key prefix ("/tpuctl/v1/" unless given)
+  bool is_default = false;            // no URL was given
+  std::string url() const;            // canonical: "sqlite:/abs/state.db", "etcd://h:p,h:p/pfx/"
+};
+
+// The parts of the process environment that decide paths (injected by tests).
+struct PathEnvironment {
+  std::string xdg_state_home; // $XDG_STATE_HOME ("" when unset)
+  std::string home;           // $HOME, else the passwd entry's home directory
+  std::string cwd;            // the working directory, for relative paths
+  static PathEnvironment from_process();
+};
+
+// $XDG_STATE_HOME/tpuctl/state.db when XDG_STATE_HOME is an absolute path (the XDG spec ignores
+// relative ones), else $HOME/.local/state/tpuctl/state.db.
+// Errors: failure when neither gives a directory, saying how to choose a path.
+Expected<std::string> default_state_path(const PathEnvironment& env);
+
+// Parses a --state value. Errors: usage naming the URL and the accepted forms (unknown scheme,
+// empty path, malformed etcd endpoint).
+Expected<StateLocation> parse_state_url(std::string_view url, const PathEnvironment& env);
+
+// "nfs", "cifs", "smb", "smb2", "fuse", "afs", "ceph", "lustre", "coda", "ncp" for the statfs()
+// f_type of a filesystem on which SQLite's WAL and locks are unsafe; nullopt for local ones.
+std::optional<std::string_view> network_filesystem_name(int64_t f_type);
+
+// Fails (reason k_network_filesystem) when `dir` is on a network filesystem, saying why and how to
+// choose another path; also fails when statfs() itself fails.
+Status check_local_filesystem(const std::string& dir);
+
+// Creates `dir` and its missing parents with mode 0700. Errors: failure naming the directory.
+Status make_private_directories(const std::string& dir);
+
+struct OpenOptions {
+  Clock clock = system_clock();
+  std::chrono::milliseconds busy_timeout{10000};
+  PathEnvironment env = PathEnvironment::from_process();
+};
+
+// Opens the store `url` names: for SQLite it creates the directory (0700) and file (0600) when
+// missing, refuses a network filesystem, and migrates the schema. Errors: usage for a bad URL;
+// failure with reasons k_network_filesystem, k_unavailable, k_busy, k_unsupported (etcd is not
+// built into this tpuctl yet).
+Expected<std::unique_ptr<StateStore>> open_store(std::string_view url,
+                                                 const OpenOptions& options = {});
+
+} // namespace tpuctl::state

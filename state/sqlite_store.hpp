@@ -1,0 +1,95 @@
+// The SQLite StateStore: one local file shared by every tpuctl process on this machine.
+//
+// Settings: WAL journal (readers never block the writer), synchronous=FULL (an acknowledged
+// claim survives a power cut; a CLI commits rarely, so the fsync per commit costs nothing that
+// matters), foreign_keys=ON, busy_timeout (10 s by default). Every transaction that may write
+// starts with BEGIN IMMEDIATE, taking the writer lock before reading, so a read-then-write can
+// never fail half-way with SQLITE_BUSY_SNAPSHOT; a lock held by another process past the busy
+// timeout is reason k_busy, never a raw "database is locked".
+//
+// The schema is versioned by PRAGMA user_version and migrated inside BEGIN IMMEDIATE, so
+// concurrent first runs migrate exactly once. A database written by a newer tpuctl (user_version
+// above k_schema_version) opens read-only: reads work, every write fails k_schema_too_new.
+// See sqlite_schema.cpp for the tables; claims(pool, host) is the primary key that makes
+// double allocation impossible even if the code above it had a bug.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "state/sqlite_db.hpp"
+#include "state/store.hpp"
+
+namespace tpuctl::state {
+
+struct SqliteOptions {
+  std::string path; // the database file; its directory must exist
+  Clock clock = system_clock();
+  std::chrono::milliseconds busy_timeout{10000};
+};
+
+// The schema version this tpuctl writes (PRAGMA user_version).
+inline constexpr int k_schema_version = 1;
+// PRAGMA application_id of tpuctl state databases ("tpuc").
+inline constexpr int k_application_id = 0x74707563;
+
+class SqliteStore final : public StateStore {
+public:
+  // Opens (creating tables when the file is empty) the database at options.path. The file is
+  // created 0600 when absent. It does not check the filesystem: open_store() does.
+  // Errors: k_unavailable (cannot open, not a tpuctl database, corrupt), k_busy.
+  static Expected<std::unique_ptr<SqliteStore>> open(const SqliteOptions& options);
+
+  StoreInfo info() const override;
+  Status ping() override;
+  Expected<std::optional<Record>> find(const Key& key) override;
+  Expected<Listing> list(Kind kind, const std::string& pool) override;
+  Expected<PoolSnapshot> snapshot(const std::string& pool) override;
+  Expected<std::vector<Claim>> claims(const std::string& pool) override;
+  Expected<std::vector<Event>> events(const EventQuery& query) override;
+  Expected<std::vector<Heartbeat>> live_heartbeats(const std::string& pool) override;
+  Expected<CommitResult> commit(const std::vector<Op>& ops) override;
+  Status put_heartbeat(const std::string& pool, const std::string& host, const Json& payload,
+                       std::chrono::seconds ttl) override;
+  // Runs fn inside BEGIN IMMEDIATE, so its reads are current and its ops cannot conflict.
+  Expected<CommitResult> transact(const TransactFn& fn,
+                                  const TransactOptions& options = {}) override;
+
+  const std::string& path() const { return m_db.path(); }
+
+private:
+  SqliteStore(sqlite::Db db, SqliteOptions options) : m_db(std::move(db)), m_options(options) {}
+
+  Status configure_and_migrate();
+  Status migrate_locked(int64_t from_version);
+  Status check_writable() const;
+  int64_t now_ms() const { return to_unix_ms(m_options.clock()); }
+
+  // A write (BEGIN IMMEDIATE) or read (BEGIN) transaction, rolled back unless committed. Inside
+  // an open transaction it joins it, so the reads a transact fn makes share its transaction.
+  class Txn;
+
+  Expected<int64_t> current_revision();
+  Expected<std::optional<Record>> find_locked(const Key& key);
+  Expected<std::vector<Claim>> claims_locked(const std::string& pool, const std::string& owner);
+  Expected<CommitResult> apply_ops(const std::vector<Op>& ops);
+
+  // One op each; `rev` is the revision the commit writes.
+  Status apply(const CreateOp& op, int64_t rev);
+  Status apply(const UpdateOp& op, int64_t rev);
+  Status apply(const RemoveOp& op, int64_t rev);
+  Status apply(const CheckOp& op, int64_t rev);
+  Status apply(const ClaimOp& op, int64_t rev);
+  Status apply(const ReleaseOp& op, int64_t rev);
+  Status apply(const EventOp& op, int64_t rev);
+  Expected<bool> pool_exists(const std::string& pool);
+  Expected<std::optional<int64_t>> version_of(const Key& key);
+  Status remove_pool_contents(const std::string& pool);
+
+  sqlite::Db m_db;
+  SqliteOptions m_options;
+  int m_schema_version = 0;
+  bool m_in_txn = false;
+};
+
+} // namespace tpuctl::state
