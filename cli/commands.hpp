@@ -24,5 +24,6 @@ void setup_version(CLI::App& group, Registry& registry);
 void setup_topology(CLI::App& group, Registry& registry);
 void setup_kernel(CLI::App& group, Registry& registry);
 void setup_agent(CLI::App& group, Registry& registry);
+void setup_pool(CLI::App& group, Registry& registry);
 
 } // namespace tpuctl::cli

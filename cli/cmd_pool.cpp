@@ -1,0 +1,270 @@
+// tpuctl pool: the hosts tpuctl may use. Records live in the state store (state/), the logic in
+// provision/pools; this file only parses flags and prints. The SSH-backed commands (check, ssh,
+// scp) are in cmd_pool_remote.cpp and the local sshd pool (local-up, local-down) in
+// cmd_pool_local.cpp.
+#include <fstream>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "cli/pool_view.hpp"
+#include "cli/state_access.hpp"
+#include "provision/pools.hpp"
+
+namespace tpuctl::cli {
+
+namespace {
+
+struct CreateOptions {
+  std::string name;
+  std::string generation;
+  std::optional<int> chips_per_host;
+  std::string shape;
+};
+
+struct AddOptions {
+  std::vector<std::string> specs;
+  std::string user;
+  int port = 0;
+  std::string identity_file;
+  std::string workdir;
+  std::string coords;
+  std::vector<std::string> labels;
+};
+
+Expected<std::string> pool_name(Context& ctx, state::StateStore& store) {
+  return provision::resolve_pool_name(store, ctx.globals.pool);
+}
+
+void add_create(CLI::App& group, Registry& registry) {
+  auto o = std::make_shared<CreateOptions>();
+  CLI::App* cmd = registry.add(
+      group, "create", "create an empty pool of one TPU generation",
+      [o](Context& ctx) -> Expected<int> {
+        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+        TPUCTL_TRY_ASSIGN(auto layout,
+                          provision::make_pool_layout(o->generation, o->chips_per_host, o->shape));
+        TPUCTL_TRY_ASSIGN(auto pool, provision::create_pool(*store, o->name, layout));
+        emit(ctx, pool_summary_json(pool, 0));
+        return 0;
+      });
+  cmd->add_option("NAME", o->name, "pool name")->required();
+  cmd->add_option("--generation", o->generation, "v2, v3, v4, v5e (v5litepod), v5p, v6e or tpu7x")
+      ->required()
+      ->type_name("GEN");
+  cmd->add_option("--chips-per-host", o->chips_per_host, "chips on each host (default 4)")
+      ->type_name("N");
+  cmd->add_option("--shape", o->shape,
+                  "the pool's extent in chips, e.g. 8x4 or 4x4x4 (default: the generation's pod)")
+      ->type_name("CHIPS");
+}
+
+void add_list(CLI::App& group, Registry& registry) {
+  registry.add(group, "list", "list pools", [](Context& ctx) -> Expected<int> {
+    TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+    TPUCTL_TRY_ASSIGN(auto pools, provision::list_pools(*store));
+    Json rows = Json::array();
+    for (const auto& p : pools) {
+      TPUCTL_TRY_ASSIGN(auto view, provision::load_pool(*store, p.name));
+      Json row = pool_summary_json(p, static_cast<int>(view.hosts.size()));
+      row["free"] = view.grid.count(provision::CellState::free);
+      rows.push_back(row);
+    }
+    emit_list(ctx, rows,
+              {{"name", "name"},
+               {"generation", "generation"},
+               {"shape", "shape"},
+               {"hosts", "hosts"},
+               {"free", "free"},
+               {"capacity", "capacity"},
+               {"local", "local"}});
+    return 0;
+  });
+}
+
+void add_describe(CLI::App& group, Registry& registry) {
+  auto name = std::make_shared<std::string>();
+  CLI::App* cmd =
+      registry.add(group, "describe", "show a pool: its host grid, free blocks and hosts",
+                   [name](Context& ctx) -> Expected<int> {
+                     TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+                     std::string requested = name->empty() ? ctx.globals.pool : *name;
+                     TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, requested));
+                     TPUCTL_TRY_ASSIGN(auto view, provision::load_pool(*store, pool));
+                     emit(ctx, pool_view_json(view),
+                          [&](std::ostream& os, const Json&) { print_pool_view(os, view); });
+                     return 0;
+                   });
+  cmd->add_option("NAME", *name, "pool name (default: --pool, or the only pool)");
+}
+
+void add_delete(CLI::App& group, Registry& registry) {
+  auto name = std::make_shared<std::string>();
+  auto force = std::make_shared<bool>(false);
+  CLI::App* cmd =
+      registry.add(group, "delete", "delete a pool and its host records",
+                   [name, force](Context& ctx) -> Expected<int> {
+                     TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+                     TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, *name));
+                     TPUCTL_TRY(provision::delete_pool(*store, pool, *force));
+                     emit(ctx, Json{{"deleted", pool}});
+                     return 0;
+                   });
+  cmd->add_option("NAME", *name, "pool name")->required();
+  cmd->add_flag("--force", *force, "delete even while hosts are claimed (releases the claims)");
+}
+
+void add_add_hosts(CLI::App& group, Registry& registry) {
+  auto o = std::make_shared<AddOptions>();
+  CLI::App* cmd = registry.add(
+      group, "add-hosts", "add hosts: [user@]host[:port], with ranges such as node[01-16]",
+      [o](Context& ctx) -> Expected<int> {
+        ErrorList problems;
+        auto specs = util::expand_host_specs(o->specs);
+        if (!specs) {
+          problems.add(specs.error());
+        }
+        provision::AddHostsOptions add;
+        add.user = o->user;
+        add.port = o->port;
+        add.identity_file = o->identity_file;
+        add.workdir = o->workdir;
+        if (!o->coords.empty()) {
+          add.coords = o->coords;
+        }
+        for (const auto& l : o->labels) {
+          auto kv = provision::parse_label(l);
+          if (!kv) {
+            problems.add(kv.error());
+          } else {
+            add.labels[kv->first] = kv->second;
+          }
+        }
+        if (!problems.empty()) {
+          return problems.combined();
+        }
+        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+        TPUCTL_TRY_ASSIGN(auto pool, pool_name(ctx, *store));
+        TPUCTL_TRY_ASSIGN(auto added, provision::add_hosts(*store, pool, *specs, add));
+        Json rows = Json::array();
+        for (const auto& h : added) {
+          rows.push_back(host_json(h, ""));
+        }
+        emit_list(ctx, rows, k_host_columns);
+        return 0;
+      });
+  cmd->add_option("SPEC", o->specs, "hosts: [user@]host[:port], e.g. node[01-16] or 10.0.0.[1-4]")
+      ->required();
+  cmd->add_option("--user", o->user, "login user (default: the current user)")->type_name("U");
+  cmd->add_option("--port", o->port, "SSH port (default 22)")
+      ->type_name("N")
+      ->check(CLI::Range(1, 65535));
+  cmd->add_option("--identity-file", o->identity_file, "private key for these hosts")
+      ->type_name("F");
+  cmd->add_option("--workdir", o->workdir, "where tpuctl writes on the hosts (default ~/.tpuctl)")
+      ->type_name("DIR");
+  cmd->add_option("--coords", o->coords, "grid position x,y[,z] (one host only)")
+      ->type_name("X,Y,Z");
+  cmd->add_option("--label", o->labels, "a KEY=VALUE label (repeatable)")->type_name("K=V");
+}
+
+void add_remove_hosts(CLI::App& group, Registry& registry) {
+  auto hosts = std::make_shared<std::vector<std::string>>();
+  CLI::App* cmd = registry.add(group, "remove-hosts", "remove hosts from a pool",
+                               [hosts](Context& ctx) -> Expected<int> {
+                                 TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+                                 TPUCTL_TRY_ASSIGN(auto pool, pool_name(ctx, *store));
+                                 TPUCTL_TRY(provision::remove_hosts(*store, pool, *hosts));
+                                 emit(ctx, Json{{"removed", *hosts}});
+                                 return 0;
+                               });
+  cmd->add_option("HOST", *hosts, "host names")->required();
+}
+
+void add_hosts_list(CLI::App& group, Registry& registry) {
+  registry.add(group, "hosts", "list a pool's hosts", [](Context& ctx) -> Expected<int> {
+    TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+    TPUCTL_TRY_ASSIGN(auto pool, pool_name(ctx, *store));
+    TPUCTL_TRY_ASSIGN(auto view, provision::load_pool(*store, pool));
+    emit_list(ctx, pool_view_json(view)["host_list"], k_host_columns);
+    return 0;
+  });
+}
+
+void add_drain(CLI::App& group, Registry& registry) {
+  struct DrainOptions {
+    std::string host;
+    std::string reason;
+  };
+  auto d = std::make_shared<DrainOptions>();
+  CLI::App* drain = registry.add(
+      group, "drain", "take a host out of service (never placed until undrained)",
+      [d](Context& ctx) -> Expected<int> {
+        if (d->reason.empty()) {
+          return usage_error("--reason: say why the host is drained (e.g. --reason 'disk')");
+        }
+        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+        TPUCTL_TRY_ASSIGN(auto pool, pool_name(ctx, *store));
+        TPUCTL_TRY_ASSIGN(auto host, provision::set_drain(*store, pool, d->host, d->reason));
+        emit(ctx, host_json(host, ""));
+        return 0;
+      });
+  drain->add_option("HOST", d->host, "host name")->required();
+  drain->add_option("--reason", d->reason, "why (shown in describe and placement messages)")
+      ->required()
+      ->type_name("TEXT");
+
+  auto host = std::make_shared<std::string>();
+  CLI::App* undrain =
+      registry.add(group, "undrain", "put a drained host back in service",
+                   [host](Context& ctx) -> Expected<int> {
+                     TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+                     TPUCTL_TRY_ASSIGN(auto pool, pool_name(ctx, *store));
+                     TPUCTL_TRY_ASSIGN(auto h, provision::set_drain(*store, pool, *host, ""));
+                     emit(ctx, host_json(h, ""));
+                     return 0;
+                   });
+  undrain->add_option("HOST", *host, "host name")->required();
+}
+
+void add_import(CLI::App& group, Registry& registry) {
+  auto file = std::make_shared<std::string>();
+  CLI::App* cmd = registry.add(
+      group, "import", "import hosts (and optionally the pool) from a JSON inventory",
+      [file](Context& ctx) -> Expected<int> {
+        std::ifstream in(*file);
+        if (!in) {
+          return usage_error("inventory file '" + *file + "' cannot be read");
+        }
+        std::stringstream text;
+        text << in.rdbuf();
+        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+        TPUCTL_TRY_ASSIGN(auto added,
+                          provision::import_inventory(*store, ctx.globals.pool, text.str()));
+        Json rows = Json::array();
+        for (const auto& h : added) {
+          rows.push_back(host_json(h, ""));
+        }
+        emit_list(ctx, rows, k_host_columns);
+        return 0;
+      });
+  cmd->add_option("FILE", *file, "JSON inventory: {\"pool\": {...}?, \"hosts\": [...]}")
+      ->required();
+}
+
+} // namespace
+
+void setup_pool(CLI::App& group, Registry& registry) {
+  group.require_subcommand(1);
+  add_create(group, registry);
+  add_list(group, registry);
+  add_describe(group, registry);
+  add_delete(group, registry);
+  add_add_hosts(group, registry);
+  add_remove_hosts(group, registry);
+  add_hosts_list(group, registry);
+  add_drain(group, registry);
+  add_import(group, registry);
+}
+
+} // namespace tpuctl::cli
