@@ -14,6 +14,7 @@
 #include "cli/fanout_output.hpp"
 #include "remote/fanout.hpp"
 #include "tests/support/local_pool_fixture.hpp"
+#include "util/sha256.hpp"
 #include "util/strings.hpp"
 
 using namespace tpuctl;
@@ -176,4 +177,134 @@ TEST_CASE("remote::run_fanout classifies refused, exit 3, kill -9, timeout and a
   CHECK(cli::broadcast_exit_status(from_timeout) == 124);
   std::vector<remote::HostResult> from_hung(r.begin() + 5, r.end());
   CHECK(cli::broadcast_exit_status(from_hung) == 255);
+}
+
+TEST_CASE("remote::run_fanout escalates to KILL and kills orphans and setsid children") {
+  auto targets = pool().targets();
+  const std::string marker = unique_marker();
+  std::vector<remote::Job> jobs;
+  // Ignores TERM: needs the KILL after the grace period.
+  jobs.push_back({targets[6], "export M=" + marker + "; trap '' TERM; sleep 300; sleep 300", 0});
+  // The shell exits at once but leaves a child holding stdout open: no session leader is left.
+  jobs.push_back({targets[7], "export M=" + marker + "; sleep 302 & exit 0", 1});
+  // A child in a session of its own, outside the command's session.
+  jobs.push_back({targets[8], "export M=" + marker + "; setsid sleep 303 & sleep 304; wait", 2});
+  auto opts = pool().options();
+  opts.command_timeout = std::chrono::milliseconds(1000);
+  opts.kill_grace = std::chrono::milliseconds(500);
+  auto results = remote::run_fanout(jobs, opts);
+  REQUIRE(results);
+  for (const auto& r : *results) {
+    CAPTURE(r.host);
+    CHECK(r.outcome == Outcome::timeout);
+  }
+  CHECK(survivors(marker).empty());
+}
+
+TEST_CASE("remote::run_fanout stops on cancel, kills the commands and marks hosts interrupted") {
+  auto targets = pool().targets();
+  const std::string marker = unique_marker();
+  auto jobs = remote::make_jobs(targets, "export M=" + marker + "; sleep 300");
+  auto opts = pool().options();
+  opts.batch_size = 8; // half the hosts are still queued when the cancel comes
+  remote::CancelToken cancel;
+  std::atomic<int> started{0};
+  remote::FanoutCallbacks cb;
+  std::thread trigger([&] {
+    // Cancel once the first batch is running (the marker shows up on this machine).
+    auto until = Clock::now() + std::chrono::seconds(10);
+    while (test::processes_with_marker(marker).size() < 8 && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    started = static_cast<int>(test::processes_with_marker(marker).size());
+    cancel.cancel();
+  });
+  auto t0 = Clock::now();
+  auto results = remote::run_fanout(jobs, opts, cb, &cancel);
+  auto elapsed = Clock::now() - t0;
+  trigger.join();
+  REQUIRE(results);
+  CHECK(started >= 8);
+  CHECK(elapsed < std::chrono::seconds(10));
+  size_t killed = 0, never_started = 0;
+  for (const auto& r : *results) {
+    CAPTURE(r.host);
+    CAPTURE(r.error);
+    CHECK(r.outcome == Outcome::interrupted);
+    killed += r.error.find("was killed") != std::string::npos;
+    never_started += r.error.find("before") != std::string::npos;
+  }
+  CHECK(killed >= 8);
+  CHECK(killed + never_started == k_hosts);
+  CHECK(cli::broadcast_exit_status(*results) == 130);
+  CHECK(survivors(marker).empty());
+}
+
+TEST_CASE("remote::run_fanout gives stdin EOF at once, or broadcasts --stdin data to every host") {
+  auto targets = pool().targets();
+  SUBCASE("without --stdin a remote cat sees EOF immediately") {
+    auto opts = pool().options();
+    opts.command_timeout = std::chrono::seconds(20);
+    auto results = remote::run_fanout(remote::make_jobs(targets, "cat; echo eof"), opts);
+    REQUIRE(results);
+    for (const auto& r : *results) {
+      CAPTURE(r.host);
+      CHECK(r.outcome == Outcome::ok);
+      CHECK(r.out == "eof\n");
+      CHECK(r.duration_ms < 10000);
+    }
+  }
+  SUBCASE("--stdin sends the same bytes to every host, then EOF") {
+    std::string data;
+    for (int i = 0; i < 20000; ++i) {
+      data += "line " + std::to_string(i) + " of the broadcast\n";
+    }
+    auto opts = pool().options();
+    opts.stdin_data = std::make_shared<const std::string>(data);
+    opts.command_timeout = std::chrono::seconds(30);
+    auto results = remote::run_fanout(remote::make_jobs(targets, "sha256sum"), opts);
+    REQUIRE(results);
+    std::string want = util::sha256_hex(data) + "  -\n";
+    for (const auto& r : *results) {
+      CAPTURE(r.host);
+      CHECK(r.outcome == Outcome::ok);
+      CHECK(r.out == want);
+    }
+  }
+}
+
+TEST_CASE("remote::run_fanout reads stdout and stderr together: 6 MB of stderr does not stall") {
+  auto targets = pool().targets();
+  std::vector<remote::SshTarget> four(targets.begin(), targets.begin() + 4);
+  auto opts = pool().options();
+  opts.command_timeout = std::chrono::seconds(30);
+  size_t err_lines = 0, partial_lines = 0, torn_lines = 0;
+  remote::FanoutCallbacks cb;
+  cb.on_line = [&](const remote::HostLine& l) {
+    if (l.stream != remote::Stream::err) {
+      return;
+    }
+    if (l.complete) {
+      ++err_lines;
+      torn_lines += l.text != "0123456789abcdefghijklmnopqrstuvwxyz";
+    } else {
+      ++partial_lines; // head -c cut the last line: 6000000 = 162162 * 37 + 6
+      CHECK(l.text == "012345");
+    }
+  };
+  // stderr is written first and exceeds the channel window several times over.
+  auto results = remote::run_fanout(
+      remote::make_jobs(four, "yes 0123456789abcdefghijklmnopqrstuvwxyz | head -c 6000000 >&2; "
+                              "echo stdout-after-stderr"),
+      opts, cb);
+  REQUIRE(results);
+  for (const auto& r : *results) {
+    CAPTURE(r.host);
+    CHECK(r.outcome == Outcome::ok);
+    CHECK(r.err.size() == 6000000);
+    CHECK(r.out == "stdout-after-stderr\n");
+  }
+  CHECK(err_lines == 4 * 162162);
+  CHECK(torn_lines == 0);
+  CHECK(partial_lines == 4);
 }
