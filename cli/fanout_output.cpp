@@ -20,9 +20,8 @@ std::vector<const remote::HostResult*> in_job_order(const std::vector<remote::Ho
   for (const auto& r : rs) {
     out.push_back(&r);
   }
-  std::stable_sort(out.begin(), out.end(), [](const auto* a, const auto* b) {
-    return a->index < b->index;
-  });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto* a, const auto* b) { return a->index < b->index; });
   return out;
 }
 
@@ -59,7 +58,8 @@ std::string jsonl_record(const remote::HostResult& r) {
   j["index"] = r.index;
   bool exited = r.outcome == remote::Outcome::ok || r.outcome == remote::Outcome::exit_code;
   j["exit_code"] = exited ? nlohmann::ordered_json(r.exit_code) : nlohmann::ordered_json();
-  j["signal"] = r.signal_name.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(r.signal_name);
+  j["signal"] =
+      r.signal_name.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(r.signal_name);
   j["error"] = r.error.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(r.error);
   j["duration_ms"] = r.duration_ms;
   j["stdout"] = r.out;
@@ -70,8 +70,8 @@ std::string jsonl_record(const remote::HostResult& r) {
 std::string grouped_text(const std::vector<remote::HostResult>& results, remote::Stream stream) {
   std::string out;
   for (const auto& g : remote::group_outputs(results, stream)) {
-    std::string header = remote::fold_hosts(g.hosts) + " (" + std::to_string(g.hosts.size()) +
-                         ")" + (stream == remote::Stream::err ? " stderr" : "");
+    std::string header = remote::fold_hosts(g.hosts) + " (" + std::to_string(g.hosts.size()) + ")" +
+                         (stream == remote::Stream::err ? " stderr" : "");
     out += "---------------\n" + header + "\n---------------\n" + g.text;
     if (g.text.back() != '\n') {
       out += '\n';
@@ -83,18 +83,24 @@ std::string grouped_text(const std::vector<remote::HostResult>& results, remote:
 int host_exit_status(const remote::HostResult& r) {
   using remote::Outcome;
   switch (r.outcome) {
-  case Outcome::ok: return k_exit_ok;
-  case Outcome::exit_code: return r.exit_code > 0 && r.exit_code < 256 ? r.exit_code : 1;
+  case Outcome::ok:
+    return k_exit_ok;
+  case Outcome::exit_code:
+    return r.exit_code > 0 && r.exit_code < 256 ? r.exit_code : 1;
   case Outcome::signal:
     return r.signal_number > 0 ? 128 + r.signal_number : k_exit_transport;
-  case Outcome::timeout: return k_exit_timeout;
-  case Outcome::interrupted: return k_exit_interrupted;
+  case Outcome::timeout:
+    return k_exit_timeout;
+  case Outcome::interrupted:
+    return k_exit_interrupted;
   case Outcome::auth:
   case Outcome::host_key_unknown:
-  case Outcome::host_key_changed: return k_exit_auth;
+  case Outcome::host_key_changed:
+    return k_exit_auth;
   case Outcome::refused:
   case Outcome::unreachable:
-  case Outcome::error: return k_exit_transport;
+  case Outcome::error:
+    return k_exit_transport;
   }
   return k_exit_transport;
 }
@@ -143,8 +149,8 @@ std::string failure_report(const std::vector<remote::HostResult>& results) {
   std::string summary = "tpuctl: " + std::to_string(failed) + " of " +
                         std::to_string(results.size()) + " hosts failed: ";
   for (size_t i = 0; i < by_reason.size(); ++i) {
-    summary += (i ? ", " : "") + remote::fold_hosts(by_reason[i].second) + " (" +
-               by_reason[i].first + ")";
+    summary +=
+        (i ? ", " : "") + remote::fold_hosts(by_reason[i].second) + " (" + by_reason[i].first + ")";
   }
   return details + summary + "\n";
 }

@@ -85,10 +85,9 @@ Expected<std::vector<HostResult>> run_fanout(const std::vector<Job>& jobs,
   }
   TPUCTL_TRY_ASSIGN(auto identities, detail::prepare_run(targets, options));
   detail::EventSink events(callbacks);
-  return detail::run_pool(jobs.size(), options.batch_size, identities, cancel,
-                          [&](size_t i, detail::WorkerContext& ctx) {
-                            return run_job(jobs[i], options, ctx, events);
-                          });
+  return detail::run_pool(
+      jobs.size(), options.batch_size, identities, cancel,
+      [&](size_t i, detail::WorkerContext& ctx) { return run_job(jobs[i], options, ctx, events); });
 }
 
 std::vector<Job> make_jobs(const std::vector<SshTarget>& targets, const std::string& command) {

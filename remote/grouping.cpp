@@ -143,17 +143,28 @@ std::vector<OutputGroup> group_outputs(const std::vector<HostResult>& results, S
 
 std::string short_reason(const HostResult& r) {
   switch (r.outcome) {
-  case Outcome::ok: return "ok";
-  case Outcome::exit_code: return "exit " + std::to_string(r.exit_code);
-  case Outcome::signal: return "signal " + (r.signal_name.empty() ? "?" : r.signal_name);
-  case Outcome::timeout: return "timed out";
-  case Outcome::interrupted: return "interrupted";
-  case Outcome::refused: return "connection refused";
-  case Outcome::unreachable: return "unreachable";
-  case Outcome::auth: return "authentication failed";
-  case Outcome::host_key_unknown: return "host key unknown";
-  case Outcome::host_key_changed: return "host key changed";
-  case Outcome::error: return "error";
+  case Outcome::ok:
+    return "ok";
+  case Outcome::exit_code:
+    return "exit " + std::to_string(r.exit_code);
+  case Outcome::signal:
+    return "signal " + (r.signal_name.empty() ? "?" : r.signal_name);
+  case Outcome::timeout:
+    return "timed out";
+  case Outcome::interrupted:
+    return "interrupted";
+  case Outcome::refused:
+    return "connection refused";
+  case Outcome::unreachable:
+    return "unreachable";
+  case Outcome::auth:
+    return "authentication failed";
+  case Outcome::host_key_unknown:
+    return "host key unknown";
+  case Outcome::host_key_changed:
+    return "host key changed";
+  case Outcome::error:
+    return "error";
   }
   return "error";
 }

@@ -15,9 +15,9 @@ namespace tpuctl::remote {
 std::string fold_hosts(const std::vector<std::string>& names);
 
 struct OutputGroup {
-  std::string text;                 // the shared output
-  std::vector<size_t> indices;      // job indices of the hosts, ascending
-  std::vector<std::string> hosts;   // their display names, same order
+  std::string text;               // the shared output
+  std::vector<size_t> indices;    // job indices of the hosts, ascending
+  std::vector<std::string> hosts; // their display names, same order
 };
 
 // Hosts whose `stream` output is byte-identical, one group per distinct non-empty output,

@@ -32,8 +32,8 @@ Status write_text(const fs::path& file, const std::string& text, fs::perms perms
   out << text;
   out.close();
   if (!out) {
-    return make_error(ErrorKind::failure, "cannot write '" + file.string() + "': " +
-                                              std::strerror(errno) +
+    return make_error(ErrorKind::failure, "cannot write '" + file.string() +
+                                              "': " + std::strerror(errno) +
                                               " (check the pool directory's permissions)");
   }
   std::error_code ec;
@@ -208,8 +208,9 @@ Expected<LocalSshdPool> create_local_sshd_pool(const LocalSshdOptions& options) 
       problems.add(ErrorKind::usage, "host name '" + h.name +
                                          "' is not valid: use letters, digits, '.', '_' and '-'");
     } else if (!names.insert(h.name).second) {
-      problems.add(ErrorKind::usage, "host name '" + h.name + "' is used twice: names must be "
-                                                              "unique in a pool");
+      problems.add(ErrorKind::usage, "host name '" + h.name +
+                                         "' is used twice: names must be "
+                                         "unique in a pool");
     }
     if (!is_loopback_v4(h.address)) {
       problems.add(ErrorKind::usage, "address '" + h.address + "' of host '" + h.name +
@@ -263,14 +264,13 @@ Expected<LocalSshdPool> create_local_sshd_pool(const LocalSshdOptions& options) 
   fs::permissions(pool.root, fs::perms::owner_all, ec);
   pool.user = current_user();
   if (pool.user.empty()) {
-    return make_error(ErrorKind::failure, "cannot find the name of user " +
-                                              std::to_string(::geteuid()));
+    return make_error(ErrorKind::failure,
+                      "cannot find the name of user " + std::to_string(::geteuid()));
   }
   pool.client_key = pool.root / "client_ed25519";
   pool.known_hosts = pool.root / "known_hosts";
   TPUCTL_TRY(ensure_key(keygen, pool.client_key, "tpuctl local pool client"));
-  TPUCTL_TRY(write_text(pool.root / "authorized_keys",
-                        read_text(pool.client_key.string() + ".pub"),
+  TPUCTL_TRY(write_text(pool.root / "authorized_keys", read_text(pool.client_key.string() + ".pub"),
                         fs::perms::owner_read | fs::perms::owner_write));
   std::string known_hosts;
   for (const auto& spec : options.hosts) {
@@ -296,8 +296,8 @@ Expected<LocalSshdPool> create_local_sshd_pool(const LocalSshdOptions& options) 
                           fs::perms::owner_read | fs::perms::owner_write));
     pool.hosts.push_back(std::move(h));
   }
-  TPUCTL_TRY(write_text(pool.known_hosts, known_hosts,
-                        fs::perms::owner_read | fs::perms::owner_write));
+  TPUCTL_TRY(
+      write_text(pool.known_hosts, known_hosts, fs::perms::owner_read | fs::perms::owner_write));
   return pool;
 }
 
@@ -317,9 +317,10 @@ Status start_local_sshd(const LocalSshdPool& pool, LocalSshdHost& host) {
     fs::create_directories("/run/sshd", ec);
     fs::permissions("/run/sshd", fs::perms(0755), ec);
   }
-  auto r = util::run_process(
-      {pool.sshd_path, "-f", host.config.string(), "-E", host.log_file.string()},
-      util::ProcessOptions{{}, {}, "", std::chrono::seconds(30), ""});
+  const size_t log_size_before = read_text(host.log_file).size();
+  auto r =
+      util::run_process({pool.sshd_path, "-f", host.config.string(), "-E", host.log_file.string()},
+                        util::ProcessOptions{{}, {}, "", std::chrono::seconds(30), ""});
   if (!r) {
     return r.error();
   }
@@ -329,20 +330,31 @@ Status start_local_sshd(const LocalSshdPool& pool, LocalSshdHost& host) {
     return make_error(ErrorKind::failure,
                       "sshd for host '" + host.name + "' (" + host.address + ":" +
                           std::to_string(host.port) + ") did not start (exit " +
-                          std::to_string(r->exit_code) + "): " +
-                          (why.empty() ? tail : why) + " (see " + host.log_file.string() + ")");
+                          std::to_string(r->exit_code) + "): " + (why.empty() ? tail : why) +
+                          " (see " + host.log_file.string() + ")");
   }
-  // sshd writes its pid file right after daemonizing.
+  // sshd daemonizes before it binds, so a bind failure still exits 0: the daemon writes the
+  // reason to the log and dies. Wait for the pid file, or for a fatal line in the log.
   for (int i = 0; i < 500; ++i) {
     if (int pid = running_local_sshd_pid(host)) {
       host.pid = pid;
       return ok();
     }
+    std::string log = read_text(host.log_file);
+    if (log.size() > log_size_before) {
+      std::string fresh = log.substr(log_size_before);
+      if (fresh.find("Cannot bind") != std::string::npos ||
+          fresh.find("fatal") != std::string::npos ||
+          fresh.find("Missing privilege separation") != std::string::npos) {
+        break;
+      }
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return make_error(ErrorKind::failure, "sshd for host '" + host.name + "' started but wrote no "
-                                        "pid to '" + host.pid_file.string() +
-                                            "': " + log_tail(host.log_file));
+  return make_error(ErrorKind::failure, "sshd for host '" + host.name + "' (" + host.address + ":" +
+                                            std::to_string(host.port) +
+                                            ") did not start: " + log_tail(host.log_file) +
+                                            " (see " + host.log_file.string() + ")");
 }
 
 Status start_local_sshd_pool(LocalSshdPool& pool) {
@@ -380,8 +392,8 @@ Status stop_local_sshd(LocalSshdHost& host, std::chrono::milliseconds grace) {
   std::error_code ec;
   fs::remove(host.pid_file, ec);
   if (process_alive(pid)) {
-    return make_error(ErrorKind::failure, "sshd " + std::to_string(pid) + " of host '" +
-                                              host.name + "' survived SIGKILL");
+    return make_error(ErrorKind::failure, "sshd " + std::to_string(pid) + " of host '" + host.name +
+                                              "' survived SIGKILL");
   }
   return ok();
 }

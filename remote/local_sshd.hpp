@@ -33,7 +33,7 @@ struct LocalSshdOptions {
   // Environment for every login (sshd_config SetEnv). SHLVL=1 makes bash skip ~/.bashrc for
   // the remote commands, which matters when that file is slow (pyenv init: ~1 s per login).
   std::map<std::string, std::string> session_env;
-  std::string sshd_program = "sshd";         // searched in PATH and the sbin directories
+  std::string sshd_program = "sshd"; // searched in PATH and the sbin directories
   std::string keygen_program = "ssh-keygen";
 };
 
@@ -54,8 +54,8 @@ struct LocalSshdPool {
   std::filesystem::path root;
   std::filesystem::path client_key; // private key; client_key + ".pub" next to it
   std::filesystem::path known_hosts;
-  std::string user;                 // the login user: the current user
-  std::string sshd_path;            // absolute path of sshd
+  std::string user;      // the login user: the current user
+  std::string sshd_path; // absolute path of sshd
   std::vector<LocalSshdHost> hosts;
 
   // One SshTarget per host: its address and port, the pool's key and known_hosts file.

@@ -105,10 +105,10 @@ HostResult push_one(const PushJob& job, const PushOptions& push, const SshOption
     out.clear();
     err.clear();
   }
-  detail::ExecResult e = session.exec({push_upload_script(job.remote_path, hash, mode,
-                                                          random_suffix(), push.make_parents),
-                                       content, options.command_timeout},
-                                      sink);
+  detail::ExecResult e = session.exec(
+      {push_upload_script(job.remote_path, hash, mode, random_suffix(), push.make_parents), content,
+       options.command_timeout},
+      sink);
   fill(e);
   if (e.outcome == Outcome::exit_code) {
     r.error = e.exit_code == k_hash_mismatch_exit
@@ -122,10 +122,14 @@ HostResult push_one(const PushJob& job, const PushOptions& push, const SshOption
 
 std::string push_check_script(const std::string& dest, const std::string& sha256, unsigned mode) {
   std::string d = util::shell_quote_path(dest);
-  return "d=" + d + "\n"
-         "if [ -f \"$d\" ] && h=$(sha256sum < \"$d\") && [ \"${h%% *}\" = " + sha256 +
+  return "d=" + d +
+         "\n"
+         "if [ -f \"$d\" ] && h=$(sha256sum < \"$d\") && [ \"${h%% *}\" = " +
+         sha256 +
          " ]; then\n"
-         "  chmod " + octal(mode) + " \"$d\" && echo same\n"
+         "  chmod " +
+         octal(mode) +
+         " \"$d\" && echo same\n"
          "else\n"
          "  echo differ\n"
          "fi\n";

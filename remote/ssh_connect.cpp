@@ -10,9 +10,6 @@
 //      serialized with a process-wide mutex (libssh appends without locking).
 //   5. Public-key authentication: the run's pre-decrypted key when the target names one (and
 //      then never the agent: 0.10 ignores IdentitiesOnly), else agent + default keys.
-#include <libssh/callbacks.h>
-#include <libssh/libssh.h>
-
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -21,10 +18,13 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <libssh/callbacks.h>
+#include <libssh/libssh.h>
+#include <spdlog/spdlog.h>
 
 #include "remote/ssh_session.hpp"
 
@@ -75,8 +75,7 @@ std::string fingerprint(ssh_key key) {
   }
   char* text = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, len);
   ssh_clean_pubkey_hash(&hash);
-  std::string out = std::string(ssh_key_type_to_char(ssh_key_type(key))) + " " +
-                    (text ? text : "");
+  std::string out = std::string(ssh_key_type_to_char(ssh_key_type(key))) + " " + (text ? text : "");
   ssh_string_free_char(text);
   return out;
 }
@@ -185,14 +184,13 @@ Expected<IdentityStore> IdentityStore::load(const std::vector<const SshTarget*>&
       continue;
     }
     if (::access(path.c_str(), R_OK) != 0) {
-      return Error{ErrorKind::auth, "identity file '" + path + "' cannot be read: " +
-                                        std::strerror(errno) +
+      return Error{ErrorKind::auth, "identity file '" + path +
+                                        "' cannot be read: " + std::strerror(errno) +
                                         " (check the path, or omit it to use ssh-agent)"};
     }
     ssh_key key = nullptr;
-    int rc = ssh_pki_import_privkey_file(path.c_str(),
-                                         passphrase.empty() ? nullptr : passphrase.c_str(),
-                                         nullptr, nullptr, &key);
+    int rc = ssh_pki_import_privkey_file(
+        path.c_str(), passphrase.empty() ? nullptr : passphrase.c_str(), nullptr, nullptr, &key);
     if (rc != SSH_OK || key == nullptr) {
       return Error{ErrorKind::auth,
                    "identity file '" + path +
@@ -288,14 +286,13 @@ std::optional<Failure> SshSession::tcp_connect(const std::string& host, unsigned
   std::string port_text = std::to_string(port);
   int gai = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &list);
   if (gai != 0) {
-    return Failure{Outcome::unreachable,
-                   "cannot resolve '" + host + "': " + ::gai_strerror(gai)};
+    return Failure{Outcome::unreachable, "cannot resolve '" + host + "': " + ::gai_strerror(gai)};
   }
   auto deadline = Clock::now() + m_options.connect_timeout;
   int last_errno = ETIMEDOUT;
   for (addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
-    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                      ai->ai_protocol);
+    int fd =
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) {
       last_errno = errno;
       continue;
@@ -396,7 +393,8 @@ std::optional<Failure> SshSession::connect(const SshTarget& target) {
   if (target.identity_file.empty() && !m_options.use_agent) {
     ssh_options_set(s, SSH_OPTIONS_IDENTITY_AGENT, "/nonexistent/tpuctl-no-agent");
   }
-  long timeout_s = std::max<long>(1, static_cast<long>((m_options.connect_timeout.count() + 999) / 1000));
+  long timeout_s =
+      std::max<long>(1, static_cast<long>((m_options.connect_timeout.count() + 999) / 1000));
   ssh_options_set(s, SSH_OPTIONS_TIMEOUT, &timeout_s);
   int strict = 1;
   ssh_options_set(s, SSH_OPTIONS_STRICTHOSTKEYCHECK, &strict);
@@ -451,23 +449,23 @@ std::optional<Failure> SshSession::check_host_key() {
   }
   ssh_key server_key = nullptr;
   if (ssh_get_server_publickey(m_session, &server_key) != SSH_OK) {
-    return Failure{Outcome::error, "no host key from " + m_label + ": " +
-                                       ssh_get_error(m_session)};
+    return Failure{Outcome::error, "no host key from " + m_label + ": " + ssh_get_error(m_session)};
   }
   std::string fp = fingerprint(server_key);
   enum ssh_known_hosts_e state = ssh_session_is_known_server(m_session);
   std::optional<Failure> failure;
   switch (state) {
-  case SSH_KNOWN_HOSTS_OK: break;
+  case SSH_KNOWN_HOSTS_OK:
+    break;
   case SSH_KNOWN_HOSTS_CHANGED:
   case SSH_KNOWN_HOSTS_OTHER: {
     size_t line = find_known_hosts_line(m_known_hosts, m_label, server_key);
-    failure = Failure{Outcome::host_key_changed,
-                      "host key for " + m_label + " changed (the server now offers " + fp +
-                          "); see " + m_known_hosts +
-                          (line ? " line " + std::to_string(line) : std::string()) +
-                          ": if the host was reinstalled, remove that line; otherwise this may "
-                          "be a man-in-the-middle attack"};
+    failure =
+        Failure{Outcome::host_key_changed,
+                "host key for " + m_label + " changed (the server now offers " + fp + "); see " +
+                    m_known_hosts + (line ? " line " + std::to_string(line) : std::string()) +
+                    ": if the host was reinstalled, remove that line; otherwise this may "
+                    "be a man-in-the-middle attack"};
     break;
   }
   case SSH_KNOWN_HOSTS_UNKNOWN:
@@ -503,8 +501,8 @@ std::optional<Failure> SshSession::authenticate(const SshTarget& target) {
   if (!target.identity_file.empty()) {
     ssh_key key = m_ctx.keys.get(m_ctx.identities, target.identity_file);
     if (key == nullptr) {
-      return Failure{Outcome::auth, "identity file '" + target.identity_file +
-                                        "' is not loaded (internal error)"};
+      return Failure{Outcome::auth,
+                     "identity file '" + target.identity_file + "' is not loaded (internal error)"};
     }
     offered = "the key '" + target.identity_file + "'";
     rc = ssh_userauth_publickey(m_session, nullptr, key);
@@ -524,8 +522,8 @@ std::optional<Failure> SshSession::authenticate(const SshTarget& target) {
     return Failure{Outcome::auth, "permission denied (publickey) for user '" + user + "' at " +
                                       m_label + ": the server accepted none of " + offered};
   }
-  return Failure{Outcome::error, "authentication with " + m_label +
-                                     " failed: " + ssh_get_error(m_session)};
+  return Failure{Outcome::error,
+                 "authentication with " + m_label + " failed: " + ssh_get_error(m_session)};
 }
 
 } // namespace tpuctl::remote::detail

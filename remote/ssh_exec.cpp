@@ -19,11 +19,11 @@
 // environment (orphans whose session leader already exited, or that called setsid). TERM first,
 // KILL after SshOptions::kill_grace if the channel has not closed. The command is prefixed with
 // `export TPUCTL_RUN=<nonce>` for that purpose.
+#include <random>
+
 #include <libssh/callbacks.h>
 #include <libssh/libssh.h>
 #include <libssh/server.h> // ssh_send_keepalive (it works on client sessions)
-
-#include <random>
 #include <spdlog/spdlog.h>
 
 #include "remote/ssh_session.hpp"
@@ -68,7 +68,9 @@ void on_exit_signal(ssh_session, ssh_channel, const char* signal, int, const cha
   static_cast<ChannelState*>(user)->signal_name = signal ? signal : "?";
 }
 
-void on_eof(ssh_session, ssh_channel, void* user) { static_cast<ChannelState*>(user)->eof = true; }
+void on_eof(ssh_session, ssh_channel, void* user) {
+  static_cast<ChannelState*>(user)->eof = true;
+}
 
 void on_close(ssh_session, ssh_channel, void* user) {
   static_cast<ChannelState*>(user)->closed = true;
@@ -99,7 +101,8 @@ std::string random_nonce() {
 // POSIX sh, run by the login shell of a second channel on the same connection.
 std::string kill_script(const std::string& nonce, const char* signal) {
   std::string s = signal;
-  return "s=" + s + "; m=$$\n"
+  return "s=" + s +
+         "; m=$$\n"
          "for p in $(pgrep -P \"$PPID\" 2>/dev/null); do\n"
          "  [ \"$p\" = \"$m\" ] || pkill -$s -s \"$p\" 2>/dev/null || kill -$s -- \"-$p\" "
          "2>/dev/null\n"
@@ -172,8 +175,7 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
   const std::string nonce = random_nonce();
   const std::string wrapped = "export TPUCTL_RUN=" + nonce + "\n" + request.command;
   if (ssh_channel_request_exec(ch, wrapped.c_str()) != SSH_OK) {
-    result.error = "the server refused to run the command on " + m_label + ": " +
-                   ssh_get_error(s);
+    result.error = "the server refused to run the command on " + m_label + ": " + ssh_get_error(s);
     cleanup();
     return result;
   }
@@ -187,7 +189,8 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
   ssh_event event = ssh_event_new();
   ssh_event_add_session(event, s);
   const auto start = Clock::now();
-  const auto deadline = request.timeout.count() > 0 ? start + request.timeout : Clock::time_point::max();
+  const auto deadline =
+      request.timeout.count() > 0 ? start + request.timeout : Clock::time_point::max();
   auto last_activity = start;
   uint64_t last_bytes = 0;
   enum class Kill { none, term, kill } kill_phase = Kill::none;
@@ -238,7 +241,8 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
         kill_phase = Kill::term;
         phase_start = now;
       }
-    } else if (kill_phase == Kill::term && !st.closed && now >= phase_start + m_options.kill_grace) {
+    } else if (kill_phase == Kill::term && !st.closed &&
+               now >= phase_start + m_options.kill_grace) {
       spdlog::debug("{}: still running {} after TERM; sending KILL", m_label,
                     seconds_text(m_options.kill_grace));
       start_kill_channel("KILL");
@@ -292,10 +296,10 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
 
   if (kill_reason != Outcome::ok) {
     result.outcome = kill_reason;
-    result.error = kill_reason == Outcome::timeout
-                       ? "timed out after " + seconds_text(request.timeout) +
-                             "; the remote command was killed"
-                       : std::string("interrupted; the remote command was killed");
+    result.error =
+        kill_reason == Outcome::timeout
+            ? "timed out after " + seconds_text(request.timeout) + "; the remote command was killed"
+            : std::string("interrupted; the remote command was killed");
     if (abandoned || lost) {
       result.error += " (its end could not be confirmed)";
     }

@@ -123,7 +123,7 @@ private:
   unsigned m_port = 22;
   std::string m_label;
   std::string m_known_hosts;
-  int m_fd = -1;            // our socket; libssh 0.10 does not close an SSH_OPTIONS_FD socket
+  int m_fd = -1; // our socket; libssh 0.10 does not close an SSH_OPTIONS_FD socket
   unsigned long m_fd_inode = 0;
 };
 

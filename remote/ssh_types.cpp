@@ -7,17 +7,28 @@ namespace tpuctl::remote {
 
 std::string_view to_string(Outcome outcome) {
   switch (outcome) {
-  case Outcome::ok: return "ok";
-  case Outcome::exit_code: return "exit_code";
-  case Outcome::signal: return "signal";
-  case Outcome::timeout: return "timeout";
-  case Outcome::interrupted: return "interrupted";
-  case Outcome::refused: return "refused";
-  case Outcome::unreachable: return "unreachable";
-  case Outcome::auth: return "auth";
-  case Outcome::host_key_unknown: return "host_key_unknown";
-  case Outcome::host_key_changed: return "host_key_changed";
-  case Outcome::error: return "error";
+  case Outcome::ok:
+    return "ok";
+  case Outcome::exit_code:
+    return "exit_code";
+  case Outcome::signal:
+    return "signal";
+  case Outcome::timeout:
+    return "timeout";
+  case Outcome::interrupted:
+    return "interrupted";
+  case Outcome::refused:
+    return "refused";
+  case Outcome::unreachable:
+    return "unreachable";
+  case Outcome::auth:
+    return "auth";
+  case Outcome::host_key_unknown:
+    return "host_key_unknown";
+  case Outcome::host_key_changed:
+    return "host_key_changed";
+  case Outcome::error:
+    return "error";
   }
   return "error";
 }
@@ -29,8 +40,10 @@ bool is_transport_failure(Outcome outcome) {
   case Outcome::auth:
   case Outcome::host_key_unknown:
   case Outcome::host_key_changed:
-  case Outcome::error: return true;
-  default: return false;
+  case Outcome::error:
+    return true;
+  default:
+    return false;
   }
 }
 

@@ -17,10 +17,10 @@ namespace tpuctl::remote {
 
 // One host to reach over SSH.
 struct SshTarget {
-  std::string name;     // shown in output ("[name] line"); the address when empty
-  std::string address;  // host name or IP; ~/.ssh/config may map it (Hostname)
-  uint16_t port = 0;    // 0: from ~/.ssh/config, else 22
-  std::string user;     // empty: from ~/.ssh/config, else the local user
+  std::string name;             // shown in output ("[name] line"); the address when empty
+  std::string address;          // host name or IP; ~/.ssh/config may map it (Hostname)
+  uint16_t port = 0;            // 0: from ~/.ssh/config, else 22
+  std::string user;             // empty: from ~/.ssh/config, else the local user
   std::string identity_file;    // private key; empty: ssh-agent, then the default keys
   std::string known_hosts_file; // empty: from ~/.ssh/config, else ~/.ssh/known_hosts
   // Further ssh_config keywords applied after ~/.ssh/config: ProxyCommand, Ciphers,
@@ -36,17 +36,17 @@ enum class HostKeyPolicy { yes, accept_new, no };
 
 struct SshOptions {
   HostKeyPolicy host_key_policy = HostKeyPolicy::yes;
-  std::chrono::milliseconds connect_timeout{10000}; // TCP connect + banner + key exchange
-  std::chrono::milliseconds command_timeout{0};     // 0: none; then the command is killed
+  std::chrono::milliseconds connect_timeout{10000};    // TCP connect + banner + key exchange
+  std::chrono::milliseconds command_timeout{0};        // 0: none; then the command is killed
   std::chrono::milliseconds keepalive_interval{15000}; // keepalive@openssh.com when idle
   std::chrono::milliseconds kill_grace{1500};          // TERM -> KILL escalation delay
-  size_t batch_size = 64;        // hosts in flight at once (a sliding window, not waves)
-  bool use_agent = true;         // ssh-agent when a target names no identity file
-  bool process_config = true;    // read ~/.ssh/config and /etc/ssh/ssh_config
-  std::string config_file;       // a specific ssh_config instead (when process_config)
+  size_t batch_size = 64;          // hosts in flight at once (a sliding window, not waves)
+  bool use_agent = true;           // ssh-agent when a target names no identity file
+  bool process_config = true;      // read ~/.ssh/config and /etc/ssh/ssh_config
+  std::string config_file;         // a specific ssh_config instead (when process_config)
   std::string identity_passphrase; // for encrypted identity files (asked once by cli/)
-  bool tty = false;              // request a PTY (merges stderr; remote dies on hang-up)
-  bool keep_output = true;       // collect stdout/stderr into HostResult (grouped, jsonl)
+  bool tty = false;                // request a PTY (merges stderr; remote dies on hang-up)
+  bool keep_output = true;         // collect stdout/stderr into HostResult (grouped, jsonl)
   // --stdin: the same bytes go to every host, then EOF. Null: EOF at once.
   std::shared_ptr<const std::string> stdin_data;
 };
@@ -83,17 +83,17 @@ int signal_number(std::string_view name);
 
 struct HostResult {
   size_t index = 0;
-  std::string host;             // SshTarget::display_name()
+  std::string host; // SshTarget::display_name()
   Outcome outcome = Outcome::error;
-  int exit_code = -1;           // the remote exit status; -1 when it did not exit by itself
-  int signal_number = 0;        // Linux number of signal_name, 0 when unknown or none
-  std::string signal_name;      // "KILL", "TERM"... (exit-signal request), empty when none
-  std::string error;            // why it failed, e.g. "connection refused (127.0.0.2:2222)"
-  int64_t duration_ms = 0;      // from the start of the connection to the end
-  int64_t first_byte_ms = -1;   // first stdout/stderr byte, -1 when none
-  std::string out;              // stdout (when SshOptions::keep_output)
-  std::string err;              // stderr (when SshOptions::keep_output)
-  bool unchanged = false;       // push_file: the file was already there with the same sha256
+  int exit_code = -1;         // the remote exit status; -1 when it did not exit by itself
+  int signal_number = 0;      // Linux number of signal_name, 0 when unknown or none
+  std::string signal_name;    // "KILL", "TERM"... (exit-signal request), empty when none
+  std::string error;          // why it failed, e.g. "connection refused (127.0.0.2:2222)"
+  int64_t duration_ms = 0;    // from the start of the connection to the end
+  int64_t first_byte_ms = -1; // first stdout/stderr byte, -1 when none
+  std::string out;            // stdout (when SshOptions::keep_output)
+  std::string err;            // stderr (when SshOptions::keep_output)
+  bool unchanged = false;     // push_file: the file was already there with the same sha256
 
   bool succeeded() const { return outcome == Outcome::ok; }
 };

@@ -1,8 +1,6 @@
 // The fan-out engine against 16 real sshd servers on loopback (tests/support/local_pool_fixture):
 // per-host output and exit codes, the failure mix with its classification and broadcast exit
 // status, killing the whole remote process tree on timeout and Ctrl-C, stdin, and big stderr.
-#include <doctest/doctest.h>
-
 #include <algorithm>
 #include <chrono>
 #include <dirent.h>
@@ -10,6 +8,8 @@
 #include <mutex>
 #include <random>
 #include <thread>
+
+#include <doctest/doctest.h>
 
 #include "cli/fanout_output.hpp"
 #include "remote/fanout.hpp"

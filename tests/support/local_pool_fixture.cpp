@@ -79,7 +79,9 @@ LocalPoolFixture::LocalPoolFixture(size_t hosts, int block) {
   }
 }
 
-LocalPoolFixture::~LocalPoolFixture() { (void)remote::stop_local_sshd_pool(m_pool); }
+LocalPoolFixture::~LocalPoolFixture() {
+  (void)remote::stop_local_sshd_pool(m_pool);
+}
 
 remote::SshOptions LocalPoolFixture::options() const {
   remote::SshOptions o;
