@@ -279,7 +279,9 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
       last_activity = now;
     }
     int wait_ms = 100;
-    if (deadline != Clock::time_point::max() && kill_phase == Kill::none) {
+    if (!input_done && kill_phase == Kill::none && ssh_channel_window_size(ch) > 0) {
+      wait_ms = 0; // more stdin can go out now: only pick up what already arrived
+    } else if (deadline != Clock::time_point::max() && kill_phase == Kill::none) {
       auto left = std::chrono::duration_cast<milliseconds>(deadline - now).count();
       wait_ms = static_cast<int>(std::clamp<int64_t>(left, 0, 100));
     }
