@@ -3,6 +3,7 @@
 // status, killing the whole remote process tree on timeout and Ctrl-C, stdin, and big stderr.
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <dirent.h>
 #include <map>
 #include <mutex>
@@ -307,4 +308,76 @@ TEST_CASE("remote::run_fanout reads stdout and stderr together: 6 MB of stderr d
   CHECK(err_lines == 4 * 162162);
   CHECK(torn_lines == 0);
   CHECK(partial_lines == 4);
+}
+
+TEST_CASE("remote::run_fanout keeps an idle session alive and can run under a pty") {
+  auto targets = pool().targets();
+  std::vector<remote::SshTarget> two(targets.begin() + 9, targets.begin() + 11);
+  SUBCASE("keepalives every 200 ms while the command is silent") {
+    auto opts = pool().options();
+    opts.keepalive_interval = std::chrono::milliseconds(200);
+    opts.command_timeout = std::chrono::seconds(20);
+    auto results = remote::run_fanout(remote::make_jobs(two, "sleep 1; echo awake"), opts);
+    REQUIRE(results);
+    for (const auto& r : *results) {
+      CHECK(r.outcome == Outcome::ok);
+      CHECK(r.out == "awake\n");
+    }
+  }
+  SUBCASE("--tty: a terminal, stderr merged into stdout, CRLF line ends") {
+    auto opts = pool().options();
+    opts.tty = true;
+    auto results = remote::run_fanout(
+        remote::make_jobs(two, "test -t 1 && echo is-a-tty; echo to-stderr >&2"), opts);
+    REQUIRE(results);
+    for (const auto& r : *results) {
+      CHECK(r.outcome == Outcome::ok);
+      CHECK(r.out == "is-a-tty\r\nto-stderr\r\n");
+      CHECK(r.err.empty());
+    }
+  }
+}
+
+TEST_CASE("remote::run_fanout cancel interrupts a host stuck waiting for the ssh banner") {
+  auto targets = pool().targets();
+  std::vector<remote::SshTarget> one = {targets[12]};
+  pool().pause(12);
+  auto opts = pool().options();
+  opts.connect_timeout = std::chrono::seconds(30);
+  remote::CancelToken cancel;
+  std::thread trigger([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    cancel.cancel();
+  });
+  auto t0 = Clock::now();
+  auto results = remote::run_fanout(remote::make_jobs(one, "true"), opts, {}, &cancel);
+  auto elapsed = Clock::now() - t0;
+  trigger.join();
+  pool().resume(12);
+  REQUIRE(results);
+  CHECK(results->front().outcome == Outcome::interrupted);
+  CHECK(elapsed < std::chrono::seconds(5)); // not the 30 s connect timeout
+}
+
+TEST_CASE("remote::run_fanout reports a connection lost mid-command as a transport error") {
+  auto targets = pool().targets();
+  // The login shell's parent is the sshd process serving this connection: killing it drops the
+  // TCP connection while the command runs.
+  const std::string marker = unique_marker();
+  auto results = remote::run_fanout(
+      remote::make_jobs({targets[13]},
+                        "export M=" + marker + "; echo before; sleep 0.2; kill -9 $PPID; sleep 5"),
+      pool().options());
+  // With the connection gone nobody can kill the remote `sleep 5`; it runs on this machine, so
+  // the test removes it itself.
+  for (int pid : test::processes_with_marker(marker)) {
+    ::kill(pid, SIGKILL);
+  }
+  REQUIRE(results);
+  const auto& r = results->front();
+  CAPTURE(r.error);
+  CHECK(r.outcome == Outcome::error);
+  CHECK(r.error.find("lost") != std::string::npos);
+  CHECK(r.out == "before\n");
+  CHECK(cli::broadcast_exit_status(*results) == 255);
 }

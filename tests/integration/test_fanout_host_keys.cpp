@@ -2,8 +2,14 @@
 // `yes` and recorded under `accept-new`, a changed key refused (exit 5) naming the known_hosts
 // line, a user's `StrictHostKeyChecking no` not weakening tpuctl's policy, and an unauthorized
 // key refused as an authentication failure.
+#include <csignal>
+#include <fcntl.h>
 #include <fstream>
+#include <spawn.h>
 #include <sstream>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
 
 #include <doctest/doctest.h>
 
@@ -216,4 +222,65 @@ TEST_CASE("remote::run_fanout reports a key the hosts do not accept as an authen
   REQUIRE_FALSE(missing);
   CHECK(missing.error().kind == ErrorKind::auth);
   CHECK(missing.error().message.find("missing' cannot be read") != std::string::npos);
+}
+
+TEST_CASE("remote::run_fanout authenticates through ssh-agent when no identity file is given") {
+  test::TempDir tmp;
+  const std::string sock = (tmp.path() / "agent.sock").string();
+  pid_t agent = -1;
+  std::vector<std::string> args = {"ssh-agent", "-D", "-a", sock};
+  std::vector<char*> argv;
+  for (auto& a : args) {
+    argv.push_back(a.data());
+  }
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  REQUIRE(posix_spawnp(&agent, "ssh-agent", &fa, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  struct AgentGuard {
+    pid_t pid;
+    ~AgentGuard() {
+      ::kill(pid, SIGTERM);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } guard{agent};
+  for (int i = 0; i < 200 && !std::filesystem::exists(sock); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  util::ProcessOptions with_sock;
+  with_sock.env_set = {{"SSH_AUTH_SOCK", sock}};
+  auto add = util::run_process({"ssh-add", "-q", pool().pool().client_key.string()}, with_sock);
+  REQUIRE(add);
+  REQUIRE(add->exit_code == 0);
+
+  auto targets = pool().targets();
+  targets.resize(3);
+  for (auto& t : targets) {
+    t.identity_file.clear(); // the key is only in the agent
+  }
+  const char* old = std::getenv("SSH_AUTH_SOCK");
+  std::string saved = old ? old : "";
+  ::setenv("SSH_AUTH_SOCK", sock.c_str(), 1);
+  auto opts = pool().options();
+  opts.use_agent = true;
+  auto via_agent = remote::run_fanout(remote::make_jobs(targets, "echo agent"), opts);
+  opts.use_agent = false;
+  auto without = remote::run_fanout(remote::make_jobs(targets, "echo agent"), opts);
+  if (old) {
+    ::setenv("SSH_AUTH_SOCK", saved.c_str(), 1);
+  } else {
+    ::unsetenv("SSH_AUTH_SOCK");
+  }
+  REQUIRE(via_agent);
+  for (const auto& r : *via_agent) {
+    CAPTURE(r.error);
+    CHECK(r.outcome == Outcome::ok);
+    CHECK(r.out == "agent\n");
+  }
+  REQUIRE(without);
+  for (const auto& r : *without) {
+    CHECK(r.outcome == Outcome::auth);
+  }
 }
