@@ -437,6 +437,9 @@ std::optional<Failure> SshSession::connect(const SshTarget& target) {
     return Failure{Outcome::error, "ssh connection to " + m_label + " failed: " + why};
   }
   m_known_hosts = get_option(s, SSH_OPTIONS_KNOWNHOSTS);
+  if (m_known_hosts.empty()) {
+    m_known_hosts = "~/.ssh/known_hosts";
+  }
   if (auto failure = check_host_key()) {
     return failure;
   }
