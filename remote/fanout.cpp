@@ -1,0 +1,101 @@
+// run_fanout: each worker connects, runs its job's command and streams the output through a
+// LineSplitter per stream, so callbacks always see whole lines (a partial last line is flushed at
+// EOF) however the bytes were split into packets.
+#include "remote/fanout.hpp"
+
+#include "remote/line_splitter.hpp"
+#include "remote/worker_pool.hpp"
+
+namespace tpuctl::remote {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t ms_since(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+}
+
+HostResult run_job(const Job& job, const SshOptions& options, detail::WorkerContext& ctx,
+                   detail::EventSink& events) {
+  const auto t0 = Clock::now();
+  HostResult r;
+  r.index = job.index;
+  r.host = job.target.display_name();
+  if (ctx.cancelled()) {
+    r = detail::not_started(job.index, r.host);
+    events.host_done(r);
+    return r;
+  }
+  detail::SshSession session(ctx, options);
+  if (auto failure = session.connect(job.target)) {
+    r.outcome = failure->outcome;
+    r.error = failure->message;
+  } else {
+    LineSplitter split_out, split_err;
+    const bool lines = events.wants_lines();
+    auto emitter = [&](Stream stream) {
+      return [&, stream](std::string_view text, bool complete) {
+        events.line(HostLine{job.index, r.host, stream, text, complete});
+      };
+    };
+    const LineSplitter::Emit emit_out = emitter(Stream::out);
+    const LineSplitter::Emit emit_err = emitter(Stream::err);
+    detail::ExecSink sink = [&](Stream stream, const char* data, size_t size) {
+      if (r.first_byte_ms < 0) {
+        r.first_byte_ms = ms_since(t0);
+      }
+      if (options.keep_output) {
+        (stream == Stream::out ? r.out : r.err).append(data, size);
+      }
+      if (lines) {
+        if (stream == Stream::out) {
+          split_out.feed(std::string_view(data, size), emit_out);
+        } else {
+          split_err.feed(std::string_view(data, size), emit_err);
+        }
+      }
+    };
+    detail::ExecRequest request{job.command, options.stdin_data, options.command_timeout};
+    detail::ExecResult e = session.exec(request, sink);
+    if (lines) {
+      split_out.finish(emit_out);
+      split_err.finish(emit_err);
+    }
+    r.outcome = e.outcome;
+    r.exit_code = e.exit_code;
+    r.signal_name = e.signal_name;
+    r.signal_number = e.signal_number;
+    r.error = e.error;
+  }
+  r.duration_ms = ms_since(t0);
+  events.host_done(r);
+  return r;
+}
+
+} // namespace
+
+Expected<std::vector<HostResult>> run_fanout(const std::vector<Job>& jobs,
+                                             const SshOptions& options,
+                                             const FanoutCallbacks& callbacks,
+                                             const CancelToken* cancel) {
+  std::vector<const SshTarget*> targets;
+  for (const auto& j : jobs) {
+    targets.push_back(&j.target);
+  }
+  TPUCTL_TRY_ASSIGN(auto identities, detail::prepare_run(targets, options));
+  detail::EventSink events(callbacks);
+  return detail::run_pool(
+      jobs.size(), options.batch_size, identities, cancel,
+      [&](size_t i, detail::WorkerContext& ctx) { return run_job(jobs[i], options, ctx, events); });
+}
+
+std::vector<Job> make_jobs(const std::vector<SshTarget>& targets, const std::string& command) {
+  std::vector<Job> jobs;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    jobs.push_back(Job{targets[i], command, i});
+  }
+  return jobs;
+}
+
+} // namespace tpuctl::remote

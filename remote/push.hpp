@@ -1,0 +1,49 @@
+// Copying one local file to many hosts, over the fan-out engine.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "remote/ssh_types.hpp"
+#include "util/expected.hpp"
+
+namespace tpuctl::remote {
+
+struct PushJob {
+  SshTarget target;
+  std::string remote_path; // absolute, or relative to the remote home ("~/..." also works)
+  size_t index = 0;
+};
+
+struct PushOptions {
+  std::filesystem::path local_path;
+  std::optional<unsigned> mode; // e.g. 0755; default: the local file's permission bits
+  // Content-addressed skip: when the remote file already has the same sha256, nothing is sent
+  // (its mode is still set) and the host's result has `unchanged` set.
+  bool skip_if_same = false;
+  bool make_parents = true; // mkdir -p the remote directory
+};
+
+// Streams the file to every host over an exec channel (no SFTP): `cat` into DEST.tmp.<random>
+// in the destination directory, check it with the remote `sha256sum` against the local hash,
+// chmod, then `mv -f` into place, so readers see the old file or the new one, never a torn one.
+// The temporary file is removed on any failure. options.command_timeout bounds each step.
+// Per-host failures are in the results (a sha256 mismatch is an error naming both hashes).
+// Errors (nothing sent): failure (the local file cannot be read), and run_fanout's errors.
+Expected<std::vector<HostResult>> push_file(const std::vector<PushJob>& jobs,
+                                            const PushOptions& push, const SshOptions& options,
+                                            const FanoutCallbacks& callbacks = {},
+                                            const CancelToken* cancel = nullptr);
+
+// The same remote path for every target; index = position. Never fails.
+std::vector<PushJob> make_push_jobs(const std::vector<SshTarget>& targets,
+                                    const std::string& remote_path);
+
+// The remote shell scripts push_file runs (exposed for tests). `dest` is quoted here.
+std::string push_check_script(const std::string& dest, const std::string& sha256, unsigned mode);
+std::string push_upload_script(const std::string& dest, const std::string& sha256, unsigned mode,
+                               const std::string& temp_suffix, bool make_parents);
+
+} // namespace tpuctl::remote

@@ -1,0 +1,532 @@
+// Session set-up for one host, in the order libssh 0.10 needs (shared/reference/ssh-fanout.md):
+//   1. SSH_OPTIONS_HOST, then ~/.ssh/config (or none), then tpuctl's own per-host settings, and
+//      strict host-key checking forced on, because 0.10 reports an unknown host as OK when the
+//      user's config says `StrictHostKeyChecking no`.
+//   2. Our own non-blocking TCP connect (every resolved address, one deadline, cancellable), so a
+//      refused port, an unreachable host and a silent listener are told apart; the socket goes to
+//      libssh with SSH_OPTIONS_FD. A ProxyCommand from the config is left to libssh.
+//   3. Banner and key exchange under SSH_OPTIONS_TIMEOUT (= the connect timeout).
+//   4. tpuctl's host-key policy on ssh_session_is_known_server(); known_hosts writes are
+//      serialized with a process-wide mutex (libssh appends without locking).
+//   5. Public-key authentication: the run's pre-decrypted key when the target names one (and
+//      then never the agent: 0.10 ignores IdentitiesOnly), else agent + default keys.
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <libssh/callbacks.h>
+#include <libssh/libssh.h>
+#include <spdlog/spdlog.h>
+
+#include "remote/ssh_session.hpp"
+
+namespace tpuctl::remote::detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::mutex& known_hosts_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+void libssh_log(int priority, const char* function, const char* buffer, void* /*userdata*/) {
+  if (priority >= SSH_LOG_PROTOCOL) {
+    spdlog::trace("libssh: {}: {}", function ? function : "", buffer ? buffer : "");
+  } else {
+    spdlog::debug("libssh: {}", buffer ? buffer : "");
+  }
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  if (ms.count() % 1000 == 0) {
+    return std::to_string(ms.count() / 1000) + "s";
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+std::string get_option(ssh_session s, ssh_options_e which) {
+  char* value = nullptr;
+  if (ssh_options_get(s, which, &value) != SSH_OK || value == nullptr) {
+    return "";
+  }
+  std::string out(value);
+  ssh_string_free_char(value);
+  return out;
+}
+
+// "ssh-ed25519 SHA256:..." for a public key; empty when it cannot be computed.
+std::string fingerprint(ssh_key key) {
+  unsigned char* hash = nullptr;
+  size_t len = 0;
+  if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &len) != SSH_OK) {
+    return "";
+  }
+  char* text = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, len);
+  ssh_clean_pubkey_hash(&hash);
+  std::string out = std::string(ssh_key_type_to_char(ssh_key_type(key))) + " " + (text ? text : "");
+  ssh_string_free_char(text);
+  return out;
+}
+
+// The 1-based line of `file` holding an entry for `label` (the first whose key differs from
+// `server_key` when there is one), 0 when none is found.
+size_t find_known_hosts_line(const std::string& file, const std::string& label,
+                             ssh_key server_key) {
+  std::ifstream in(file);
+  std::string line;
+  size_t number = 0, first_match = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty() || line[0] == '#') {
+      continue;
+    }
+    ssh_knownhosts_entry* entry = nullptr;
+    int rc = ssh_known_hosts_parse_line(label.c_str(), line.c_str(), &entry);
+    if (rc != SSH_OK || entry == nullptr) {
+      ssh_knownhosts_entry_free(entry);
+      continue;
+    }
+    bool differs = entry->publickey != nullptr &&
+                   ssh_key_cmp(entry->publickey, server_key, SSH_KEY_CMP_PUBLIC) != 0;
+    ssh_knownhosts_entry_free(entry);
+    if (first_match == 0) {
+      first_match = number;
+    }
+    if (differs) {
+      return number;
+    }
+  }
+  return first_match;
+}
+
+void set_socket_options(int fd, std::chrono::milliseconds keepalive) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (keepalive.count() <= 0) {
+    return;
+  }
+  // TCP keepalive probes the peer while the session is idle; TCP_USER_TIMEOUT turns data left
+  // unacknowledged (our keepalive@openssh.com requests) into an error, so a dead host is found
+  // within about three keepalive intervals.
+  int idle = static_cast<int>(std::max<int64_t>(1, keepalive.count() / 1000));
+  int count = 3;
+  unsigned user_timeout = static_cast<unsigned>(keepalive.count() * 3);
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+}
+
+// ssh_config keywords accepted in SshTarget::extra, applied after ~/.ssh/config.
+bool apply_extra(ssh_session s, const std::string& key, const std::string& value) {
+  std::string k;
+  for (char c : key) {
+    k += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  if (k == "proxycommand") {
+    return ssh_options_set(s, SSH_OPTIONS_PROXYCOMMAND, value.c_str()) == SSH_OK;
+  }
+  if (k == "ciphers") {
+    return ssh_options_set(s, SSH_OPTIONS_CIPHERS_C_S, value.c_str()) == SSH_OK &&
+           ssh_options_set(s, SSH_OPTIONS_CIPHERS_S_C, value.c_str()) == SSH_OK;
+  }
+  if (k == "kexalgorithms") {
+    return ssh_options_set(s, SSH_OPTIONS_KEY_EXCHANGE, value.c_str()) == SSH_OK;
+  }
+  if (k == "hostkeyalgorithms") {
+    return ssh_options_set(s, SSH_OPTIONS_HOSTKEYS, value.c_str()) == SSH_OK;
+  }
+  if (k == "compression") {
+    return ssh_options_set(s, SSH_OPTIONS_COMPRESSION, value.c_str()) == SSH_OK;
+  }
+  return false;
+}
+
+} // namespace
+
+int libssh_log_level() {
+  if (spdlog::should_log(spdlog::level::trace)) {
+    return SSH_LOG_PROTOCOL;
+  }
+  if (spdlog::should_log(spdlog::level::debug)) {
+    return SSH_LOG_WARNING;
+  }
+  return SSH_LOG_NOLOG;
+}
+
+void install_thread_logging() {
+  ssh_set_log_callback(&libssh_log);
+  ssh_set_log_level(libssh_log_level());
+}
+
+// ---- IdentityStore / ThreadKeys / WorkerSlot ----
+
+Expected<IdentityStore> IdentityStore::load(const std::vector<const SshTarget*>& targets,
+                                            const std::string& passphrase) {
+  install_thread_logging();
+  IdentityStore store;
+  for (const SshTarget* t : targets) {
+    const std::string& path = t->identity_file;
+    if (path.empty() || store.m_base64.count(path)) {
+      continue;
+    }
+    if (::access(path.c_str(), R_OK) != 0) {
+      return Error{ErrorKind::auth, "identity file '" + path +
+                                        "' cannot be read: " + std::strerror(errno) +
+                                        " (check the path, or omit it to use ssh-agent)"};
+    }
+    ssh_key key = nullptr;
+    int rc = ssh_pki_import_privkey_file(
+        path.c_str(), passphrase.empty() ? nullptr : passphrase.c_str(), nullptr, nullptr, &key);
+    if (rc != SSH_OK || key == nullptr) {
+      return Error{ErrorKind::auth,
+                   "identity file '" + path +
+                       "' could not be loaded: it is not a private key, or it is encrypted and "
+                       "the passphrase is missing or wrong (add the key to ssh-agent with "
+                       "'ssh-add " +
+                       path + "' and omit the identity file)"};
+    }
+    char* b64 = nullptr;
+    rc = ssh_pki_export_privkey_base64(key, nullptr, nullptr, nullptr, &b64);
+    ssh_key_free(key);
+    if (rc != SSH_OK || b64 == nullptr) {
+      return Error{ErrorKind::auth, "identity file '" + path +
+                                        "' could not be prepared for signing (unsupported key "
+                                        "type? use an ed25519, ecdsa or rsa key)"};
+    }
+    store.m_base64[path] = b64;
+    ssh_string_free_char(b64);
+  }
+  return store;
+}
+
+const std::string* IdentityStore::base64(const std::string& path) const {
+  auto it = m_base64.find(path);
+  return it == m_base64.end() ? nullptr : &it->second;
+}
+
+ThreadKeys::~ThreadKeys() {
+  for (auto& [path, key] : m_keys) {
+    ssh_key_free(key);
+  }
+}
+
+ssh_key ThreadKeys::get(const IdentityStore& store, const std::string& path) {
+  auto it = m_keys.find(path);
+  if (it != m_keys.end()) {
+    return it->second;
+  }
+  const std::string* b64 = store.base64(path);
+  if (b64 == nullptr) {
+    return nullptr;
+  }
+  ssh_key key = nullptr;
+  if (ssh_pki_import_privkey_base64(b64->c_str(), nullptr, nullptr, nullptr, &key) != SSH_OK) {
+    return nullptr;
+  }
+  m_keys[path] = key;
+  return key;
+}
+
+void WorkerSlot::arm(int fd) {
+  std::lock_guard lock(m_mutex);
+  m_fd = fd;
+}
+
+void WorkerSlot::disarm() {
+  std::lock_guard lock(m_mutex);
+  m_fd = -1;
+}
+
+void WorkerSlot::interrupt() {
+  std::lock_guard lock(m_mutex);
+  if (m_fd >= 0) {
+    ::shutdown(m_fd, SHUT_RDWR);
+  }
+}
+
+// ---- SshSession: connect ----
+
+SshSession::SshSession(WorkerContext& ctx, const SshOptions& options)
+    : m_ctx(ctx), m_options(options) {}
+
+SshSession::~SshSession() {
+  m_ctx.slot.disarm();
+  if (m_session != nullptr) {
+    ssh_disconnect(m_session);
+    ssh_free(m_session);
+  }
+  // Close our socket unless libssh already did (then the number may have been reused: the inode
+  // tells the two apart).
+  struct stat st {};
+  if (m_fd >= 0 && ::fstat(m_fd, &st) == 0 && st.st_ino == m_fd_inode) {
+    ::close(m_fd);
+  }
+}
+
+std::optional<Failure> SshSession::tcp_connect(const std::string& host, unsigned port,
+                                               int& fd_out) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  std::string port_text = std::to_string(port);
+  int gai = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &list);
+  if (gai != 0) {
+    return Failure{Outcome::unreachable, "cannot resolve '" + host + "': " + ::gai_strerror(gai)};
+  }
+  auto deadline = Clock::now() + m_options.connect_timeout;
+  int last_errno = ETIMEDOUT;
+  for (addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
+    int fd =
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      last_errno = errno;
+      continue;
+    }
+    int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+    if (rc != 0 && errno != EINPROGRESS) {
+      last_errno = errno;
+      ::close(fd);
+      continue;
+    }
+    bool connected = rc == 0;
+    while (!connected) {
+      if (m_ctx.cancelled()) {
+        ::close(fd);
+        ::freeaddrinfo(list);
+        return Failure{Outcome::interrupted, "interrupted while connecting"};
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {
+        last_errno = ETIMEDOUT;
+        break;
+      }
+      pollfd p{fd, POLLOUT, 0};
+      int pr = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 50)));
+      if (pr < 0 && errno != EINTR) {
+        last_errno = errno;
+        break;
+      }
+      if (pr > 0) {
+        int so_error = 0;
+        socklen_t len = sizeof so_error;
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
+        if (so_error == 0) {
+          connected = true;
+        } else {
+          last_errno = so_error;
+          break;
+        }
+      }
+    }
+    if (connected) {
+      ::freeaddrinfo(list);
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      set_socket_options(fd, m_options.keepalive_interval);
+      fd_out = fd;
+      return std::nullopt;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(list);
+  std::string where = m_label;
+  if (last_errno == ECONNREFUSED) {
+    return Failure{Outcome::refused, "connection refused (" + where + ")"};
+  }
+  if (last_errno == ETIMEDOUT) {
+    return Failure{Outcome::unreachable, "connection to " + where + " timed out after " +
+                                             seconds_text(m_options.connect_timeout)};
+  }
+  return Failure{Outcome::unreachable,
+                 "cannot connect to " + where + ": " + std::strerror(last_errno)};
+}
+
+std::optional<Failure> SshSession::connect(const SshTarget& target) {
+  m_session = ssh_new();
+  if (m_session == nullptr) {
+    return Failure{Outcome::error, "out of memory creating an ssh session"};
+  }
+  ssh_session s = m_session;
+  ssh_options_set(s, SSH_OPTIONS_HOST, target.address.c_str());
+  if (m_options.process_config) {
+    const char* file = m_options.config_file.empty() ? nullptr : m_options.config_file.c_str();
+    if (ssh_options_parse_config(s, file) != SSH_OK) {
+      return Failure{Outcome::error, "cannot parse ssh config '" +
+                                         (file ? m_options.config_file : "~/.ssh/config") +
+                                         "': " + ssh_get_error(s)};
+    }
+  } else {
+    bool no = false;
+    ssh_options_set(s, SSH_OPTIONS_PROCESS_CONFIG, &no);
+  }
+  // tpuctl's settings come after the config, so they win.
+  if (target.port != 0) {
+    unsigned port = target.port;
+    ssh_options_set(s, SSH_OPTIONS_PORT, &port);
+  }
+  if (!target.user.empty()) {
+    ssh_options_set(s, SSH_OPTIONS_USER, target.user.c_str());
+  }
+  if (!target.known_hosts_file.empty()) {
+    ssh_options_set(s, SSH_OPTIONS_KNOWNHOSTS, target.known_hosts_file.c_str());
+  }
+  for (const auto& [key, value] : target.extra) {
+    if (!apply_extra(s, key, value)) {
+      return Failure{Outcome::error, "ssh option '" + key + "' = '" + value +
+                                         "' was rejected by libssh: check its value"};
+    }
+  }
+  if (target.identity_file.empty() && !m_options.use_agent) {
+    ssh_options_set(s, SSH_OPTIONS_IDENTITY_AGENT, "/nonexistent/tpuctl-no-agent");
+  }
+  long timeout_s =
+      std::max<long>(1, static_cast<long>((m_options.connect_timeout.count() + 999) / 1000));
+  ssh_options_set(s, SSH_OPTIONS_TIMEOUT, &timeout_s);
+  int strict = 1;
+  ssh_options_set(s, SSH_OPTIONS_STRICTHOSTKEYCHECK, &strict);
+  int level = libssh_log_level();
+  ssh_options_set(s, SSH_OPTIONS_LOG_VERBOSITY, &level);
+
+  m_host = get_option(s, SSH_OPTIONS_HOST);
+  ssh_options_get_port(s, &m_port);
+  m_label = m_port == 22 ? m_host : "[" + m_host + "]:" + std::to_string(m_port);
+
+  std::string proxy = get_option(s, SSH_OPTIONS_PROXYCOMMAND);
+  if (proxy.empty() || proxy == "none") {
+    int fd = -1;
+    if (auto failure = tcp_connect(m_host, m_port, fd)) {
+      return failure;
+    }
+    m_ctx.slot.arm(fd);
+    struct stat st {};
+    ::fstat(fd, &st);
+    m_fd = fd;
+    m_fd_inode = st.st_ino;
+    ssh_options_set(s, SSH_OPTIONS_FD, &fd);
+  }
+  if (m_ctx.cancelled()) {
+    return Failure{Outcome::interrupted, "interrupted while connecting"};
+  }
+  if (ssh_connect(s) != SSH_OK) {
+    std::string why = ssh_get_error(s);
+    if (m_ctx.cancelled()) {
+      return Failure{Outcome::interrupted, "interrupted while connecting"};
+    }
+    if (why.find("Timeout") != std::string::npos || why.find("timeout") != std::string::npos) {
+      return Failure{Outcome::unreachable,
+                     "no ssh banner and key exchange from " + m_label + " within " +
+                         seconds_text(m_options.connect_timeout) + " (is sshd hung?)"};
+    }
+    if (why.find("refused") != std::string::npos) {
+      return Failure{Outcome::refused, "connection refused (" + m_label + ")"};
+    }
+    return Failure{Outcome::error, "ssh connection to " + m_label + " failed: " + why};
+  }
+  m_known_hosts = get_option(s, SSH_OPTIONS_KNOWNHOSTS);
+  if (m_known_hosts.empty()) {
+    m_known_hosts = "~/.ssh/known_hosts";
+  }
+  if (auto failure = check_host_key()) {
+    return failure;
+  }
+  return authenticate(target);
+}
+
+std::optional<Failure> SshSession::check_host_key() {
+  if (m_options.host_key_policy == HostKeyPolicy::no) {
+    return std::nullopt;
+  }
+  ssh_key server_key = nullptr;
+  if (ssh_get_server_publickey(m_session, &server_key) != SSH_OK) {
+    return Failure{Outcome::error, "no host key from " + m_label + ": " + ssh_get_error(m_session)};
+  }
+  std::string fp = fingerprint(server_key);
+  enum ssh_known_hosts_e state = ssh_session_is_known_server(m_session);
+  std::optional<Failure> failure;
+  switch (state) {
+  case SSH_KNOWN_HOSTS_OK:
+    break;
+  case SSH_KNOWN_HOSTS_CHANGED:
+  case SSH_KNOWN_HOSTS_OTHER: {
+    size_t line = find_known_hosts_line(m_known_hosts, m_label, server_key);
+    failure =
+        Failure{Outcome::host_key_changed,
+                "host key for " + m_label + " changed (the server now offers " + fp + "); see " +
+                    m_known_hosts + (line ? " line " + std::to_string(line) : std::string()) +
+                    ": if the host was reinstalled, remove that line; otherwise this may "
+                    "be a man-in-the-middle attack"};
+    break;
+  }
+  case SSH_KNOWN_HOSTS_UNKNOWN:
+  case SSH_KNOWN_HOSTS_NOT_FOUND:
+    if (m_options.host_key_policy == HostKeyPolicy::accept_new) {
+      std::lock_guard lock(known_hosts_mutex());
+      if (ssh_session_update_known_hosts(m_session) != SSH_OK) {
+        failure = Failure{Outcome::error, "cannot record the host key of " + m_label + " in " +
+                                              m_known_hosts + ": " + ssh_get_error(m_session)};
+      } else {
+        spdlog::info("added {} ({}) to {}", m_label, fp, m_known_hosts);
+      }
+    } else {
+      failure = Failure{Outcome::host_key_unknown,
+                        "host key for " + m_label + " (" + fp + ") is not in " + m_known_hosts +
+                            ": verify the fingerprint and add it, or use "
+                            "--strict-host-key-checking=accept-new"};
+    }
+    break;
+  case SSH_KNOWN_HOSTS_ERROR:
+  default:
+    failure = Failure{Outcome::error, "cannot check the host key of " + m_label + " against " +
+                                          m_known_hosts + ": " + ssh_get_error(m_session)};
+  }
+  ssh_key_free(server_key);
+  return failure;
+}
+
+std::optional<Failure> SshSession::authenticate(const SshTarget& target) {
+  std::string user = get_option(m_session, SSH_OPTIONS_USER);
+  int rc = SSH_AUTH_ERROR;
+  std::string offered;
+  if (!target.identity_file.empty()) {
+    ssh_key key = m_ctx.keys.get(m_ctx.identities, target.identity_file);
+    if (key == nullptr) {
+      return Failure{Outcome::auth,
+                     "identity file '" + target.identity_file + "' is not loaded (internal error)"};
+    }
+    offered = "the key '" + target.identity_file + "'";
+    rc = ssh_userauth_publickey(m_session, nullptr, key);
+  } else {
+    offered = m_options.use_agent ? "ssh-agent and the default keys" : "the default keys";
+    const char* pass =
+        m_options.identity_passphrase.empty() ? nullptr : m_options.identity_passphrase.c_str();
+    rc = ssh_userauth_publickey_auto(m_session, nullptr, pass);
+  }
+  if (rc == SSH_AUTH_SUCCESS) {
+    return std::nullopt;
+  }
+  if (m_ctx.cancelled()) {
+    return Failure{Outcome::interrupted, "interrupted while authenticating"};
+  }
+  if (rc == SSH_AUTH_DENIED || rc == SSH_AUTH_PARTIAL) {
+    return Failure{Outcome::auth, "permission denied (publickey) for user '" + user + "' at " +
+                                      m_label + ": the server accepted none of " + offered};
+  }
+  return Failure{Outcome::error,
+                 "authentication with " + m_label + " failed: " + ssh_get_error(m_session)};
+}
+
+} // namespace tpuctl::remote::detail

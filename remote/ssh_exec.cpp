@@ -1,0 +1,326 @@
+// Running one command on an established session, and killing it for real.
+//
+// Output: channel callbacks receive stdout and stderr as packets arrive and always consume all
+// of it, so libssh returns window credit at once and a full stderr can never stall stdout (the
+// classic read-stdout-to-EOF-then-stderr deadlock). A per-session ssh_event drives the socket in
+// slices of at most 100 ms, between which the loop checks the deadline, the cancel token, feeds
+// --stdin data within the remote window and sends keepalives when the line is idle.
+//
+// Exit: exit-status and exit-signal both arrive as channel requests (in 0.10 a signal death
+// leaves the exit status at -1, so the signal callback is the only way to see it).
+//
+// Kill: closing a channel does not stop a remote command without a PTY, and sshd refuses the
+// "signal" channel request for root logins ("session signalling requires privilege separation",
+// measured with OpenSSH 9.2). So on timeout or Ctrl-C tpuctl sends the signal request (enough for
+// unprivileged users) AND opens a second channel on the same connection that runs a small kill
+// script. The script finds its sibling sessions (children of the same sshd connection process:
+// sshd makes every session's shell a session leader) and signals each whole session with
+// `pkill -s`, then signals every process still carrying this command's TPUCTL_RUN nonce in its
+// environment (orphans whose session leader already exited, or that called setsid). TERM first,
+// KILL after SshOptions::kill_grace if the channel has not closed. The command is prefixed with
+// `export TPUCTL_RUN=<nonce>` for that purpose.
+#include <random>
+
+#include <libssh/callbacks.h>
+#include <libssh/libssh.h>
+#include <libssh/server.h> // ssh_send_keepalive (it works on client sessions)
+#include <spdlog/spdlog.h>
+
+#include "remote/ssh_session.hpp"
+
+namespace tpuctl::remote::detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// State shared with libssh's channel callbacks.
+struct ChannelState {
+  const ExecSink* sink = nullptr;
+  bool discard = false; // kill-script channels: output is dropped
+  bool exit_status_seen = false;
+  int exit_status = -1;
+  std::string signal_name;
+  bool eof = false;
+  bool closed = false;
+  uint64_t bytes = 0;
+  ssh_channel_callbacks_struct callbacks{};
+};
+
+int on_data(ssh_session, ssh_channel, void* data, uint32_t len, int is_stderr, void* user) {
+  auto* st = static_cast<ChannelState*>(user);
+  st->bytes += len;
+  if (!st->discard && st->sink != nullptr && *st->sink) {
+    (*st->sink)(is_stderr ? Stream::err : Stream::out, static_cast<const char*>(data), len);
+  }
+  return static_cast<int>(len);
+}
+
+void on_exit_status(ssh_session, ssh_channel, int status, void* user) {
+  auto* st = static_cast<ChannelState*>(user);
+  st->exit_status_seen = true;
+  st->exit_status = status;
+}
+
+void on_exit_signal(ssh_session, ssh_channel, const char* signal, int, const char*, const char*,
+                    void* user) {
+  static_cast<ChannelState*>(user)->signal_name = signal ? signal : "?";
+}
+
+void on_eof(ssh_session, ssh_channel, void* user) {
+  static_cast<ChannelState*>(user)->eof = true;
+}
+
+void on_close(ssh_session, ssh_channel, void* user) {
+  static_cast<ChannelState*>(user)->closed = true;
+}
+
+void attach(ssh_channel ch, ChannelState& st) {
+  st.callbacks = {};
+  st.callbacks.userdata = &st;
+  st.callbacks.channel_data_function = on_data;
+  st.callbacks.channel_exit_status_function = on_exit_status;
+  st.callbacks.channel_exit_signal_function = on_exit_signal;
+  st.callbacks.channel_eof_function = on_eof;
+  st.callbacks.channel_close_function = on_close;
+  ssh_callbacks_init(&st.callbacks);
+  ssh_set_channel_callbacks(ch, &st.callbacks);
+}
+
+std::string random_nonce() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char k_hex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < 20; ++i) {
+    out += k_hex[rng() & 15];
+  }
+  return out;
+}
+
+// POSIX sh, run by the login shell of a second channel on the same connection.
+std::string kill_script(const std::string& nonce, const char* signal) {
+  std::string s = signal;
+  return "s=" + s +
+         "; m=$$\n"
+         "for p in $(pgrep -P \"$PPID\" 2>/dev/null); do\n"
+         "  [ \"$p\" = \"$m\" ] || pkill -$s -s \"$p\" 2>/dev/null || kill -$s -- \"-$p\" "
+         "2>/dev/null\n"
+         "done\n"
+         "for f in $(grep -lzx 'TPUCTL_RUN=" +
+         nonce +
+         "' /proc/[0-9]*/environ 2>/dev/null); do\n"
+         "  f=${f#/proc/}; kill -$s \"${f%%/*}\" 2>/dev/null\n"
+         "done\n"
+         "exit 0\n";
+}
+
+std::string seconds_text(milliseconds ms) {
+  if (ms.count() % 1000 == 0) {
+    return std::to_string(ms.count() / 1000) + "s";
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+// A channel running the kill script; owned by exec() until the loop ends.
+struct KillChannel {
+  ssh_channel channel = nullptr;
+  ChannelState state;
+};
+
+} // namespace
+
+ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
+  ExecResult result;
+  ssh_session s = m_session;
+  ChannelState st;
+  st.sink = &sink;
+  ssh_channel ch = ssh_channel_new(s);
+  if (ch == nullptr) {
+    result.error = "cannot create a channel to " + m_label;
+    return result;
+  }
+  attach(ch, st);
+  std::vector<std::unique_ptr<KillChannel>> killers;
+  auto cleanup = [&]() {
+    for (auto& k : killers) {
+      ssh_channel_close(k->channel);
+      ssh_channel_free(k->channel);
+    }
+    ssh_channel_close(ch);
+    ssh_channel_free(ch);
+  };
+  if (ssh_channel_open_session(ch) != SSH_OK) {
+    result.outcome = m_ctx.cancelled() ? Outcome::interrupted : Outcome::error;
+    result.error = "cannot open a session channel on " + m_label + ": " + ssh_get_error(s);
+    ssh_channel_free(ch);
+    return result;
+  }
+  if (m_options.tty && ssh_channel_request_pty_size(ch, "xterm", 200, 50) != SSH_OK) {
+    result.error = "the server refused a pty on " + m_label + ": " + ssh_get_error(s);
+    cleanup();
+    return result;
+  }
+  // From here on the command may be running, so the watcher must not cut the socket: this
+  // thread kills the command itself.
+  m_ctx.slot.disarm();
+  if (m_ctx.cancelled()) {
+    result.outcome = Outcome::interrupted;
+    result.error = "interrupted before the command started";
+    cleanup();
+    return result;
+  }
+  const std::string nonce = random_nonce();
+  const std::string wrapped = "export TPUCTL_RUN=" + nonce + "\n" + request.command;
+  if (ssh_channel_request_exec(ch, wrapped.c_str()) != SSH_OK) {
+    result.error = "the server refused to run the command on " + m_label + ": " + ssh_get_error(s);
+    cleanup();
+    return result;
+  }
+  const std::string* input = request.stdin_data.get();
+  size_t input_off = 0;
+  bool input_done = input == nullptr || input->empty();
+  if (input_done) {
+    ssh_channel_send_eof(ch);
+  }
+
+  ssh_event event = ssh_event_new();
+  ssh_event_add_session(event, s);
+  const auto start = Clock::now();
+  const auto deadline =
+      request.timeout.count() > 0 ? start + request.timeout : Clock::time_point::max();
+  auto last_activity = start;
+  uint64_t last_bytes = 0;
+  enum class Kill { none, term, kill } kill_phase = Kill::none;
+  Outcome kill_reason = Outcome::ok;
+  auto phase_start = start;
+  bool lost = false;
+  bool abandoned = false;
+
+  auto start_kill_channel = [&](const char* signal) {
+    ssh_channel_request_send_signal(ch, signal);
+    auto k = std::make_unique<KillChannel>();
+    k->state.discard = true;
+    k->channel = ssh_channel_new(s);
+    if (k->channel == nullptr) {
+      return;
+    }
+    attach(k->channel, k->state);
+    std::string script = kill_script(nonce, signal);
+    if (ssh_channel_open_session(k->channel) != SSH_OK ||
+        ssh_channel_request_exec(k->channel, script.c_str()) != SSH_OK) {
+      spdlog::debug("{}: cannot start the kill script: {}", m_label, ssh_get_error(s));
+      ssh_channel_free(k->channel);
+      return;
+    }
+    ssh_channel_send_eof(k->channel);
+    killers.push_back(std::move(k));
+  };
+  auto killers_done = [&]() {
+    for (auto& k : killers) {
+      if (!k->state.closed) {
+        return false;
+      }
+    }
+    return true;
+  };
+
+  while (true) {
+    auto now = Clock::now();
+    if (st.closed && killers_done()) {
+      break;
+    }
+    if (kill_phase == Kill::none && !st.closed) {
+      if (m_ctx.cancelled() || now >= deadline) {
+        kill_reason = m_ctx.cancelled() ? Outcome::interrupted : Outcome::timeout;
+        spdlog::debug("{}: {}; sending TERM", m_label,
+                      kill_reason == Outcome::timeout ? "timed out" : "interrupted");
+        start_kill_channel("TERM");
+        kill_phase = Kill::term;
+        phase_start = now;
+      }
+    } else if (kill_phase == Kill::term && !st.closed &&
+               now >= phase_start + m_options.kill_grace) {
+      spdlog::debug("{}: still running {} after TERM; sending KILL", m_label,
+                    seconds_text(m_options.kill_grace));
+      start_kill_channel("KILL");
+      kill_phase = Kill::kill;
+      phase_start = now;
+    } else if (kill_phase != Kill::none && now >= phase_start + milliseconds(5000)) {
+      abandoned = !st.closed;
+      break;
+    }
+    if (!input_done && kill_phase == Kill::none && !st.closed) {
+      uint32_t window = ssh_channel_window_size(ch);
+      if (window > 0) {
+        size_t n = std::min<size_t>({window, input->size() - input_off, size_t{256} << 10});
+        int w = ssh_channel_write(ch, input->data() + input_off, static_cast<uint32_t>(n));
+        if (w < 0) {
+          input_done = true; // the remote closed its stdin; the exit status will tell
+        } else {
+          input_off += static_cast<size_t>(w);
+          if (input_off >= input->size()) {
+            input_done = true;
+            ssh_channel_send_eof(ch);
+          }
+        }
+        last_activity = now;
+      }
+    }
+    if (st.bytes != last_bytes) {
+      last_bytes = st.bytes;
+      last_activity = now;
+    }
+    if (m_options.keepalive_interval.count() > 0 &&
+        now - last_activity >= m_options.keepalive_interval) {
+      ssh_send_keepalive(s);
+      last_activity = now;
+    }
+    int wait_ms = 100;
+    if (!input_done && kill_phase == Kill::none && ssh_channel_window_size(ch) > 0) {
+      wait_ms = 0; // more stdin can go out now: only pick up what already arrived
+    } else if (deadline != Clock::time_point::max() && kill_phase == Kill::none) {
+      auto left = std::chrono::duration_cast<milliseconds>(deadline - now).count();
+      wait_ms = static_cast<int>(std::clamp<int64_t>(left, 0, 100));
+    }
+    int rc = ssh_event_dopoll(event, wait_ms);
+    if (rc == SSH_ERROR || (ssh_get_status(s) & (SSH_CLOSED | SSH_CLOSED_ERROR)) != 0) {
+      if (!st.closed) {
+        lost = true;
+      }
+      break;
+    }
+  }
+  ssh_event_remove_session(event, s);
+  ssh_event_free(event);
+
+  if (kill_reason != Outcome::ok) {
+    result.outcome = kill_reason;
+    result.error =
+        kill_reason == Outcome::timeout
+            ? "timed out after " + seconds_text(request.timeout) + "; the remote command was killed"
+            : std::string("interrupted; the remote command was killed");
+    if (abandoned || lost) {
+      result.error += " (its end could not be confirmed)";
+    }
+  } else if (lost) {
+    result.outcome = Outcome::error;
+    result.error = std::string("connection to ") + m_label + " lost: " + ssh_get_error(s);
+  } else if (!st.signal_name.empty()) {
+    result.outcome = Outcome::signal;
+    result.signal_name = st.signal_name;
+    result.signal_number = signal_number(st.signal_name);
+  } else if (st.exit_status_seen) {
+    result.exit_code = st.exit_status;
+    result.outcome = st.exit_status == 0 ? Outcome::ok : Outcome::exit_code;
+  } else {
+    result.outcome = Outcome::error;
+    result.error = "the remote command on " + m_label + " ended without an exit status";
+  }
+  cleanup();
+  return result;
+}
+
+} // namespace tpuctl::remote::detail

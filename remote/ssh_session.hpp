@@ -1,0 +1,137 @@
+// Internal to remote/: one blocking libssh session owned by one worker thread from connect to
+// close (libssh's rule: a session and its channels are never shared between threads).
+// fanout.cpp and push.cpp build on it; nothing outside remote/ includes this header.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "remote/ssh_types.hpp"
+#include "util/expected.hpp"
+
+struct ssh_session_struct;
+struct ssh_key_struct;
+
+namespace tpuctl::remote::detail {
+
+// Decrypted identity keys for one run, loaded once before any thread starts (a passphrase-
+// protected key is decrypted once, not once per host). Kept as unencrypted base64 so that each
+// worker thread imports its own ssh_key object: no key object is shared between threads.
+class IdentityStore {
+public:
+  // Loads every distinct identity file named by `targets`. Errors (auth): a file that cannot
+  // be read, is not a private key, or is encrypted and `passphrase` is empty or wrong.
+  static Expected<IdentityStore> load(const std::vector<const SshTarget*>& targets,
+                                      const std::string& passphrase);
+  const std::string* base64(const std::string& path) const;
+
+private:
+  std::map<std::string, std::string> m_base64;
+};
+
+// A worker thread's own copies of the identity keys.
+class ThreadKeys {
+public:
+  ThreadKeys() = default;
+  ThreadKeys(const ThreadKeys&) = delete;
+  ThreadKeys& operator=(const ThreadKeys&) = delete;
+  ~ThreadKeys();
+  // The key for `path`, imported on first use; null if the store lacks it.
+  ssh_key_struct* get(const IdentityStore& store, const std::string& path);
+
+private:
+  std::map<std::string, ssh_key_struct*> m_keys;
+};
+
+// Lets the thread watching the CancelToken interrupt a worker blocked in connect, key exchange
+// or authentication: it shuts the socket down, so libssh's blocking call fails at once. Once the
+// remote command has started the slot is disarmed and the worker kills the command itself.
+class WorkerSlot {
+public:
+  void arm(int fd);
+  void disarm();
+  // Shuts the armed socket down (called by the watcher thread). Never fails.
+  void interrupt();
+
+private:
+  std::mutex m_mutex;
+  int m_fd = -1;
+};
+
+struct WorkerContext {
+  WorkerSlot& slot;
+  ThreadKeys& keys;
+  const IdentityStore& identities;
+  const CancelToken* cancel = nullptr;
+  bool cancelled() const { return cancel != nullptr && cancel->cancelled(); }
+};
+
+struct Failure {
+  Outcome outcome = Outcome::error;
+  std::string message;
+};
+
+struct ExecRequest {
+  std::string command;
+  std::shared_ptr<const std::string> stdin_data; // null: EOF at once
+  std::chrono::milliseconds timeout{0};          // 0: none
+};
+
+struct ExecResult {
+  Outcome outcome = Outcome::error;
+  int exit_code = -1;
+  std::string signal_name;
+  int signal_number = 0;
+  std::string error;
+};
+
+// Receives remote output as it arrives (stream, bytes).
+using ExecSink = std::function<void(Stream, const char*, size_t)>;
+
+class SshSession {
+public:
+  SshSession(WorkerContext& ctx, const SshOptions& options);
+  SshSession(const SshSession&) = delete;
+  SshSession& operator=(const SshSession&) = delete;
+  ~SshSession();
+
+  // Resolves, connects (own TCP connect so refused/unreachable are told apart), exchanges keys,
+  // applies the host-key policy and authenticates. nullopt on success, else why it failed.
+  std::optional<Failure> connect(const SshTarget& target);
+
+  // Runs `request.command` on a new channel; stdout and stderr go to `sink` as they arrive.
+  // On timeout or cancellation the whole remote process tree is killed (see ssh_exec.cpp).
+  ExecResult exec(const ExecRequest& request, const ExecSink& sink);
+
+  // "[host]:port" or "host" as known_hosts writes it (after ~/.ssh/config mapping).
+  const std::string& host_label() const { return m_label; }
+
+private:
+  std::optional<Failure> tcp_connect(const std::string& host, unsigned port, int& fd_out);
+  std::optional<Failure> check_host_key();
+  std::optional<Failure> authenticate(const SshTarget& target);
+
+  WorkerContext& m_ctx;
+  const SshOptions& m_options;
+  ssh_session_struct* m_session = nullptr;
+  std::string m_host;
+  unsigned m_port = 22;
+  std::string m_label;
+  std::string m_known_hosts;
+  int m_fd = -1; // our socket; libssh 0.10 does not close an SSH_OPTIONS_FD socket
+  unsigned long m_fd_inode = 0;
+};
+
+// Routes this thread's libssh log lines to spdlog (debug), never to stdout or stderr directly.
+// libssh keeps the log callback and level per thread, so every worker thread calls this.
+void install_thread_logging();
+
+// libssh verbosity matching spdlog's level.
+int libssh_log_level();
+
+} // namespace tpuctl::remote::detail

@@ -1,0 +1,131 @@
+// The vocabulary of the fan-out engine: where to connect (SshTarget), how (SshOptions), what to
+// run (Job), what came back (HostResult), and how results stream out while hosts run
+// (FanoutCallbacks). Nothing here talks to the network; see fanout.hpp and push.hpp.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tpuctl::remote {
+
+// One host to reach over SSH.
+struct SshTarget {
+  std::string name;             // shown in output ("[name] line"); the address when empty
+  std::string address;          // host name or IP; ~/.ssh/config may map it (Hostname)
+  uint16_t port = 0;            // 0: from ~/.ssh/config, else 22
+  std::string user;             // empty: from ~/.ssh/config, else the local user
+  std::string identity_file;    // private key; empty: ssh-agent, then the default keys
+  std::string known_hosts_file; // empty: from ~/.ssh/config, else ~/.ssh/known_hosts
+  // Further ssh_config keywords applied after ~/.ssh/config: ProxyCommand, Ciphers,
+  // KexAlgorithms, HostKeyAlgorithms, Compression. Others are rejected before any connection.
+  std::map<std::string, std::string> extra;
+
+  const std::string& display_name() const { return name.empty() ? address : name; }
+};
+
+// --strict-host-key-checking. `yes` refuses unknown and changed keys; `accept_new` records
+// unknown keys (never changed ones); `no` checks nothing (changed keys are only logged).
+enum class HostKeyPolicy { yes, accept_new, no };
+
+struct SshOptions {
+  HostKeyPolicy host_key_policy = HostKeyPolicy::yes;
+  std::chrono::milliseconds connect_timeout{10000};    // TCP connect + banner + key exchange
+  std::chrono::milliseconds command_timeout{0};        // 0: none; then the command is killed
+  std::chrono::milliseconds keepalive_interval{15000}; // keepalive@openssh.com when idle
+  std::chrono::milliseconds kill_grace{1500};          // TERM -> KILL escalation delay
+  size_t batch_size = 64;          // hosts in flight at once (a sliding window, not waves)
+  bool use_agent = true;           // ssh-agent when a target names no identity file
+  bool process_config = true;      // read ~/.ssh/config and /etc/ssh/ssh_config
+  std::string config_file;         // a specific ssh_config instead (when process_config)
+  std::string identity_passphrase; // for encrypted identity files (asked once by cli/)
+  bool tty = false;                // request a PTY (merges stderr; remote dies on hang-up)
+  bool keep_output = true;         // collect stdout/stderr into HostResult (grouped, jsonl)
+  // --stdin: the same bytes go to every host, then EOF. Null: EOF at once.
+  std::shared_ptr<const std::string> stdin_data;
+};
+
+// One command on one host. `command` is already shell-quoted; it runs through the remote
+// login shell. `index` is the position reported back (worker index, job order).
+struct Job {
+  SshTarget target;
+  std::string command;
+  size_t index = 0;
+};
+
+// How one host ended. Transport failures are refused..error; everything from ok to
+// interrupted means the session was established.
+enum class Outcome {
+  ok,               // exit status 0
+  exit_code,        // exited with a non-zero status
+  signal,           // killed by a signal (remote `kill -9 $$`)
+  timeout,          // ran past SshOptions::command_timeout and was killed
+  interrupted,      // cancelled (Ctrl-C) and killed, or never started
+  refused,          // TCP connection refused
+  unreachable,      // no route, name not resolved, or no SSH banner within the connect timeout
+  auth,             // the server refused every key
+  host_key_unknown, // not in known_hosts and the policy is `yes`
+  host_key_changed, // known_hosts holds a different key: possible man-in-the-middle
+  error,            // any other failure: protocol error, connection lost, remote I/O failure
+};
+
+std::string_view to_string(Outcome outcome);
+// True for refused, unreachable, auth, host_key_unknown, host_key_changed and error.
+bool is_transport_failure(Outcome outcome);
+// The Linux number of a signal named as in SSH exit-signal requests ("KILL" -> 9); 0 if unknown.
+int signal_number(std::string_view name);
+
+struct HostResult {
+  size_t index = 0;
+  std::string host; // SshTarget::display_name()
+  Outcome outcome = Outcome::error;
+  int exit_code = -1;         // the remote exit status; -1 when it did not exit by itself
+  int signal_number = 0;      // Linux number of signal_name, 0 when unknown or none
+  std::string signal_name;    // "KILL", "TERM"... (exit-signal request), empty when none
+  std::string error;          // why it failed, e.g. "connection refused (127.0.0.2:2222)"
+  int64_t duration_ms = 0;    // from the start of the connection to the end
+  int64_t first_byte_ms = -1; // first stdout/stderr byte, -1 when none
+  std::string out;            // stdout (when SshOptions::keep_output)
+  std::string err;            // stderr (when SshOptions::keep_output)
+  bool unchanged = false;     // push_file: the file was already there with the same sha256
+
+  bool succeeded() const { return outcome == Outcome::ok; }
+};
+
+enum class Stream { out, err };
+
+// One line of remote output. `text` has no trailing newline; `complete` is false for a last
+// line that had none (flushed at EOF) or for a piece of a line longer than 1 MiB.
+struct HostLine {
+  size_t index = 0;
+  std::string_view host;
+  Stream stream = Stream::out;
+  std::string_view text;
+  bool complete = true;
+};
+
+// Streaming callbacks. The engine calls them one at a time (never concurrently), from worker
+// threads, so they need no locking; a slow callback slows every host down.
+struct FanoutCallbacks {
+  std::function<void(const HostLine&)> on_line;
+  std::function<void(const HostResult&)> on_host_done;
+};
+
+// Set from a SIGINT handler (cancel() is async-signal-safe): running commands are killed and
+// the engine returns promptly, marking unfinished hosts `interrupted`.
+class CancelToken {
+public:
+  void cancel() noexcept { m_cancelled.store(true, std::memory_order_relaxed); }
+  bool cancelled() const noexcept { return m_cancelled.load(std::memory_order_relaxed); }
+
+private:
+  std::atomic<bool> m_cancelled{false};
+};
+
+} // namespace tpuctl::remote

@@ -1,0 +1,145 @@
+#include "tests/support/local_pool_fixture.hpp"
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <dirent.h>
+#include <fstream>
+#include <netinet/in.h>
+#include <sstream>
+#include <stdexcept>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace tpuctl::test {
+
+namespace {
+
+bool can_bind(const std::string& address, uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return false;
+  }
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  ::inet_pton(AF_INET, address.c_str(), &sa.sin_addr);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+  ::close(fd);
+  return ok;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+} // namespace
+
+LocalPoolFixture::LocalPoolFixture(size_t hosts, int block) {
+  if (block < 2 || block > 254 || hosts == 0 || hosts > 240) {
+    throw std::runtime_error("LocalPoolFixture: bad block or host count");
+  }
+  constexpr uint16_t k_port = 2222;
+  int start = static_cast<int>(::getpid() % 200) + 1;
+  for (int attempt = 0; attempt < 60 && m_prefix.empty(); ++attempt) {
+    int sub = 1 + (start + attempt * 7) % 250;
+    std::string prefix = "127." + std::to_string(block) + "." + std::to_string(sub) + ".";
+    bool free = can_bind(prefix + "250", k_port);
+    for (size_t i = 0; free && i < hosts; ++i) {
+      free = can_bind(prefix + std::to_string(2 + i), k_port);
+    }
+    if (free) {
+      m_prefix = prefix;
+    }
+  }
+  if (m_prefix.empty()) {
+    throw std::runtime_error("LocalPoolFixture: no free address block in 127." +
+                             std::to_string(block) + ".0.0/16");
+  }
+  remote::LocalSshdOptions options;
+  options.root = m_tmp.path() / "pool";
+  // root's ~/.bashrc on the dev machine costs ~1 s per login (pyenv init); SHLVL=1 makes bash
+  // skip it, as it does for nested shells. The engine under test does not depend on it.
+  options.session_env = {{"SHLVL", "1"}};
+  for (size_t i = 0; i < hosts; ++i) {
+    options.hosts.push_back({"w" + std::to_string(i), m_prefix + std::to_string(2 + i), k_port});
+  }
+  auto pool = remote::create_local_sshd_pool(options);
+  if (!pool) {
+    throw std::runtime_error("cannot create the local pool: " + pool.error().message);
+  }
+  m_pool = std::move(*pool);
+  auto started = remote::start_local_sshd_pool(m_pool);
+  if (!started) {
+    throw std::runtime_error("cannot start the local pool: " + started.error().message);
+  }
+}
+
+LocalPoolFixture::~LocalPoolFixture() {
+  (void)remote::stop_local_sshd_pool(m_pool);
+}
+
+remote::SshOptions LocalPoolFixture::options() const {
+  remote::SshOptions o;
+  o.process_config = false;
+  o.use_agent = false;
+  o.connect_timeout = std::chrono::seconds(5);
+  o.host_key_policy = remote::HostKeyPolicy::yes;
+  return o;
+}
+
+remote::SshTarget LocalPoolFixture::refused_target() const {
+  remote::SshTarget t = m_pool.targets().front();
+  t.name = "refused";
+  t.address = m_prefix + "250";
+  return t;
+}
+
+void LocalPoolFixture::pause(size_t host) {
+  if (m_pool.hosts.at(host).pid > 0) {
+    ::kill(m_pool.hosts.at(host).pid, SIGSTOP);
+  }
+}
+
+void LocalPoolFixture::resume(size_t host) {
+  if (m_pool.hosts.at(host).pid > 0) {
+    ::kill(m_pool.hosts.at(host).pid, SIGCONT);
+  }
+}
+
+std::vector<int> processes_with_marker(const std::string& marker) {
+  std::vector<int> out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) {
+    return out;
+  }
+  const int self = ::getpid();
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    int pid = std::stoi(name);
+    if (pid == self) {
+      continue;
+    }
+    std::string base = "/proc/" + name;
+    std::string stat = read_file(base + "/stat");
+    size_t paren = stat.rfind(')');
+    if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z') {
+      continue; // a zombie is dead
+    }
+    if (read_file(base + "/cmdline").find(marker) != std::string::npos ||
+        read_file(base + "/environ").find(marker) != std::string::npos) {
+      out.push_back(pid);
+    }
+  }
+  ::closedir(d);
+  return out;
+}
+
+} // namespace tpuctl::test

@@ -1,0 +1,65 @@
+// The shell scripts push_file runs on each host, run here through the local /bin/sh.
+#include <fstream>
+#include <sys/stat.h>
+
+#include <doctest/doctest.h>
+
+#include "remote/push.hpp"
+#include "tests/support/helpers.hpp"
+#include "util/process.hpp"
+#include "util/sha256.hpp"
+
+using namespace tpuctl;
+using namespace std::string_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+util::ProcessResult sh(const std::string& script, const std::string& input = "") {
+  util::ProcessOptions o;
+  o.stdin_data = input;
+  auto r = util::run_process({"sh", "-c", script}, o);
+  REQUIRE(r);
+  return *r;
+}
+
+} // namespace
+
+TEST_SUITE_BEGIN("remote");
+
+TEST_CASE("remote::push_upload_script writes through a temporary name to a hostile path") {
+  test::TempDir tmp;
+  fs::path dest = tmp.path() / "dir with space" / "it's $(touch pwned); `x`" / "file";
+  const std::string content = "binary\0data\nmore"s;
+  auto r =
+      sh(remote::push_upload_script(dest.string(), util::sha256_hex(content), 0640, "t1", true),
+         content);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err == "");
+  CHECK(util::sha256_file_hex(dest).value_or("") == util::sha256_hex(content));
+  struct stat st {};
+  ::stat(dest.c_str(), &st);
+  CHECK((st.st_mode & 07777) == 0640);
+  CHECK_FALSE(fs::exists(fs::current_path() / "pwned"));
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dest.parent_path())) {
+    ++entries;
+  }
+  CHECK(entries == 1); // the temporary file was renamed, not left behind
+}
+
+TEST_CASE("remote::push_check_script says same only for the same content, and fixes the mode") {
+  test::TempDir tmp;
+  fs::path dest = tmp.path() / "f";
+  std::ofstream(dest) << "v1";
+  fs::permissions(dest, fs::perms(0600));
+  CHECK(sh(remote::push_check_script(dest.string(), util::sha256_hex("v1"), 0755)).out == "same\n");
+  struct stat st {};
+  ::stat(dest.c_str(), &st);
+  CHECK((st.st_mode & 07777) == 0755);
+  CHECK(sh(remote::push_check_script(dest.string(), util::sha256_hex("v2"), 0755)).out ==
+        "differ\n");
+  CHECK(
+      sh(remote::push_check_script((tmp.path() / "absent").string(), util::sha256_hex("v1"), 0755))
+          .out == "differ\n");
+}
