@@ -13,6 +13,9 @@
 
 namespace tpuctl::cli {
 
+void setup_pool_remote(CLI::App& group, Registry& registry);
+void setup_pool_local(CLI::App& group, Registry& registry);
+
 namespace {
 
 struct CreateOptions {
@@ -265,6 +268,8 @@ void setup_pool(CLI::App& group, Registry& registry) {
   add_hosts_list(group, registry);
   add_drain(group, registry);
   add_import(group, registry);
+  setup_pool_remote(group, registry);
+  setup_pool_local(group, registry);
 }
 
 } // namespace tpuctl::cli

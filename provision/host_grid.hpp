@@ -20,6 +20,7 @@ struct GridCell {
 
 class HostGrid {
 public:
+  HostGrid() : HostGrid(PoolLayout{}) {}
   explicit HostGrid(const PoolLayout& layout);
 
   const PoolLayout& layout() const { return m_layout; }

@@ -107,8 +107,8 @@ Expected<HostEntry> host_from_json(const Json& doc) {
     h.known_hosts = field_or<std::string>(doc, "known_hosts", "");
     h.workdir = field_or<std::string>(doc, "workdir", k_default_workdir);
     TPUCTL_TRY_ASSIGN(h.coords, dims_from(doc.at("coords"), "coords"));
-    for (auto it = doc.value("labels", Json::object()).begin();
-         it != doc.value("labels", Json::object()).end(); ++it) {
+    const Json labels = doc.value("labels", Json::object());
+    for (auto it = labels.begin(); it != labels.end(); ++it) {
       h.labels[it.key()] = it.value().get<std::string>();
     }
     h.drain_reason = field_or<std::string>(doc, "drain_reason", "");

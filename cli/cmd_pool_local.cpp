@@ -1,0 +1,93 @@
+// tpuctl pool local-up / local-down: a pool of real sshd servers on loopback addresses.
+#include <filesystem>
+
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "cli/pool_view.hpp"
+#include "cli/state_access.hpp"
+#include "provision/local_pool.hpp"
+#include "state/location.hpp"
+
+namespace tpuctl::cli {
+
+namespace {
+
+// Local pools live beside the SQLite file, or in the default state directory.
+Expected<std::string> state_dir(const Context& ctx) {
+  auto env = state::PathEnvironment::from_process();
+  TPUCTL_TRY_ASSIGN(auto loc, state::parse_state_url(ctx.globals.state, env));
+  if (loc.backend == state::Backend::sqlite) {
+    return std::filesystem::path(loc.path).parent_path().string();
+  }
+  TPUCTL_TRY_ASSIGN(std::string path, state::default_state_path(env));
+  return std::filesystem::path(path).parent_path().string();
+}
+
+struct UpOptions {
+  provision::LocalUpOptions up;
+  std::optional<int> chips_per_host;
+};
+
+void add_local_up(CLI::App& group, Registry& registry) {
+  auto o = std::make_shared<UpOptions>();
+  CLI::App* cmd = registry.add(
+      group, "local-up", "start a local pool: one real sshd per host on a loopback address",
+      [o](Context& ctx) -> Expected<int> {
+        provision::LocalUpOptions up = o->up;
+        up.chips_per_host = o->chips_per_host;
+        if (!ctx.globals.pool.empty()) {
+          up.pool = ctx.globals.pool;
+        }
+        TPUCTL_TRY_ASSIGN(up.state_dir, state_dir(ctx));
+        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+        TPUCTL_TRY_ASSIGN(auto result, provision::local_up(*store, up));
+        if (!ctx.globals.quiet && !ctx.machine_format()) {
+          ctx.stderr_stream() << "tpuctl: local pool '" << up.pool
+                              << "': " << (result.created ? "created, " : "already up, ")
+                              << result.started << " sshd started\n";
+        }
+        Json j = pool_view_json(result.view);
+        j["sshd_started"] = result.started;
+        emit(ctx, j, [&](std::ostream& os, const Json&) { print_pool_view(os, result.view); });
+        return 0;
+      });
+  cmd->add_option("--hosts", o->up.hosts, "number of hosts (default 8)")->type_name("N");
+  cmd->add_option("--generation", o->up.generation, "TPU generation (default v5e)")
+      ->type_name("GEN");
+  cmd->add_option("--chips-per-host", o->chips_per_host, "chips on each host (default 4)")
+      ->type_name("N");
+  cmd->add_option("--shape", o->up.shape,
+                  "the pool's extent in chips (default: a compact block for --hosts)")
+      ->type_name("CHIPS");
+  cmd->add_option("--address-base", o->up.address_base,
+                  "first loopback address; host i listens on base+i (default 127.0.0.2)")
+      ->type_name("ADDR");
+  cmd->add_option("--port", o->up.port, "the port every sshd listens on (default 2222)")
+      ->type_name("N");
+  cmd->footer("The pool is named by --pool (default 'local'). Each sshd has its own host key; "
+              "one client key\nand a known_hosts file for the pool live under the state "
+              "directory. Your ~/.ssh is not touched.\n");
+}
+
+void add_local_down(CLI::App& group, Registry& registry) {
+  auto force = std::make_shared<bool>(false);
+  CLI::App* cmd = registry.add(
+      group, "local-down", "stop a local pool's sshd servers and delete the pool",
+      [force](Context& ctx) -> Expected<int> {
+        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+        std::string pool = ctx.globals.pool.empty() ? "local" : ctx.globals.pool;
+        TPUCTL_TRY_ASSIGN(auto result, provision::local_down(*store, pool, *force));
+        emit(ctx, Json{{"pool", pool}, {"hosts", result.hosts}, {"sshd_stopped", result.stopped}});
+        return 0;
+      });
+  cmd->add_flag("--force", *force, "also when hosts are claimed by queued resources");
+}
+
+} // namespace
+
+void setup_pool_local(CLI::App& group, Registry& registry) {
+  add_local_up(group, registry);
+  add_local_down(group, registry);
+}
+
+} // namespace tpuctl::cli

@@ -1,0 +1,131 @@
+#include "cli/ssh_flags.hpp"
+
+#include <atomic>
+#include <csignal>
+
+#include "util/strings.hpp"
+
+namespace tpuctl::cli {
+
+void add_ssh_flags(CLI::App& app, SshFlags& f, bool with_output) {
+  const char* group = "SSH";
+  app.add_option("--batch-size", f.batch_size, "hosts in flight at once (default 64)")
+      ->type_name("N")
+      ->group(group);
+  app.add_option("--connect-timeout", f.connect_timeout,
+                 "connect + key exchange timeout per host (default 10s)")
+      ->type_name("D")
+      ->group(group);
+  app.add_option("--timeout", f.timeout, "kill the remote command after this long (e.g. 5m)")
+      ->type_name("D")
+      ->group(group);
+  app.add_option("--strict-host-key-checking", f.strict,
+                 "yes (default): refuse unknown hosts; accept-new: record them; no")
+      ->type_name("POLICY")
+      ->group(group);
+  app.add_option("--ssh-config", f.ssh_config, "an ssh_config to read instead of ~/.ssh/config")
+      ->type_name("FILE")
+      ->group(group);
+  if (with_output) {
+    app.add_option("--output", f.output,
+                   "prefixed (default: [HOST] line), grouped (identical outputs once) or jsonl")
+        ->type_name("MODE")
+        ->group(group);
+    app.add_flag("--stdin", f.stdin_broadcast, "send this command's stdin to every host")
+        ->group(group);
+    app.add_flag("--tty", f.tty, "allocate a pseudo-terminal on each host")->group(group);
+  }
+}
+
+Expected<remote::SshOptions> ssh_options(const SshFlags& f) {
+  ErrorList problems;
+  remote::SshOptions o;
+  if (f.batch_size < 1 || f.batch_size > 4096) {
+    problems.add(usage_error("--batch-size: " + std::to_string(f.batch_size) +
+                             " is out of range (1 to 4096)"));
+  } else {
+    o.batch_size = static_cast<size_t>(f.batch_size);
+  }
+  if (auto d = util::parse_duration(f.connect_timeout, "--connect-timeout"); !d) {
+    problems.add(d.error());
+  } else {
+    o.connect_timeout = *d;
+  }
+  if (!f.timeout.empty()) {
+    if (auto d = util::parse_duration(f.timeout, "--timeout"); !d) {
+      problems.add(d.error());
+    } else {
+      o.command_timeout = *d;
+    }
+  }
+  if (f.strict == "yes") {
+    o.host_key_policy = remote::HostKeyPolicy::yes;
+  } else if (f.strict == "accept-new") {
+    o.host_key_policy = remote::HostKeyPolicy::accept_new;
+  } else if (f.strict == "no") {
+    o.host_key_policy = remote::HostKeyPolicy::no;
+  } else {
+    problems.add(usage_error("--strict-host-key-checking: '" + f.strict +
+                             "' is not a policy (use yes, accept-new or no)"));
+  }
+  if (auto mode = parse_fanout_output(f.output); !mode) {
+    problems.add(mode.error());
+  }
+  if (!f.ssh_config.empty()) {
+    o.config_file = f.ssh_config;
+  }
+  o.tty = f.tty;
+  if (!problems.empty()) {
+    return problems.combined();
+  }
+  return o;
+}
+
+remote::SshTarget ssh_target(const provision::PoolInfo& pool, const provision::HostEntry& h) {
+  remote::SshTarget t;
+  t.name = h.name;
+  t.address = h.address;
+  t.port = static_cast<uint16_t>(h.port);
+  t.user = h.user;
+  t.identity_file = h.identity_file.empty() ? pool.identity_file : h.identity_file;
+  t.known_hosts_file = h.known_hosts.empty() ? pool.known_hosts : h.known_hosts;
+  return t;
+}
+
+namespace {
+
+std::atomic<remote::CancelToken*> g_token{nullptr};
+std::atomic<bool> g_interrupted{false};
+struct sigaction g_old_int {};
+struct sigaction g_old_term {};
+
+void on_signal(int) {
+  g_interrupted.store(true);
+  if (auto* t = g_token.load()) {
+    t->cancel();
+  }
+}
+
+} // namespace
+
+InterruptGuard::InterruptGuard(remote::CancelToken& token) {
+  g_interrupted.store(false);
+  g_token.store(&token);
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, &g_old_int);
+  ::sigaction(SIGTERM, &sa, &g_old_term);
+}
+
+InterruptGuard::~InterruptGuard() {
+  ::sigaction(SIGINT, &g_old_int, nullptr);
+  ::sigaction(SIGTERM, &g_old_term, nullptr);
+  g_token.store(nullptr);
+}
+
+bool InterruptGuard::interrupted() const {
+  return g_interrupted.load();
+}
+
+} // namespace tpuctl::cli

@@ -1,0 +1,47 @@
+// The SSH flags shared by every command that reaches hosts (pool check/ssh/scp, and later
+// tpuctl ssh/scp and workloads), and the SIGINT handling of a broadcast.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/fanout_output.hpp"
+#include "provision/pools.hpp"
+#include "remote/ssh_types.hpp"
+
+namespace tpuctl::cli {
+
+struct SshFlags {
+  int batch_size = 64;
+  std::string connect_timeout = "10s";
+  std::string timeout; // empty: none
+  std::string strict = "yes";
+  std::string output = "prefixed";
+  bool stdin_broadcast = false;
+  bool tty = false;
+  std::string ssh_config; // empty: ~/.ssh/config
+};
+
+// Declares --batch-size, --connect-timeout, --timeout, --strict-host-key-checking, and (when
+// `with_output`) --output, --stdin, --tty.
+void add_ssh_flags(CLI::App& app, SshFlags& flags, bool with_output = true);
+
+// Checks the flags (every problem reported) and builds the engine's options.
+Expected<remote::SshOptions> ssh_options(const SshFlags& flags);
+
+// How to reach a pool host: address, port, user, key and known_hosts (the host's, else the
+// pool's).
+remote::SshTarget ssh_target(const provision::PoolInfo& pool, const provision::HostEntry& host);
+
+// Installs SIGINT/SIGTERM handlers that cancel `token` for the lifetime of this object.
+class InterruptGuard {
+public:
+  explicit InterruptGuard(remote::CancelToken& token);
+  ~InterruptGuard();
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+  bool interrupted() const;
+};
+
+} // namespace tpuctl::cli

@@ -1,0 +1,47 @@
+// `tpuctl pool local-up` / `local-down`: a pool of real OpenSSH servers on loopback addresses,
+// one sshd per host (remote/local_sshd), registered in the store like any other pool. Running
+// local-up again is safe: it restarts any stopped sshd and changes nothing else.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "provision/pools.hpp"
+
+namespace tpuctl::provision {
+
+struct LocalUpOptions {
+  std::string pool = "local";
+  int hosts = 8;
+  std::string generation = "v5e";
+  std::optional<int> chips_per_host;
+  std::string shape;                      // chips; default: compact_layout() for `hosts`
+  std::string address_base = "127.0.0.2"; // host i listens on base + i
+  int port = 2222;
+  std::string state_dir; // local pools live under <state_dir>/local-pools/<pool>
+};
+
+struct LocalUpResult {
+  PoolView view;
+  int started = 0; // sshd processes started by this call (0 when all were running)
+  bool created = false;
+};
+
+// Creates (or re-checks) the local pool. Errors: usage for bad options (the address range must
+// stay inside 127.0.0.0/8), failure when sshd is missing (naming openssh-server) or will not
+// start (naming its log), and when `pool` exists but is not a local pool of `hosts` hosts.
+Expected<LocalUpResult> local_up(state::StateStore& store, const LocalUpOptions& options);
+
+struct LocalDownResult {
+  int stopped = 0;
+  int hosts = 0;
+};
+
+// Stops every sshd of the local pool by PID and deletes the pool's records. Refused while hosts
+// are claimed unless `force`. Errors: not_found, or usage when the pool is not a local pool.
+Expected<LocalDownResult> local_down(state::StateStore& store, const std::string& pool, bool force);
+
+// "127.0.0.2" + 3 -> "127.0.0.5". Error (usage) when the result leaves 127.0.0.0/8.
+Expected<std::string> loopback_address(const std::string& base, int offset);
+
+} // namespace tpuctl::provision
