@@ -144,7 +144,9 @@ Expected<LocalUpResult> local_up(state::StateStore& store, const LocalUpOptions&
     }
     AddHostsOptions add;
     add.identity_file = sshd.client_key.string();
-    add.workdir = (root / "workdirs").string();
+    for (const auto& h : sshd.hosts) {
+      add.workdir_by_host[h.address] = (h.dir / "work").string(); // each host its own
+    }
     add.local = Json{{"sshd", true}};
     auto added = add_hosts(store, options.pool, specs, add);
     if (!added) {

@@ -380,6 +380,9 @@ Expected<std::vector<HostEntry>> add_hosts(state::StateStore& store, const std::
     e.user = s.user.empty() ? options.user : s.user;
     e.identity_file = options.identity_file;
     e.workdir = options.workdir.empty() ? k_default_workdir : options.workdir;
+    if (auto it = options.workdir_by_host.find(s.host); it != options.workdir_by_host.end()) {
+      e.workdir = it->second;
+    }
     e.labels = options.labels;
     e.local = options.local;
     entries.push_back(std::move(e));

@@ -86,6 +86,7 @@ struct AddHostsOptions {
   int port = 0; // 0: the spec's port, else 22
   std::string identity_file;
   std::string workdir;
+  std::map<std::string, std::string> workdir_by_host; // overrides `workdir` per host name
   std::optional<std::string> coords; // "x,y[,z]": only with exactly one host
   std::map<std::string, std::string> labels;
   Json local; // set by local-up

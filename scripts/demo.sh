@@ -1,18 +1,46 @@
 #!/usr/bin/env bash
 # The main job, from a fresh machine: installs dependencies, builds tpuctl, then walks through
-# what it does. Safe to rerun.
+# what it does on a local pool of real sshd servers. Everything it creates lives in a scratch
+# state directory that is torn down at the end (also on Ctrl-C). Safe to rerun.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 build_dir=$(scripts/build.sh | tail -n 1)
-tpuctl="$build_dir/cli/tpuctl"
+tpuctl="$(pwd)/$build_dir/cli/tpuctl"
 
-step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+demo=$(mktemp -d /tmp/tpuctl-demo.XXXXXX)
+export TPUCTL_STATE="sqlite:$demo/state.db"
+export TPUCTL_POOL=demo
+cleanup() {
+  "$tpuctl" pool local-down >/dev/null 2>&1 || true
+  rm -rf "$demo"
+}
+trap cleanup EXIT
 
-step "$tpuctl" version
-step "$tpuctl" topology list --generation v5p
-step "$tpuctl" topology describe v5p-128
-step "$tpuctl" topology describe v5litepod-16 --format json
-step "$tpuctl" topology mesh v6e-16 --shape 4,4 --axes data,model
-step "$tpuctl" kernel simulate --m 3025 --n 96 --k 363 --array 32x32 --dataflow ws
-step "$tpuctl" kernel run --m 257 --n 129 --k 1025 --dtype int8 --check
+step() { printf '\n\033[1m$ %s\033[0m\n' "$*" | sed "s|$tpuctl|tpuctl|g"; "$@"; }
+
+echo "== TPU topology: what a slice is"
+step "$tpuctl" topology describe v5litepod-16
+step "$tpuctl" topology mesh v5litepod-16 --shape 4,4 --axes data,model
+
+echo
+echo "== The systolic kernel: an MXU cycle model (SCALE-Sim v2 exact)"
+step "$tpuctl" kernel simulate --conv 224,224,11,11,3,96,4 --array 32x32
+
+echo
+echo "== A local pool: 8 real sshd hosts of 4 chips (an 8x4-chip v5e pool) on 127.0.0.x"
+step "$tpuctl" pool local-up --hosts 8 --generation v5e --address-base 127.0.0.2 --port 2222
+step "$tpuctl" pool check
+
+echo
+echo "== Ship tpuctl to every host (sha256-verified) and broadcast a command"
+step "$tpuctl" pool scp "$tpuctl" "$demo/bin/tpuctl"
+step "$tpuctl" pool ssh --output grouped -- "$demo/bin/tpuctl" kernel simulate --m 1024 --n 1024 --k 1024 --format json
+step "$tpuctl" pool drain 127.0.0.5 --reason "demo: bad disk"
+step "$tpuctl" pool describe
+
+echo
+echo "== Tear down"
+step "$tpuctl" pool local-down
+trap - EXIT
+rm -rf "$demo"
