@@ -5,7 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "provision/worker_env.hpp"
-#include "support/helpers.hpp"
+#include "tests/support/helpers.hpp"
 #include "util/process.hpp"
 
 using namespace tpuctl;
