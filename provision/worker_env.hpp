@@ -1,0 +1,93 @@
+// The environment every worker of a slice gets (topology.md section b, cli-anchors.md section c).
+// `tpuctl ssh`, `tpuctl workload` and `tpuctl env` all build it here, so there is one definition
+// of what a worker sees. Pure logic: no IO, no state.
+//
+// Variables, in this order (the order is stable and part of the contract):
+//   TPU_WORKER_ID, TPU_WORKER_HOSTNAMES (this slice, comma list), TPU_ACCELERATOR_TYPE
+//   (canonical name), TPU_TOPOLOGY, TPU_TOPOLOGY_WRAP ("true,false,false"), TPU_HOST_BOUNDS,
+//   TPU_CHIPS_PER_HOST_BOUNDS ("x,y,z"), TPU_SKIP_MDS_QUERY=1, TPU_NAME,
+//   JAX_COORDINATOR_ADDRESS ("<host>:8476", host = MEGASCALE_COORDINATOR_ADDRESS when there are
+//   several slices, else worker 0 of this slice: exactly JAX's own rule, topology.md b.4),
+//   MEGASCALE_COORDINATOR_ADDRESS (host only), MEGASCALE_NUM_SLICES, MEGASCALE_SLICE_ID,
+//   MEGASCALE_PORT=8081 (Ray's default; only when num_slices > 1),
+//   TPUCTL_WORKER_ID, TPUCTL_NUM_WORKERS, TPUCTL_WORKER_HOSTNAMES, TPUCTL_SLICE_ID,
+//   TPUCTL_NUM_SLICES, TPUCTL_PROCESS_ID (slice_id * workers + worker), TPUCTL_NUM_PROCESSES,
+//   then the profile's variables, then the user's additions (see worker_env).
+// PATH is not in the list: env_command_prefix puts the agent directory in front of it.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "topology/accelerator_type.hpp"
+#include "util/expected.hpp"
+
+namespace tpuctl::provision {
+
+using EnvVars = std::vector<std::pair<std::string, std::string>>;
+
+inline constexpr int k_jax_coordinator_port = 8476;  // JAX's fixed port on Cloud TPU
+inline constexpr int k_megascale_port = 8081;        // Ray's default (xpk's Pathways uses 8080)
+inline constexpr int k_torchrun_master_port = 29500; // torchrun's default
+
+struct SliceEnvInput {
+  topology::AcceleratorType type;
+  std::string tpu_name;               // the node id, exported as TPU_NAME
+  std::vector<std::string> hostnames; // this slice's workers in worker order (peer addresses)
+  int slice_id = 0;
+  int num_slices = 1;
+  // Slice 0 worker 0's address. Required when num_slices > 1 and slice_id > 0; for slice 0 it
+  // defaults to hostnames[0] (and to job_hostnames[0] when that is given).
+  std::string megascale_coordinator;
+  // Every worker of every slice, slice-major (slice 0's workers first). Only the slurm and
+  // skypilot profiles need it, and only with several slices (their node lists span the job);
+  // empty means "this slice is the whole job".
+  std::vector<std::string> job_hostnames;
+  std::string agent_dir; // remote directory holding the tpuctl binary; may start with ~/
+};
+
+enum class EnvProfile { none, torchrun, slurm, skypilot };
+
+// "none", "torchrun", "slurm" or "skypilot". Fails with usage naming `text` and the choices.
+Expected<EnvProfile> parse_env_profile(std::string_view text);
+std::string_view to_string(EnvProfile profile);
+
+// True for a POSIX environment name: [A-Za-z_][A-Za-z0-9_]*.
+bool is_env_name(std::string_view name);
+
+// The environment of worker `worker` of the slice, in the order documented above. Profiles add:
+//   torchrun: RANK (global process id), WORLD_SIZE, LOCAL_RANK=0, MASTER_ADDR (global worker 0),
+//             MASTER_PORT=29500;
+//   slurm:    SLURM_PROCID, SLURM_NTASKS, SLURM_NODEID (= process id: one task per node),
+//             SLURM_LOCALID=0, SLURM_JOB_NODELIST (compressed hostlist), SLURM_NNODES;
+//   skypilot: SKYPILOT_NODE_RANK, SKYPILOT_NODE_IPS (newline-separated, head first),
+//             SKYPILOT_NUM_NODES, SKYPILOT_NUM_GPUS_PER_NODE=0 (TPU hosts have no GPUs; the
+//             chips per host are in TPU_CHIPS_PER_HOST_BOUNDS).
+// `user_env` entries replace a variable in place when it is a tunable (TPU_SKIP_MDS_QUERY,
+// JAX_COORDINATOR_ADDRESS, MEGASCALE_PORT, MASTER_PORT, SKYPILOT_NUM_GPUS_PER_NODE) and are
+// appended otherwise; identity variables (anything else tpuctl sets, any TPUCTL_* name, PATH)
+// cannot be overridden. Values may hold any byte except NUL.
+// Fails with usage, reporting every problem: worker out of range (names it and the range),
+// hostnames count != type.hosts, a bad host name, slice_id/num_slices out of range, a missing
+// coordinator, job_hostnames inconsistent with hostnames, an invalid or duplicate user name,
+// an identity override, a NUL in a value.
+Expected<EnvVars> worker_env(const SliceEnvInput& input, int worker, EnvProfile profile,
+                             const EnvVars& user_env = {});
+
+// `export K='v' K2='v2'; export PATH=<agent_dir>:"$PATH"; ` ready to put in front of a command
+// that a POSIX login shell (sh, bash, dash, zsh) runs. Every value is single-quoted
+// (util::shell_quote), so `'`, `$(...)`, backticks, newlines, `;` and unicode arrive literally.
+// A leading `~/` of agent_dir stays expandable; an empty agent_dir leaves PATH alone.
+// Precondition: names are valid (worker_env guarantees it); an invalid name is skipped.
+// Never fails.
+std::string env_command_prefix(const EnvVars& env, const std::string& agent_dir);
+
+// `KEY='value'` lines, quoted as by the shell, so `set -a; . ./worker.env; set +a` reproduces
+// the environment exactly (values with newlines span lines inside their quotes). This is the
+// shell form of dotenv: parsers that do not implement shell quoting (docker --env-file) may
+// read values holding `'` differently. Never fails.
+std::string to_dotenv(const EnvVars& env);
+
+} // namespace tpuctl::provision
