@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   std::discrete_distribution<int> pick_shape(weights.begin(), weights.end());
   std::discrete_distribution<int> pick_tier({2, 5, 3});
   std::uniform_int_distribution<int> duration(20, 400);
-  std::poisson_distribution<int> arrivals(6.0);
+  std::poisson_distribution<int> arrivals(0.35); // about 90% of capacity offered
   std::vector<Request> requests;
   for (int t = 0; static_cast<int>(requests.size()) < k_requests; ++t) {
     int n = arrivals(rng);
