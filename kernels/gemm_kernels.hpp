@@ -23,6 +23,7 @@ inline constexpr int k_nr = 16;      // columns of the micro-tile (two 256-bit v
 inline constexpr int k_kc_f32 = 256; // k values per block, fp32 path (B panel 16 KiB)
 inline constexpr int k_kc_s8 = 512;  // k values per block, int8 path (even; B panel 16 KiB)
 inline constexpr int k_mc = 120;     // rows of A per packed block (a multiple of k_mr)
+inline constexpr int k_nc = 4096;    // columns of B per packed block (a multiple of k_nr)
 
 // c[k_mr x k_nr] = (accumulate ? c : 0) + sum over p < kc of a(:, p) * b(p, :), with `a` one
 // packed A panel and `b` one packed B panel.
@@ -31,6 +32,17 @@ using KernelF32 = void (*)(int kc, const float* a, const float* b, float* c, lon
 // The same over `pairs` k-pairs of the int8 layout, int32 wrap-around accumulation.
 using KernelS8 = void (*)(int pairs, const int32_t* a, const int16_t* b, int32_t* c, long ldc,
                           bool accumulate);
+
+// The same kernels reading B straight from the caller's row-major matrix (16 columns at `b`,
+// rows `ldb` apart; int8: `kc` k values, an odd last one paired with zero). When `pack` is not
+// null they also store the B values they read there, as one packed panel, so a GEMM with few
+// rows of A never runs a separate packing pass over B. nullptr in a table without them.
+using KernelF32Direct = void (*)(int kc, const float* a, const float* b, long ldb, float* c,
+                                 long ldc, bool accumulate, float* pack);
+using KernelBf16Direct = void (*)(int kc, const float* a, const bf16_t* b, long ldb, float* c,
+                                  long ldc, bool accumulate, float* pack);
+using KernelS8Direct = void (*)(int kc, const int32_t* a, const int8_t* b, long ldb, int32_t* c,
+                                long ldc, bool accumulate, int16_t* pack);
 
 // Packs rows [0, mc) x columns [0, kc) of `a` into ceil(mc / k_mr) panels at `dst`.
 using PackAF32 = void (*)(int mc, int kc, const float* a, long lda, float* dst);
@@ -50,6 +62,16 @@ struct MicroKernels {
   PackBF32 pack_b_f32;
   PackBBf16 pack_b_bf16;
   PackBS8 pack_b_s8;
+  KernelF32Direct f32_direct;
+  KernelBf16Direct bf16_direct;
+  KernelS8Direct s8_direct;
+  // Kernels for a ragged last panel of at most 8 columns: they read the first 8 columns of a
+  // packed B panel and write an k_mr x 8 tile. nullptr in a table without them.
+  KernelF32 f32_narrow;
+  KernelS8 s8_narrow;
+  // The same for at most 4 columns (a k_mr x 4 tile).
+  KernelF32 f32_quarter;
+  KernelS8 s8_quarter;
 };
 
 // Portable C++ (baseline x86-64, or any target).

@@ -153,8 +153,22 @@ void pack_b_s8(int kc, int nc, const int8_t* b, long ldb, int16_t* dst) {
 } // namespace
 
 const MicroKernels& portable_micro_kernels() {
-  static const MicroKernels k_table = {kernel_f32, kernel_s8,  pack_a_f32,  pack_a_bf16,
-                                       pack_a_s8,  pack_b_f32, pack_b_bf16, pack_b_s8};
+  // No direct-B kernels: the portable family always packs B.
+  static const MicroKernels k_table = {.f32 = kernel_f32,
+                                       .s8 = kernel_s8,
+                                       .pack_a_f32 = pack_a_f32,
+                                       .pack_a_bf16 = pack_a_bf16,
+                                       .pack_a_s8 = pack_a_s8,
+                                       .pack_b_f32 = pack_b_f32,
+                                       .pack_b_bf16 = pack_b_bf16,
+                                       .pack_b_s8 = pack_b_s8,
+                                       .f32_direct = nullptr,
+                                       .bf16_direct = nullptr,
+                                       .s8_direct = nullptr,
+                                       .f32_narrow = nullptr,
+                                       .s8_narrow = nullptr,
+                                       .f32_quarter = nullptr,
+                                       .s8_quarter = nullptr};
   return k_table;
 }
 

@@ -1,9 +1,10 @@
-// The pool behind parallel_for. One job runs at a time: the caller publishes the body and a new
+// The pool behind run_team. One job runs at a time: the caller publishes the body and a new
 // generation number, wakes the workers it needs, runs body(0) itself and waits until the
 // workers report done. Workers sleep on a condition variable between jobs, so an idle pool costs
 // nothing; waking one costs a few microseconds, small next to a GEMM worth splitting.
 #include "kernels/parallel_for.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -91,22 +92,29 @@ Pool& pool() {
 
 } // namespace
 
-void parallel_for(int count, const std::function<void(int)>& body) {
-  if (count <= 1) {
-    if (count == 1) {
-      body(0);
+void run_team(int threads, const std::function<void(Team&)>& body) {
+  if (threads > 1) {
+    Pool& p = pool();
+    std::unique_lock<std::mutex> busy(p.m_busy, std::try_to_lock);
+    if (busy.owns_lock()) {
+      std::barrier<> barrier(threads);
+      p.run(threads, [&](int rank) {
+        Team team(rank, threads, &barrier);
+        body(team);
+      });
+      return;
     }
-    return;
   }
-  Pool& p = pool();
-  std::unique_lock<std::mutex> busy(p.m_busy, std::try_to_lock);
-  if (!busy.owns_lock()) {
-    for (int i = 0; i < count; ++i) {
+  Team solo(0, 1, nullptr);
+  body(solo);
+}
+
+void parallel_for(int count, int threads, const std::function<void(int)>& body) {
+  run_team(std::min(count, threads), [&](Team& team) {
+    for (int i = team.rank(); i < count; i += team.size()) {
       body(i);
     }
-    return;
-  }
-  p.run(count, body);
+  });
 }
 
 } // namespace tpuctl::kernels

@@ -103,6 +103,29 @@ TEST_CASE("kernels::gemm crosses k-blocks, row blocks and thread splits correctl
   }
 }
 
+TEST_CASE("kernels::gemm splits work over 2 to 4 threads on every path") {
+  // Shapes large enough for several threads: the direct path (m <= 120, split along N), the
+  // blocked path split along M (shared B blocks, barriers) and along N (8 threads, 21 row
+  // units), N beyond one 4096-column block, and the packed path split both ways.
+  Values v(707);
+  const std::vector<Shape> shapes = {dense(20, 300, 200), dense(131, 37, 613), dense(121, 400, 100),
+                                     dense(125, 4111, 9), Shape{7, 500, 301, 305, 509, 503, 2}};
+  for (int threads : {2, 3, 8}) {
+    for (const Shape& s : shapes) {
+      for (Api api : {Api::plain, Api::packed}) {
+        GemmOptions o;
+        o.threads = threads;
+        Operands<float, float> f(s);
+        f.fill([&] { return v.f32(); });
+        expect_correct(f, api, o);
+        Operands<int8_t, int32_t> q(s);
+        q.fill([&] { return v.s8(); });
+        expect_correct(q, api, o);
+      }
+    }
+  }
+}
+
 TEST_CASE("kernels::gemm with K = 0 overwrites C with zeros and leaves the padding alone") {
   for (const GemmOptions& o : option_sets()) {
     for (Api api : {Api::plain, Api::packed}) {

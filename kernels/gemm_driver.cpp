@@ -1,0 +1,464 @@
+// The GEMM driver: cache blocking, B and A packing, the three ways to feed B, and threads.
+//
+// Algorithm (Goto / BLIS). C = A B is cut so that each operand is read from the cache level it
+// fits in. B is consumed in blocks of k_kc rows x k_nc columns, packed into 16-column panels of
+// k_kc x 16 values (16 KiB: one panel sits in L1 while it is used; a whole block, up to 4 MiB,
+// in L2/L3). For each block the rows of A are packed k_mc at a time (a k_mc x k_kc block,
+// about 120 KiB, stays in L2); then for each B panel (outer) and each 6-row A panel (inner) one
+// micro-kernel call computes a 6 x 16 tile of C, storing it on the first k-block and adding to
+// it on the others. Edge tiles (m or n not a multiple of 6 or 16) run the same kernel into a
+// scratch tile whose valid part is merged into C, so sizes like 127, 129 or 1025 need no
+// padding of the caller's matrices. Packing is where dtypes are converted: bf16 is widened to
+// fp32 (so bf16 runs at fp32 FMA speed) and int8 is sign-extended to int16 and paired along k
+// (so the int8 micro-kernel is exact vpmaddwd + vpaddd).
+//
+// B reaches the micro-kernels in one of three ways:
+//   packed once   the weight-stationary PackedB (pack_b_*): every k-block of all of B, laid
+//                 out ahead of time; the multiply only packs A.
+//   per block     the plain call: each k_kc x k_nc block of B is packed into a reused buffer
+//                 just before it is used (no allocation or page faults per call).
+//   direct        the plain call with few rows of A (m <= k_direct_max_m, one row block): a
+//                 separate packing pass over B would cost as much as the multiply, so the
+//                 first row panel's kernel reads B's rows where they are (widening bf16 and
+//                 interleaving int8 pairs on the fly) and stores the panel it read; the other
+//                 row panels reuse that panel from L1.
+//
+// Threads: the output is split into one rectangle per thread, along M (in 6-row units) when
+// there are enough rows, else along N (in 16-column panels), so no two threads write the same
+// element of C. Splitting along M, the team packs each shared B block together (each member a
+// share of the panels), meets at a barrier, computes its rows, and meets again before the next
+// block; splitting along N, each member packs only its own panels and needs no barrier.
+#include "kernels/gemm_driver.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+
+#include "kernels/parallel_for.hpp"
+
+namespace tpuctl::kernels::detail {
+
+namespace {
+
+// Below this many multiply-adds per thread a second thread costs more than it saves.
+constexpr double k_min_macs_per_thread = 1 << 18;
+// A GEMM with at most this many rows of A reads B directly instead of packing it.
+constexpr int k_direct_max_m = k_mc;
+// The direct path walks B in slabs of this many rows across all its columns, so that B is read
+// as a few dozen sequential row streams rather than 16-column strips down all of k (strips
+// open a new DRAM page per row and defeat the stream prefetchers).
+constexpr int k_direct_ks = 64;
+
+// A growable, 64-byte aligned, per-thread buffer, kept between calls (at most a few MiB).
+class Scratch {
+public:
+  ~Scratch() { std::free(m_data); }
+  void* get(size_t bytes) {
+    if (bytes > m_bytes) {
+      std::free(m_data);
+      m_data = allocate_aligned(bytes);
+      m_bytes = bytes;
+    }
+    return m_data;
+  }
+
+private:
+  void* m_data = nullptr;
+  size_t m_bytes = 0;
+};
+
+Scratch& a_scratch() {
+  thread_local Scratch s;
+  return s;
+}
+Scratch& b_scratch() {
+  thread_local Scratch s;
+  return s;
+}
+Scratch& panel_scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+// Per-dtype facts of the fp32 (also bf16) and int8 paths.
+struct F32Path {
+  using PackA = float;
+  using PackB = float;
+  using C = float;
+  static constexpr int kc_block = k_kc_f32;
+  static constexpr int kc_align = 8;        // the vector A packer's step
+  static int a_depth(int kc) { return kc; } // A panel = k_mr * a_depth elements
+  static int b_depth(int kc) { return kc; } // B panel = k_nr * b_depth elements
+  static void kernel(const MicroKernels& mk, int kc, const PackA* a, const PackB* b, C* c, long ldc,
+                     bool acc, int nc = k_nr) {
+    KernelF32 f = nc <= k_nr / 4 && mk.f32_quarter  ? mk.f32_quarter
+                  : nc <= k_nr / 2 && mk.f32_narrow ? mk.f32_narrow
+                                                    : mk.f32;
+    f(kc, a, b, c, ldc, acc);
+  }
+  static C add(C x, C y) { return x + y; }
+};
+
+struct S8Path {
+  using PackA = int32_t;
+  using PackB = int16_t;
+  using C = int32_t;
+  static constexpr int kc_block = k_kc_s8;
+  static constexpr int kc_align = 16; // even (k-pairs), and the vector A packer's step
+  static int a_depth(int kc) { return (kc + 1) / 2; }
+  static int b_depth(int kc) { return (kc + 1) / 2 * 2; }
+  static void kernel(const MicroKernels& mk, int kc, const PackA* a, const PackB* b, C* c, long ldc,
+                     bool acc, int nc = k_nr) {
+    KernelS8 f = nc <= k_nr / 4 && mk.s8_quarter  ? mk.s8_quarter
+                 : nc <= k_nr / 2 && mk.s8_narrow ? mk.s8_narrow
+                                                  : mk.s8;
+    f((kc + 1) / 2, a, b, c, ldc, acc);
+  }
+  static C add(C x, C y) {
+    return static_cast<int32_t>(static_cast<uint32_t>(x) + static_cast<uint32_t>(y));
+  }
+};
+
+// The k-block size for a reduction of k: k split into equal blocks of at most kc_block (rounded
+// up to kc_align), so that k = 257 runs as 136 + 121 rather than 256 + 1 (a whole pass over C
+// for one k step). All blocks but the last have this size; packing and multiplying agree on it.
+template <typename Path>
+int block_k(int k) {
+  int blocks = (k + Path::kc_block - 1) / Path::kc_block;
+  int size = (k + blocks - 1) / std::max(blocks, 1);
+  return std::max(Path::kc_align, (size + Path::kc_align - 1) / Path::kc_align * Path::kc_align);
+}
+
+int panels_of(int n) {
+  return (n + k_nr - 1) / k_nr;
+}
+
+template <typename Path>
+size_t b_panel_elements(int kc) {
+  return static_cast<size_t>(Path::b_depth(kc)) * k_nr;
+}
+
+// One multiplication. B is either unpacked (b, ldb) or the full packed copy (packed).
+template <typename Path, typename AElem, typename BElem>
+struct Job {
+  using PackA = typename Path::PackA;
+  using PackB = typename Path::PackB;
+  using C = typename Path::C;
+  using PackAFn = void (*)(int, int, const AElem*, long, PackA*);
+  using PackBFn = void (*)(int, int, const BElem*, long, PackB*);
+  using DirectFn = void (*)(int, const PackA*, const BElem*, long, C*, long, bool, PackB*);
+
+  int m, n, k;
+  const AElem* a;
+  long lda;
+  const BElem* b;
+  long ldb;
+  const PackB* packed;
+  C* c;
+  long ldc;
+  const MicroKernels* mk;
+  PackAFn pack_a;
+  PackBFn pack_b;
+  DirectFn direct;
+};
+
+// Runs one micro-tile: the kernel straight into C when the tile is whole, else through a
+// scratch tile whose valid mr x nc part is merged.
+template <typename Path, typename Kernel>
+void tile(int mr, int nc, typename Path::C* c, long ldc, bool accumulate, Kernel kernel) {
+  using C = typename Path::C;
+  if (mr == k_mr && nc == k_nr) {
+    kernel(c, ldc, accumulate);
+    return;
+  }
+  alignas(64) C t[k_mr * k_nr];
+  kernel(t, static_cast<long>(k_nr), false);
+  for (int i = 0; i < mr; ++i) {
+    C* row = c + static_cast<long>(i) * ldc;
+    for (int j = 0; j < nc; ++j) {
+      row[j] = accumulate ? Path::add(row[j], t[i * k_nr + j]) : t[i * k_nr + j];
+    }
+  }
+}
+
+// C rows [i0, i1) x panels [jp0, jp1) += (or =) the k-block [p0, p0 + kc) of A times the packed
+// B block `bblock`, whose first panel is panel `jp_first` of C.
+template <typename Path, typename JobT>
+void compute_block(const JobT& job, const typename Path::PackB* bblock, int jp_first, int p0,
+                   int kc, int i0, int i1, int jp0, int jp1) {
+  using PackA = typename Path::PackA;
+  int adepth = Path::a_depth(kc);
+  auto* abuf = static_cast<PackA*>(
+      a_scratch().get(sizeof(PackA) * k_mc * static_cast<size_t>(Path::a_depth(Path::kc_block))));
+  size_t b_panel = b_panel_elements<Path>(kc);
+  bool accumulate = p0 > 0;
+  // Row blocks of equal size (at most k_mc, a multiple of k_mr): 257 rows run as 90 + 90 + 77,
+  // not 120 + 120 + 17, so every block reuses each B panel about as often.
+  int row_blocks = (i1 - i0 + k_mc - 1) / k_mc;
+  int mcb = ((i1 - i0 + row_blocks - 1) / std::max(row_blocks, 1) + k_mr - 1) / k_mr * k_mr;
+  for (int ic = i0; ic < i1; ic += mcb) {
+    int mc = std::min(mcb, i1 - ic);
+    job.pack_a(mc, kc, job.a + static_cast<long>(ic) * job.lda + p0, job.lda, abuf);
+    for (int jp = jp0; jp < jp1; ++jp) {
+      const auto* bp = bblock + static_cast<size_t>(jp - jp_first) * b_panel;
+      int j0 = jp * k_nr;
+      int nc = std::min(k_nr, job.n - j0);
+      for (int ir = 0; ir < mc; ir += k_mr) {
+        const PackA* ap = abuf + static_cast<size_t>(ir) * static_cast<size_t>(adepth);
+        tile<Path>(std::min(k_mr, mc - ir), nc, job.c + static_cast<long>(ic + ir) * job.ldc + j0,
+                   job.ldc, accumulate, [&](typename Path::C* c, long ldc, bool acc) {
+                     Path::kernel(*job.mk, kc, ap, bp, c, ldc, acc, nc);
+                   });
+      }
+    }
+  }
+}
+
+// How the output is split among threads.
+struct Split {
+  int parts = 1;
+  bool along_m = true;
+  int units = 1; // 6-row units (along M) or 16-column panels (along N)
+};
+
+Split plan_split(int m, int n, int k, int threads, bool force_n) {
+  Split s;
+  double macs = static_cast<double>(m) * n * k;
+  int by_work =
+      static_cast<int>(std::min<double>(threads, std::max(1.0, macs / k_min_macs_per_thread)));
+  int units_m = (m + k_mr - 1) / k_mr;
+  int units_n = panels_of(n);
+  s.along_m = !force_n && (units_m >= 4 * by_work || units_m >= units_n);
+  s.units = s.along_m ? units_m : units_n;
+  s.parts = std::max(1, std::min(by_work, s.units));
+  return s;
+}
+
+// The share [first, last) of `units` that member `rank` of `size` takes.
+std::pair<int, int> share(int units, int rank, int size) {
+  return {static_cast<int>(static_cast<long>(units) * rank / size),
+          static_cast<int>(static_cast<long>(units) * (rank + 1) / size)};
+}
+
+template <typename Path, typename JobT>
+void run_packed(const JobT& job, int threads) {
+  const int kb = block_k<Path>(job.k);
+  Split split = plan_split(job.m, job.n, job.k, threads, false);
+  size_t panel_count = static_cast<size_t>(panels_of(job.n));
+  run_team(split.parts, [&](Team& team) {
+    auto [u0, u1] = share(split.units, team.rank(), team.size());
+    int i0 = split.along_m ? u0 * k_mr : 0;
+    int i1 = split.along_m ? std::min(job.m, u1 * k_mr) : job.m;
+    int jp0 = split.along_m ? 0 : u0;
+    int jp1 = split.along_m ? panels_of(job.n) : u1;
+    for (int p0 = 0; p0 < job.k; p0 += kb) {
+      int kc = std::min(kb, job.k - p0);
+      const auto* bblock = job.packed + static_cast<size_t>(p0) * panel_count * k_nr;
+      compute_block<Path>(job, bblock, 0, p0, kc, i0, i1, jp0, jp1);
+    }
+  });
+}
+
+template <typename Path, typename JobT>
+void run_blocked(const JobT& job, int threads) {
+  const int kb = block_k<Path>(job.k);
+  using PackB = typename Path::PackB;
+  Split split = plan_split(job.m, job.n, job.k, threads, false);
+  int block_panels = panels_of(std::min(job.n, k_nc));
+  auto* buffer = static_cast<PackB*>(b_scratch().get(
+      sizeof(PackB) * b_panel_elements<Path>(Path::kc_block) * static_cast<size_t>(block_panels)));
+  run_team(split.parts, [&](Team& team) {
+    auto [u0, u1] = share(split.units, team.rank(), team.size());
+    for (int jc = 0; jc < job.n; jc += k_nc) {
+      int jp_first = jc / k_nr;
+      int jp_end = panels_of(std::min(job.n, jc + k_nc));
+      // Panels of this block that this member computes (all of them when splitting along M).
+      int jp0 = split.along_m ? jp_first : std::max(jp_first, u0);
+      int jp1 = split.along_m ? jp_end : std::min(jp_end, u1);
+      for (int p0 = 0; p0 < job.k; p0 += kb) {
+        int kc = std::min(kb, job.k - p0);
+        size_t b_panel = b_panel_elements<Path>(kc);
+        // Pack: along M the team shares the block, each member a slice of its panels; along N
+        // each member packs exactly the panels it computes.
+        auto [q0, q1] = split.along_m ? share(jp_end - jp_first, team.rank(), team.size())
+                                      : std::pair<int, int>{jp0 - jp_first, jp1 - jp_first};
+        for (int q = q0; q < q1; ++q) {
+          int j0 = (jp_first + q) * k_nr;
+          job.pack_b(kc, std::min(k_nr, job.n - j0), job.b + static_cast<long>(p0) * job.ldb + j0,
+                     job.ldb, buffer + static_cast<size_t>(q) * b_panel);
+        }
+        if (split.along_m) {
+          team.sync();
+          compute_block<Path>(job, buffer, jp_first, p0, kc, u0 * k_mr, std::min(job.m, u1 * k_mr),
+                              jp0, jp1);
+          team.sync(); // nobody repacks the buffer while another member still reads it
+        } else if (jp0 < jp1) {
+          compute_block<Path>(job, buffer, jp_first, p0, kc, 0, job.m, jp0, jp1);
+        }
+      }
+    }
+  });
+}
+
+template <typename Path, typename JobT>
+void run_direct(const JobT& job, int threads) {
+  const int kb = block_k<Path>(job.k);
+  using PackA = typename Path::PackA;
+  using PackB = typename Path::PackB;
+  Split split = plan_split(job.m, job.n, job.k, threads, true);
+  const int ks_block = k_direct_ks;
+  run_team(split.parts, [&](Team& team) {
+    auto [jp0, jp1] = share(split.units, team.rank(), team.size());
+    auto* abuf = static_cast<PackA*>(
+        a_scratch().get(sizeof(PackA) * k_mc * static_cast<size_t>(Path::a_depth(Path::kc_block))));
+    auto* panel = static_cast<PackB*>(
+        panel_scratch().get(sizeof(PackB) * b_panel_elements<Path>(Path::kc_block)));
+    for (int p0 = 0; p0 < job.k; p0 += kb) {
+      int kc = std::min(kb, job.k - p0);
+      int adepth = Path::a_depth(kc);
+      for (int ic = 0; ic < job.m; ic += k_mc) {
+        int mc = std::min(k_mc, job.m - ic);
+        job.pack_a(mc, kc, job.a + static_cast<long>(ic) * job.lda + p0, job.lda, abuf);
+        for (int ps = 0; ps < kc; ps += ks_block) {
+          int ks = std::min(ks_block, kc - ps);
+          bool accumulate = p0 + ps > 0;
+          for (int jp = jp0; jp < jp1; ++jp) {
+            int j0 = jp * k_nr;
+            int nc = std::min(k_nr, job.n - j0);
+            const auto* bsrc = job.b + static_cast<long>(p0 + ps) * job.ldb + j0;
+            bool packed = nc < k_nr;
+            if (packed) {
+              job.pack_b(ks, nc, bsrc, job.ldb, panel);
+            }
+            for (int ir = 0; ir < mc; ir += k_mr) {
+              const PackA* ap = abuf + static_cast<size_t>(ir) * static_cast<size_t>(adepth) +
+                                static_cast<size_t>(Path::a_depth(ps)) * k_mr;
+              tile<Path>(
+                  std::min(k_mr, mc - ir), nc, job.c + static_cast<long>(ic + ir) * job.ldc + j0,
+                  job.ldc, accumulate, [&](typename Path::C* c, long ldc, bool acc) {
+                    if (packed) {
+                      Path::kernel(*job.mk, ks, ap, panel, c, ldc, acc, nc);
+                    } else {
+                      job.direct(ks, ap, bsrc, job.ldb, c, ldc, acc, mc > k_mr ? panel : nullptr);
+                    }
+                  });
+              packed = true;
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+template <typename C>
+void zero_c(int m, int n, C* c, long ldc) {
+  for (int i = 0; i < m; ++i) {
+    std::fill(c + static_cast<long>(i) * ldc, c + static_cast<long>(i) * ldc + n, C{});
+  }
+}
+
+template <typename Path, typename JobT>
+void run(const JobT& job, int threads) {
+  if (job.m == 0 || job.n == 0) {
+    return;
+  }
+  if (job.k == 0) {
+    zero_c(job.m, job.n, job.c, job.ldc);
+    return;
+  }
+  if (job.packed) {
+    run_packed<Path>(job, threads);
+  } else if (job.direct && job.m <= k_direct_max_m) {
+    run_direct<Path>(job, threads);
+  } else {
+    run_blocked<Path>(job, threads);
+  }
+}
+
+// Packs all of B (k x n) as run_packed reads it, the panels split among threads.
+template <typename Path, typename BElem, typename PackB>
+void pack_all(int threads, int k, int n, const BElem* b, long ldb, PackB* dst,
+              void (*pack_b)(int, int, const BElem*, long, PackB*)) {
+  int panels = panels_of(n);
+  size_t panel_count = static_cast<size_t>(panels);
+  double elems = static_cast<double>(k) * n;
+  int parts = static_cast<int>(std::min<double>(threads, std::max(1.0, elems / (1 << 16))));
+  const int kb = block_k<Path>(k);
+  run_team(std::max(1, std::min(parts, panels)), [&](Team& team) {
+    auto [jp0, jp1] = share(panels, team.rank(), team.size());
+    for (int p0 = 0; p0 < k; p0 += kb) {
+      int kc = std::min(kb, k - p0);
+      PackB* block = dst + static_cast<size_t>(p0) * panel_count * k_nr;
+      for (int jp = jp0; jp < jp1; ++jp) {
+        int j0 = jp * k_nr;
+        pack_b(kc, std::min(k_nr, n - j0), b + static_cast<long>(p0) * ldb + j0, ldb,
+               block + static_cast<size_t>(jp) * b_panel_elements<Path>(kc));
+      }
+    }
+  });
+}
+
+template <typename Path>
+size_t packed_elements(int k, int n) {
+  size_t depth = 0;
+  int kb = block_k<Path>(k);
+  for (int p0 = 0; p0 < k; p0 += kb) {
+    depth += static_cast<size_t>(Path::b_depth(std::min(kb, k - p0)));
+  }
+  return depth * static_cast<size_t>(panels_of(n)) * k_nr;
+}
+
+} // namespace
+
+void* allocate_aligned(size_t bytes) {
+  size_t rounded = (std::max<size_t>(bytes, 64) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) {
+    throw std::bad_alloc();
+  }
+  return p;
+}
+
+size_t packed_b_bytes(GemmDtype dtype, int k, int n) {
+  return dtype == GemmDtype::int8 ? packed_elements<S8Path>(k, n) * sizeof(int16_t)
+                                  : packed_elements<F32Path>(k, n) * sizeof(float);
+}
+
+void pack_b_full_f32(const MicroKernels& mk, int threads, int k, int n, const float* b, long ldb,
+                     float* dst) {
+  pack_all<F32Path>(threads, k, n, b, ldb, dst, mk.pack_b_f32);
+}
+
+void pack_b_full_bf16(const MicroKernels& mk, int threads, int k, int n, const bf16_t* b, long ldb,
+                      float* dst) {
+  pack_all<F32Path>(threads, k, n, b, ldb, dst, mk.pack_b_bf16);
+}
+
+void pack_b_full_s8(const MicroKernels& mk, int threads, int k, int n, const int8_t* b, long ldb,
+                    int16_t* dst) {
+  pack_all<S8Path>(threads, k, n, b, ldb, dst, mk.pack_b_s8);
+}
+
+void run_f32(const MicroKernels& mk, int threads, int m, int n, int k, const float* a, long lda,
+             const float* b, long ldb, const float* packed, float* c, long ldc) {
+  Job<F32Path, float, float> job{
+      m, n, k, a, lda, b, ldb, packed, c, ldc, &mk, mk.pack_a_f32, mk.pack_b_f32, mk.f32_direct};
+  run<F32Path>(job, threads);
+}
+
+void run_bf16(const MicroKernels& mk, int threads, int m, int n, int k, const bf16_t* a, long lda,
+              const bf16_t* b, long ldb, const float* packed, float* c, long ldc) {
+  Job<F32Path, bf16_t, bf16_t> job{
+      m, n, k, a, lda, b, ldb, packed, c, ldc, &mk, mk.pack_a_bf16, mk.pack_b_bf16, mk.bf16_direct};
+  run<F32Path>(job, threads);
+}
+
+void run_s8(const MicroKernels& mk, int threads, int m, int n, int k, const int8_t* a, long lda,
+            const int8_t* b, long ldb, const int16_t* packed, int32_t* c, long ldc) {
+  Job<S8Path, int8_t, int8_t> job{
+      m, n, k, a, lda, b, ldb, packed, c, ldc, &mk, mk.pack_a_s8, mk.pack_b_s8, mk.s8_direct};
+  run<S8Path>(job, threads);
+}
+
+} // namespace tpuctl::kernels::detail
