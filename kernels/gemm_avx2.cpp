@@ -402,6 +402,87 @@ void kernel_s8_quarter(int pairs, const int32_t* a, const int16_t* b, int32_t* c
   }
 }
 
+// At most 3 rows (m = 129 leaves 3): half the FMAs of the full tile. Even and odd k again use
+// separate accumulators, 12 chains in all.
+void kernel_f32_short(int kc, const float* a, const float* b, float* c, long ldc, bool accumulate) {
+  __m256 e00 = _mm256_setzero_ps(), e01 = _mm256_setzero_ps(), e10 = _mm256_setzero_ps();
+  __m256 e11 = _mm256_setzero_ps(), e20 = _mm256_setzero_ps(), e21 = _mm256_setzero_ps();
+  __m256 o00 = _mm256_setzero_ps(), o01 = _mm256_setzero_ps(), o10 = _mm256_setzero_ps();
+  __m256 o11 = _mm256_setzero_ps(), o20 = _mm256_setzero_ps(), o21 = _mm256_setzero_ps();
+  int p = 0;
+  for (; p + 2 <= kc; p += 2) {
+    __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    __m256 b2 = _mm256_loadu_ps(b + k_nr), b3 = _mm256_loadu_ps(b + k_nr + 8);
+    __m256 av = _mm256_broadcast_ss(a + 0);
+    e00 = _mm256_fmadd_ps(av, b0, e00);
+    e01 = _mm256_fmadd_ps(av, b1, e01);
+    av = _mm256_broadcast_ss(a + 1);
+    e10 = _mm256_fmadd_ps(av, b0, e10);
+    e11 = _mm256_fmadd_ps(av, b1, e11);
+    av = _mm256_broadcast_ss(a + 2);
+    e20 = _mm256_fmadd_ps(av, b0, e20);
+    e21 = _mm256_fmadd_ps(av, b1, e21);
+    av = _mm256_broadcast_ss(a + k_mr + 0);
+    o00 = _mm256_fmadd_ps(av, b2, o00);
+    o01 = _mm256_fmadd_ps(av, b3, o01);
+    av = _mm256_broadcast_ss(a + k_mr + 1);
+    o10 = _mm256_fmadd_ps(av, b2, o10);
+    o11 = _mm256_fmadd_ps(av, b3, o11);
+    av = _mm256_broadcast_ss(a + k_mr + 2);
+    o20 = _mm256_fmadd_ps(av, b2, o20);
+    o21 = _mm256_fmadd_ps(av, b3, o21);
+    a += 2 * k_mr;
+    b += 2 * k_nr;
+  }
+  if (p < kc) {
+    __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    __m256 av = _mm256_broadcast_ss(a + 0);
+    e00 = _mm256_fmadd_ps(av, b0, e00);
+    e01 = _mm256_fmadd_ps(av, b1, e01);
+    av = _mm256_broadcast_ss(a + 1);
+    e10 = _mm256_fmadd_ps(av, b0, e10);
+    e11 = _mm256_fmadd_ps(av, b1, e11);
+    av = _mm256_broadcast_ss(a + 2);
+    e20 = _mm256_fmadd_ps(av, b0, e20);
+    e21 = _mm256_fmadd_ps(av, b1, e21);
+  }
+  store_f32(c + 0 * ldc, _mm256_add_ps(e00, o00), accumulate);
+  store_f32(c + 0 * ldc + 8, _mm256_add_ps(e01, o01), accumulate);
+  store_f32(c + 1 * ldc, _mm256_add_ps(e10, o10), accumulate);
+  store_f32(c + 1 * ldc + 8, _mm256_add_ps(e11, o11), accumulate);
+  store_f32(c + 2 * ldc, _mm256_add_ps(e20, o20), accumulate);
+  store_f32(c + 2 * ldc + 8, _mm256_add_ps(e21, o21), accumulate);
+}
+
+void kernel_s8_short(int pairs, const int32_t* a, const int16_t* b, int32_t* c, long ldc,
+                     bool accumulate) {
+  __m256i c00 = _mm256_setzero_si256(), c01 = _mm256_setzero_si256();
+  __m256i c10 = _mm256_setzero_si256(), c11 = _mm256_setzero_si256();
+  __m256i c20 = _mm256_setzero_si256(), c21 = _mm256_setzero_si256();
+  const __m256i* bv = reinterpret_cast<const __m256i*>(b);
+#pragma GCC unroll 4
+  for (int q = 0; q < pairs; ++q) {
+    __m256i b0 = _mm256_loadu_si256(bv), b1 = _mm256_loadu_si256(bv + 1);
+    __m256i av = _mm256_set1_epi32(a[0]);
+    c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(av, b0));
+    c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(av, b1));
+    av = _mm256_set1_epi32(a[1]);
+    c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(av, b0));
+    c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(av, b1));
+    av = _mm256_set1_epi32(a[2]);
+    c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(av, b0));
+    c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(av, b1));
+    a += k_mr;
+    bv += 2;
+  }
+  store_s32(c + 0 * ldc, c00, accumulate);
+  store_s32(c + 0 * ldc + 8, c01, accumulate);
+  store_s32(c + 1 * ldc, c10, accumulate);
+  store_s32(c + 1 * ldc + 8, c11, accumulate);
+  store_s32(c + 2 * ldc, c20, accumulate);
+  store_s32(c + 2 * ldc + 8, c21, accumulate);
+}
+
 // ---- packing ----
 // A panels are a transpose (6 rows of A become k-major groups of 6): 8 k values of the 6 rows
 // are loaded as 6 ymm (two zero rows complete an 8 x 8 block), transposed with the usual
@@ -632,7 +713,9 @@ const MicroKernels* avx2_micro_kernels() {
                         .f32_narrow = kernel_f32_narrow,
                         .s8_narrow = kernel_s8_narrow,
                         .f32_quarter = kernel_f32_quarter,
-                        .s8_quarter = kernel_s8_quarter};
+                        .s8_quarter = kernel_s8_quarter,
+                        .f32_short = kernel_f32_short,
+                        .s8_short = kernel_s8_short};
   }();
   return &k_table;
 }

@@ -48,6 +48,8 @@ constexpr int k_direct_max_m = k_mc;
 // as a few dozen sequential row streams rather than 16-column strips down all of k (strips
 // open a new DRAM page per row and defeat the stream prefetchers).
 constexpr int k_direct_ks = 64;
+// How far ahead (bytes along a row) the direct path prefetches B's rows: two fp32 panels.
+constexpr long k_direct_prefetch = 128;
 
 // A growable, 64-byte aligned, per-thread buffer, kept between calls (at most a few MiB).
 class Scratch {
@@ -90,9 +92,10 @@ struct F32Path {
   static int a_depth(int kc) { return kc; } // A panel = k_mr * a_depth elements
   static int b_depth(int kc) { return kc; } // B panel = k_nr * b_depth elements
   static void kernel(const MicroKernels& mk, int kc, const PackA* a, const PackB* b, C* c, long ldc,
-                     bool acc, int nc = k_nr) {
+                     bool acc, int mr = k_mr, int nc = k_nr) {
     KernelF32 f = nc <= k_nr / 4 && mk.f32_quarter  ? mk.f32_quarter
                   : nc <= k_nr / 2 && mk.f32_narrow ? mk.f32_narrow
+                  : mr <= k_mr / 2 && mk.f32_short  ? mk.f32_short
                                                     : mk.f32;
     f(kc, a, b, c, ldc, acc);
   }
@@ -108,9 +111,10 @@ struct S8Path {
   static int a_depth(int kc) { return (kc + 1) / 2; }
   static int b_depth(int kc) { return (kc + 1) / 2 * 2; }
   static void kernel(const MicroKernels& mk, int kc, const PackA* a, const PackB* b, C* c, long ldc,
-                     bool acc, int nc = k_nr) {
+                     bool acc, int mr = k_mr, int nc = k_nr) {
     KernelS8 f = nc <= k_nr / 4 && mk.s8_quarter  ? mk.s8_quarter
                  : nc <= k_nr / 2 && mk.s8_narrow ? mk.s8_narrow
+                 : mr <= k_mr / 2 && mk.s8_short  ? mk.s8_short
                                                   : mk.s8;
     f((kc + 1) / 2, a, b, c, ldc, acc);
   }
@@ -168,11 +172,11 @@ template <typename Path, typename Kernel>
 void tile(int mr, int nc, typename Path::C* c, long ldc, bool accumulate, Kernel kernel) {
   using C = typename Path::C;
   if (mr == k_mr && nc == k_nr) {
-    kernel(c, ldc, accumulate);
+    kernel(c, ldc, accumulate, mr, nc);
     return;
   }
   alignas(64) C t[k_mr * k_nr];
-  kernel(t, static_cast<long>(k_nr), false);
+  kernel(t, static_cast<long>(k_nr), false, mr, nc);
   for (int i = 0; i < mr; ++i) {
     C* row = c + static_cast<long>(i) * ldc;
     for (int j = 0; j < nc; ++j) {
@@ -206,8 +210,9 @@ void compute_block(const JobT& job, const typename Path::PackB* bblock, int jp_f
       for (int ir = 0; ir < mc; ir += k_mr) {
         const PackA* ap = abuf + static_cast<size_t>(ir) * static_cast<size_t>(adepth);
         tile<Path>(std::min(k_mr, mc - ir), nc, job.c + static_cast<long>(ic + ir) * job.ldc + j0,
-                   job.ldc, accumulate, [&](typename Path::C* c, long ldc, bool acc) {
-                     Path::kernel(*job.mk, kc, ap, bp, c, ldc, acc, nc);
+                   job.ldc, accumulate,
+                   [&](typename Path::C* c, long ldc, bool acc, int tr, int tc) {
+                     Path::kernel(*job.mk, kc, ap, bp, c, ldc, acc, tr, tc);
                    });
       }
     }
@@ -326,6 +331,17 @@ void run_direct(const JobT& job, int threads) {
             int j0 = jp * k_nr;
             int nc = std::min(k_nr, job.n - j0);
             const auto* bsrc = job.b + static_cast<long>(p0 + ps) * job.ldb + j0;
+            // Ask for the slab's rows k_direct_prefetch bytes ahead now, once per cache line
+            // (every 1, 2 or 4 panels for fp32, bf16, int8): B comes from memory, in more row
+            // streams than the hardware prefetchers follow.
+            size_t offset = static_cast<size_t>(j0) * sizeof(*bsrc);
+            if (offset % 64 == 0 && j0 + k_nr < job.n) {
+              const char* ahead = reinterpret_cast<const char*>(bsrc) + k_direct_prefetch;
+              long row_bytes = job.ldb * static_cast<long>(sizeof(*bsrc));
+              for (int r = 0; r < ks; ++r) {
+                __builtin_prefetch(ahead + r * row_bytes);
+              }
+            }
             bool packed = nc < k_nr;
             if (packed) {
               job.pack_b(ks, nc, bsrc, job.ldb, panel);
@@ -333,15 +349,16 @@ void run_direct(const JobT& job, int threads) {
             for (int ir = 0; ir < mc; ir += k_mr) {
               const PackA* ap = abuf + static_cast<size_t>(ir) * static_cast<size_t>(adepth) +
                                 static_cast<size_t>(Path::a_depth(ps)) * k_mr;
-              tile<Path>(
-                  std::min(k_mr, mc - ir), nc, job.c + static_cast<long>(ic + ir) * job.ldc + j0,
-                  job.ldc, accumulate, [&](typename Path::C* c, long ldc, bool acc) {
-                    if (packed) {
-                      Path::kernel(*job.mk, ks, ap, panel, c, ldc, acc, nc);
-                    } else {
-                      job.direct(ks, ap, bsrc, job.ldb, c, ldc, acc, mc > k_mr ? panel : nullptr);
-                    }
-                  });
+              tile<Path>(std::min(k_mr, mc - ir), nc,
+                         job.c + static_cast<long>(ic + ir) * job.ldc + j0, job.ldc, accumulate,
+                         [&](typename Path::C* c, long ldc, bool acc, int tr, int tc) {
+                           if (packed) {
+                             Path::kernel(*job.mk, ks, ap, panel, c, ldc, acc, tr, tc);
+                           } else {
+                             job.direct(ks, ap, bsrc, job.ldb, c, ldc, acc,
+                                        mc > k_mr ? panel : nullptr);
+                           }
+                         });
               packed = true;
             }
           }

@@ -72,6 +72,10 @@ struct MicroKernels {
   // The same for at most 4 columns (a k_mr x 4 tile).
   KernelF32 f32_quarter;
   KernelS8 s8_quarter;
+  // Kernels for a ragged last row panel of at most 3 rows: a 3 x k_nr tile from the first 3
+  // rows of a packed A panel. nullptr in a table without them.
+  KernelF32 f32_short;
+  KernelS8 s8_short;
 };
 
 // Portable C++ (baseline x86-64, or any target).

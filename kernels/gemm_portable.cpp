@@ -168,7 +168,9 @@ const MicroKernels& portable_micro_kernels() {
                                        .f32_narrow = nullptr,
                                        .s8_narrow = nullptr,
                                        .f32_quarter = nullptr,
-                                       .s8_quarter = nullptr};
+                                       .s8_quarter = nullptr,
+                                       .f32_short = nullptr,
+                                       .s8_short = nullptr};
   return k_table;
 }
 
