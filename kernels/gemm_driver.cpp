@@ -26,8 +26,9 @@
 // Threads: the output is split into one rectangle per thread, along M (in 6-row units) when
 // there are enough rows, else along N (in 16-column panels), so no two threads write the same
 // element of C. Splitting along M, the team packs each shared B block together (each member a
-// share of the panels), meets at a barrier, computes its rows, and meets again before the next
-// block; splitting along N, each member packs only its own panels and needs no barrier.
+// share of the panels), meets at a barrier and computes its rows (two alternating block buffers
+// make one barrier per block enough); splitting along N, each member packs only its own panels
+// and needs no barrier.
 #include "kernels/gemm_driver.hpp"
 
 #include <algorithm>
@@ -269,20 +270,25 @@ void run_blocked(const JobT& job, int threads) {
   const int kb = block_k<Path>(job.k);
   using PackB = typename Path::PackB;
   Split split = plan_split(job.m, job.n, job.k, threads, false);
-  int block_panels = panels_of(std::min(job.n, k_nc));
-  auto* buffer = static_cast<PackB*>(b_scratch().get(
-      sizeof(PackB) * b_panel_elements<Path>(Path::kc_block) * static_cast<size_t>(block_panels)));
+  size_t block_elems = b_panel_elements<Path>(Path::kc_block) *
+                       static_cast<size_t>(panels_of(std::min(job.n, k_nc)));
+  // Two block buffers, used alternately, so one barrier per block suffices when the team shares
+  // blocks: a member packs block b + 2 into the buffer block b used only after the barrier of
+  // block b + 1, which every member reaches after finishing its part of block b.
+  auto* buffers = static_cast<PackB*>(b_scratch().get(sizeof(PackB) * 2 * block_elems));
   run_team(split.parts, [&](Team& team) {
     auto [u0, u1] = share(split.units, team.rank(), team.size());
+    size_t block_index = 0;
     for (int jc = 0; jc < job.n; jc += k_nc) {
       int jp_first = jc / k_nr;
       int jp_end = panels_of(std::min(job.n, jc + k_nc));
       // Panels of this block that this member computes (all of them when splitting along M).
       int jp0 = split.along_m ? jp_first : std::max(jp_first, u0);
       int jp1 = split.along_m ? jp_end : std::min(jp_end, u1);
-      for (int p0 = 0; p0 < job.k; p0 += kb) {
+      for (int p0 = 0; p0 < job.k; p0 += kb, ++block_index) {
         int kc = std::min(kb, job.k - p0);
         size_t b_panel = b_panel_elements<Path>(kc);
+        PackB* buffer = buffers + (block_index % 2) * block_elems;
         // Pack: along M the team shares the block, each member a slice of its panels; along N
         // each member packs exactly the panels it computes.
         auto [q0, q1] = split.along_m ? share(jp_end - jp_first, team.rank(), team.size())
@@ -296,7 +302,6 @@ void run_blocked(const JobT& job, int threads) {
           team.sync();
           compute_block<Path>(job, buffer, jp_first, p0, kc, u0 * k_mr, std::min(job.m, u1 * k_mr),
                               jp0, jp1);
-          team.sync(); // nobody repacks the buffer while another member still reads it
         } else if (jp0 < jp1) {
           compute_block<Path>(job, buffer, jp_first, p0, kc, 0, job.m, jp0, jp1);
         }
