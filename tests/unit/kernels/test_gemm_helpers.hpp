@@ -2,6 +2,7 @@
 // bases, one call per (dtype, API) through the public functions, and the reference gates.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -73,10 +74,16 @@ struct Operands {
   In* b() { return b_store.data() + s.offset; }
   Out* c() { return c_store.data() + s.offset; }
 
+  // Each buffer ends right after its last element (the last row is not padded to ld), so an
+  // out-of-bounds read or write shows up under AddressSanitizer.
   explicit Operands(const Shape& shape) : s(shape) {
-    a_store.assign(static_cast<size_t>(s.offset + s.m * s.lda + 1), In{});
-    b_store.assign(static_cast<size_t>(s.offset + s.k * s.ldb + 1), In{});
-    c_store.assign(static_cast<size_t>(s.offset + s.m * s.ldc + 1), sentinel(Out{}));
+    a_store.assign(tight(s.m, s.k, s.lda), In{});
+    b_store.assign(tight(s.k, s.n, s.ldb), In{});
+    c_store.assign(tight(s.m, s.n, s.ldc), sentinel(Out{}));
+  }
+  size_t tight(int rows, int cols, int ld) const {
+    long used = rows > 0 && cols > 0 ? static_cast<long>(rows - 1) * ld + cols : 0;
+    return static_cast<size_t>(s.offset + std::max(used, 1L));
   }
   In& a_at(int i, int p) { return a()[static_cast<long>(i) * s.lda + p]; }
   In& b_at(int p, int j) { return b()[static_cast<long>(p) * s.ldb + j]; }
