@@ -23,16 +23,20 @@
 //                 interleaving int8 pairs on the fly) and stores the panel it read; the other
 //                 row panels reuse that panel from L1.
 //
-// Threads: the output is split into one rectangle per thread, along M (in 6-row units) when
-// there are enough rows, else along N (in 16-column panels), so no two threads write the same
-// element of C. Splitting along M, the team packs each shared B block together (each member a
-// share of the panels), meets at a barrier and computes its rows (two alternating block buffers
-// make one barrier per block enough); splitting along N, each member packs only its own panels
-// and needs no barrier.
+// Threads: C is cut into chunks, row ranges (6-row units) when there are enough rows, else
+// column-panel ranges, about k_chunks_per_thread per thread; the threads of run_shared claim
+// chunks from an atomic counter, so no two write the same element of C, and a thread that
+// starts late (a sleeping vCPU can take hundreds of microseconds to wake) or runs slower just
+// takes fewer. With row chunks the threads share each packed block of B: its panels are packed
+// in slices claimed the same way, and counters order the phases (compute after the block's
+// packing; a chunk's rows after the same rows of the previous k-block; repacking one of the
+// two alternating block buffers after everyone finished computing with it).
 #include "kernels/gemm_driver.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <new>
 
 #include "kernels/parallel_for.hpp"
@@ -49,6 +53,8 @@ constexpr int k_direct_max_m = k_mc;
 // as a few dozen sequential row streams rather than 16-column strips down all of k (strips
 // open a new DRAM page per row and defeat the stream prefetchers).
 constexpr int k_direct_ks = 64;
+// Work chunks per thread: enough that a thread which starts late or runs slow evens out.
+constexpr int k_chunks_per_thread = 4;
 // How far ahead (bytes along a row) the direct path prefetches B's rows: two fp32 panels.
 constexpr long k_direct_prefetch = 128;
 
@@ -75,6 +81,10 @@ Scratch& a_scratch() {
   return s;
 }
 Scratch& b_scratch() {
+  thread_local Scratch s;
+  return s;
+}
+Scratch& block_scratch() {
   thread_local Scratch s;
   return s;
 }
@@ -220,155 +230,214 @@ void compute_block(const JobT& job, const typename Path::PackB* bblock, int jp_f
   }
 }
 
-// How the output is split among threads.
-struct Split {
-  int parts = 1;
-  bool along_m = true;
-  int units = 1; // 6-row units (along M) or 16-column panels (along N)
+// How the output is cut into chunks that the threads claim one at a time (so a thread that
+// starts late, or runs slower on a shared host, just takes fewer).
+struct Plan {
+  int threads = 1;     // copies to run
+  bool along_m = true; // chunks are row ranges (else column-panel ranges)
+  int units = 1;       // 6-row units (along M) or 16-column panels (along N)
+  int chunk = 1;       // units per chunk
+  int chunks = 1;
+  std::pair<int, int> range(int t) const { return {t * chunk, std::min(units, (t + 1) * chunk)}; }
 };
 
-Split plan_split(int m, int n, int k, int threads, bool force_n) {
-  Split s;
+Plan plan_chunks(int m, int n, int k, int threads, bool force_n) {
+  Plan p;
   double macs = static_cast<double>(m) * n * k;
   int by_work =
       static_cast<int>(std::min<double>(threads, std::max(1.0, macs / k_min_macs_per_thread)));
   int units_m = (m + k_mr - 1) / k_mr;
   int units_n = panels_of(n);
-  s.along_m = !force_n && (units_m >= 4 * by_work || units_m >= units_n);
-  s.units = s.along_m ? units_m : units_n;
-  s.parts = std::max(1, std::min(by_work, s.units));
-  return s;
-}
-
-// The share [first, last) of `units` that member `rank` of `size` takes.
-std::pair<int, int> share(int units, int rank, int size) {
-  return {static_cast<int>(static_cast<long>(units) * rank / size),
-          static_cast<int>(static_cast<long>(units) * (rank + 1) / size)};
+  p.along_m = !force_n && (units_m >= 4 * by_work || units_m >= units_n);
+  p.units = p.along_m ? units_m : units_n;
+  p.threads = std::max(1, std::min(by_work, p.units));
+  int target = p.threads == 1 ? 1 : k_chunks_per_thread * p.threads;
+  p.chunk = std::max(1, (p.units + target - 1) / target);
+  p.chunks = (p.units + p.chunk - 1) / p.chunk;
+  return p;
 }
 
 template <typename Path, typename JobT>
 void run_packed(const JobT& job, int threads) {
   const int kb = block_k<Path>(job.k);
-  Split split = plan_split(job.m, job.n, job.k, threads, false);
+  Plan plan = plan_chunks(job.m, job.n, job.k, threads, false);
   size_t panel_count = static_cast<size_t>(panels_of(job.n));
-  run_team(split.parts, [&](Team& team) {
-    auto [u0, u1] = share(split.units, team.rank(), team.size());
-    int i0 = split.along_m ? u0 * k_mr : 0;
-    int i1 = split.along_m ? std::min(job.m, u1 * k_mr) : job.m;
-    int jp0 = split.along_m ? 0 : u0;
-    int jp1 = split.along_m ? panels_of(job.n) : u1;
-    for (int p0 = 0; p0 < job.k; p0 += kb) {
-      int kc = std::min(kb, job.k - p0);
-      const auto* bblock = job.packed + static_cast<size_t>(p0) * panel_count * k_nr;
-      compute_block<Path>(job, bblock, 0, p0, kc, i0, i1, jp0, jp1);
+  std::atomic<int> next{0};
+  run_shared(plan.threads, [&] {
+    for (int t = next.fetch_add(1); t < plan.chunks; t = next.fetch_add(1)) {
+      auto [u0, u1] = plan.range(t);
+      int i0 = plan.along_m ? u0 * k_mr : 0;
+      int i1 = plan.along_m ? std::min(job.m, u1 * k_mr) : job.m;
+      int jp0 = plan.along_m ? 0 : u0;
+      int jp1 = plan.along_m ? panels_of(job.n) : u1;
+      for (int p0 = 0; p0 < job.k; p0 += kb) {
+        int kc = std::min(kb, job.k - p0);
+        const auto* bblock = job.packed + static_cast<size_t>(p0) * panel_count * k_nr;
+        compute_block<Path>(job, bblock, 0, p0, kc, i0, i1, jp0, jp1);
+      }
     }
   });
 }
 
+// The plain call with enough rows: B packed block by block into a reused buffer.
 template <typename Path, typename JobT>
 void run_blocked(const JobT& job, int threads) {
-  const int kb = block_k<Path>(job.k);
   using PackB = typename Path::PackB;
-  Split split = plan_split(job.m, job.n, job.k, threads, false);
+  const int kb = block_k<Path>(job.k);
+  Plan plan = plan_chunks(job.m, job.n, job.k, threads, false);
   size_t block_elems = b_panel_elements<Path>(Path::kc_block) *
                        static_cast<size_t>(panels_of(std::min(job.n, k_nc)));
-  // Two block buffers, used alternately, so one barrier per block suffices when the team shares
-  // blocks: a member packs block b + 2 into the buffer block b used only after the barrier of
-  // block b + 1, which every member reaches after finishing its part of block b.
   auto* buffers = static_cast<PackB*>(b_scratch().get(sizeof(PackB) * 2 * block_elems));
-  run_team(split.parts, [&](Team& team) {
-    auto [u0, u1] = share(split.units, team.rank(), team.size());
-    size_t block_index = 0;
-    for (int jc = 0; jc < job.n; jc += k_nc) {
+  int k_blocks = (job.k + kb - 1) / kb;
+  int blocks = (job.n + k_nc - 1) / k_nc * k_blocks;
+  auto pack = [&](int jc, int p0, int q0, int q1, PackB* buffer) {
+    int kc = std::min(kb, job.k - p0);
+    for (int q = q0; q < q1; ++q) {
+      int j0 = jc + q * k_nr;
+      job.pack_b(kc, std::min(k_nr, job.n - j0), job.b + static_cast<long>(p0) * job.ldb + j0,
+                 job.ldb, buffer + static_cast<size_t>(q) * b_panel_elements<Path>(kc));
+    }
+  };
+
+  if (!plan.along_m) {
+    // Column chunks: each packs the panels it computes, one k_nc-wide block at a time, into a
+    // buffer of the thread running it, so chunks never share packed data.
+    std::atomic<int> next{0};
+    run_shared(plan.threads, [&] {
+      auto* own = static_cast<PackB*>(block_scratch().get(sizeof(PackB) * block_elems));
+      for (int t = next.fetch_add(1); t < plan.chunks; t = next.fetch_add(1)) {
+        auto [u0, u1] = plan.range(t);
+        for (int jc = 0; jc < job.n; jc += k_nc) {
+          int jp0 = std::max(jc / k_nr, u0);
+          int jp1 = std::min(panels_of(std::min(job.n, jc + k_nc)), u1);
+          for (int p0 = 0; p0 < job.k && jp0 < jp1; p0 += kb) {
+            pack(jp0 * k_nr, p0, 0, jp1 - jp0, own);
+            compute_block<Path>(job, own, jp0, p0, std::min(kb, job.k - p0), 0, job.m, jp0, jp1);
+          }
+        }
+      }
+    });
+    return;
+  }
+
+  // Row chunks share each packed block of B. Per block: pack chunks (slices of its panels),
+  // then compute chunks (row ranges). Dependencies, all through counters:
+  //   compute (b, t) after every pack chunk of b, and after compute (b - 1, t) (same rows of
+  //   C, accumulated in order);
+  //   packing b into buffer b % 2 after every compute chunk of b - 2 (its previous user).
+  struct BlockState {
+    std::atomic<int> pack_next{0}, pack_done{0}, compute_next{0}, compute_done{0};
+  };
+  std::unique_ptr<BlockState[]> state(new BlockState[static_cast<size_t>(blocks)]);
+  std::unique_ptr<std::atomic<int>[]> chunk_done(
+      new std::atomic<int>[static_cast<size_t>(blocks) * static_cast<size_t>(plan.chunks)]);
+  for (size_t i = 0; i < static_cast<size_t>(blocks) * static_cast<size_t>(plan.chunks); ++i) {
+    chunk_done[i].store(0, std::memory_order_relaxed);
+  }
+  run_shared(plan.threads, [&] {
+    for (int b = 0; b < blocks; ++b) {
+      int jc = b / k_blocks * k_nc;
+      int p0 = b % k_blocks * kb;
+      int kc = std::min(kb, job.k - p0);
       int jp_first = jc / k_nr;
-      int jp_end = panels_of(std::min(job.n, jc + k_nc));
-      // Panels of this block that this member computes (all of them when splitting along M).
-      int jp0 = split.along_m ? jp_first : std::max(jp_first, u0);
-      int jp1 = split.along_m ? jp_end : std::min(jp_end, u1);
-      for (int p0 = 0; p0 < job.k; p0 += kb, ++block_index) {
-        int kc = std::min(kb, job.k - p0);
-        size_t b_panel = b_panel_elements<Path>(kc);
-        PackB* buffer = buffers + (block_index % 2) * block_elems;
-        // Pack: along M the team shares the block, each member a slice of its panels; along N
-        // each member packs exactly the panels it computes.
-        auto [q0, q1] = split.along_m ? share(jp_end - jp_first, team.rank(), team.size())
-                                      : std::pair<int, int>{jp0 - jp_first, jp1 - jp_first};
-        for (int q = q0; q < q1; ++q) {
-          int j0 = (jp_first + q) * k_nr;
-          job.pack_b(kc, std::min(k_nr, job.n - j0), job.b + static_cast<long>(p0) * job.ldb + j0,
-                     job.ldb, buffer + static_cast<size_t>(q) * b_panel);
+      int block_panels = panels_of(std::min(job.n, jc + k_nc)) - jp_first;
+      int pack_chunks = std::min(block_panels, k_chunks_per_thread * plan.threads);
+      PackB* buffer = buffers + static_cast<size_t>(b % 2) * block_elems;
+      BlockState& st = state[static_cast<size_t>(b)];
+      for (int t = st.pack_next.fetch_add(1); t < pack_chunks; t = st.pack_next.fetch_add(1)) {
+        if (b >= 2) {
+          wait_for(state[static_cast<size_t>(b - 2)].compute_done, plan.chunks);
         }
-        if (split.along_m) {
-          team.sync();
-          compute_block<Path>(job, buffer, jp_first, p0, kc, u0 * k_mr, std::min(job.m, u1 * k_mr),
-                              jp0, jp1);
-        } else if (jp0 < jp1) {
-          compute_block<Path>(job, buffer, jp_first, p0, kc, 0, job.m, jp0, jp1);
+        pack(jc, p0, static_cast<int>(static_cast<long>(block_panels) * t / pack_chunks),
+             static_cast<int>(static_cast<long>(block_panels) * (t + 1) / pack_chunks), buffer);
+        count_up(st.pack_done);
+      }
+      wait_for(st.pack_done, pack_chunks);
+      for (int t = st.compute_next.fetch_add(1); t < plan.chunks;
+           t = st.compute_next.fetch_add(1)) {
+        if (b >= 1) {
+          wait_for(chunk_done[static_cast<size_t>(b - 1) * plan.chunks + t], 1);
         }
+        auto [u0, u1] = plan.range(t);
+        compute_block<Path>(job, buffer, jp_first, p0, kc, u0 * k_mr, std::min(job.m, u1 * k_mr),
+                            jp_first, jp_first + block_panels);
+        count_up(chunk_done[static_cast<size_t>(b) * plan.chunks + t]);
+        count_up(st.compute_done);
       }
     }
   });
+}
+
+// Rows [0, m) x panels [jp0, jp1) of the direct path (B read where it is).
+template <typename Path, typename JobT>
+void direct_range(const JobT& job, int jp0, int jp1) {
+  using PackA = typename Path::PackA;
+  using PackB = typename Path::PackB;
+  const int kb = block_k<Path>(job.k);
+  auto* abuf = static_cast<PackA*>(
+      a_scratch().get(sizeof(PackA) * k_mc * static_cast<size_t>(Path::a_depth(Path::kc_block))));
+  auto* panel = static_cast<PackB*>(
+      panel_scratch().get(sizeof(PackB) * b_panel_elements<Path>(Path::kc_block)));
+  for (int p0 = 0; p0 < job.k; p0 += kb) {
+    int kc = std::min(kb, job.k - p0);
+    int adepth = Path::a_depth(kc);
+    for (int ic = 0; ic < job.m; ic += k_mc) {
+      int mc = std::min(k_mc, job.m - ic);
+      job.pack_a(mc, kc, job.a + static_cast<long>(ic) * job.lda + p0, job.lda, abuf);
+      for (int ps = 0; ps < kc; ps += k_direct_ks) {
+        int ks = std::min(k_direct_ks, kc - ps);
+        bool accumulate = p0 + ps > 0;
+        for (int jp = jp0; jp < jp1; ++jp) {
+          int j0 = jp * k_nr;
+          int nc = std::min(k_nr, job.n - j0);
+          const auto* bsrc = job.b + static_cast<long>(p0 + ps) * job.ldb + j0;
+          // Ask for the slab's rows k_direct_prefetch bytes ahead now, once per cache line
+          // (every 1, 2 or 4 panels for fp32, bf16, int8): B comes from memory, in more row
+          // streams than the hardware prefetchers follow.
+          size_t offset = static_cast<size_t>(j0) * sizeof(*bsrc);
+          if (offset % 64 == 0 && j0 + k_nr < job.n) {
+            const char* ahead = reinterpret_cast<const char*>(bsrc) + k_direct_prefetch;
+            long row_bytes = job.ldb * static_cast<long>(sizeof(*bsrc));
+            for (int r = 0; r < ks; ++r) {
+              __builtin_prefetch(ahead + r * row_bytes);
+            }
+          }
+          // The first row panel reads B where it is and packs it into `panel` on the way (a
+          // ragged last panel is packed up front); the other row panels read `panel` from L1.
+          // Re-reading B's rows instead would thrash L1: with a power-of-two ldb they all map
+          // to the same cache set.
+          bool packed = nc < k_nr;
+          if (packed) {
+            job.pack_b(ks, nc, bsrc, job.ldb, panel);
+          }
+          for (int ir = 0; ir < mc; ir += k_mr) {
+            const PackA* ap = abuf + static_cast<size_t>(ir) * static_cast<size_t>(adepth) +
+                              static_cast<size_t>(Path::a_depth(ps)) * k_mr;
+            tile<Path>(
+                std::min(k_mr, mc - ir), nc, job.c + static_cast<long>(ic + ir) * job.ldc + j0,
+                job.ldc, accumulate, [&](typename Path::C* c, long ldc, bool acc, int tr, int tc) {
+                  if (packed) {
+                    Path::kernel(*job.mk, ks, ap, panel, c, ldc, acc, tr, tc);
+                  } else {
+                    job.direct(ks, ap, bsrc, job.ldb, c, ldc, acc, mc > k_mr ? panel : nullptr);
+                  }
+                });
+            packed = true;
+          }
+        }
+      }
+    }
+  }
 }
 
 template <typename Path, typename JobT>
 void run_direct(const JobT& job, int threads) {
-  const int kb = block_k<Path>(job.k);
-  using PackA = typename Path::PackA;
-  using PackB = typename Path::PackB;
-  Split split = plan_split(job.m, job.n, job.k, threads, true);
-  const int ks_block = k_direct_ks;
-  run_team(split.parts, [&](Team& team) {
-    auto [jp0, jp1] = share(split.units, team.rank(), team.size());
-    auto* abuf = static_cast<PackA*>(
-        a_scratch().get(sizeof(PackA) * k_mc * static_cast<size_t>(Path::a_depth(Path::kc_block))));
-    auto* panel = static_cast<PackB*>(
-        panel_scratch().get(sizeof(PackB) * b_panel_elements<Path>(Path::kc_block)));
-    for (int p0 = 0; p0 < job.k; p0 += kb) {
-      int kc = std::min(kb, job.k - p0);
-      int adepth = Path::a_depth(kc);
-      for (int ic = 0; ic < job.m; ic += k_mc) {
-        int mc = std::min(k_mc, job.m - ic);
-        job.pack_a(mc, kc, job.a + static_cast<long>(ic) * job.lda + p0, job.lda, abuf);
-        for (int ps = 0; ps < kc; ps += ks_block) {
-          int ks = std::min(ks_block, kc - ps);
-          bool accumulate = p0 + ps > 0;
-          for (int jp = jp0; jp < jp1; ++jp) {
-            int j0 = jp * k_nr;
-            int nc = std::min(k_nr, job.n - j0);
-            const auto* bsrc = job.b + static_cast<long>(p0 + ps) * job.ldb + j0;
-            // Ask for the slab's rows k_direct_prefetch bytes ahead now, once per cache line
-            // (every 1, 2 or 4 panels for fp32, bf16, int8): B comes from memory, in more row
-            // streams than the hardware prefetchers follow.
-            size_t offset = static_cast<size_t>(j0) * sizeof(*bsrc);
-            if (offset % 64 == 0 && j0 + k_nr < job.n) {
-              const char* ahead = reinterpret_cast<const char*>(bsrc) + k_direct_prefetch;
-              long row_bytes = job.ldb * static_cast<long>(sizeof(*bsrc));
-              for (int r = 0; r < ks; ++r) {
-                __builtin_prefetch(ahead + r * row_bytes);
-              }
-            }
-            bool packed = nc < k_nr;
-            if (packed) {
-              job.pack_b(ks, nc, bsrc, job.ldb, panel);
-            }
-            for (int ir = 0; ir < mc; ir += k_mr) {
-              const PackA* ap = abuf + static_cast<size_t>(ir) * static_cast<size_t>(adepth) +
-                                static_cast<size_t>(Path::a_depth(ps)) * k_mr;
-              tile<Path>(std::min(k_mr, mc - ir), nc,
-                         job.c + static_cast<long>(ic + ir) * job.ldc + j0, job.ldc, accumulate,
-                         [&](typename Path::C* c, long ldc, bool acc, int tr, int tc) {
-                           if (packed) {
-                             Path::kernel(*job.mk, ks, ap, panel, c, ldc, acc, tr, tc);
-                           } else {
-                             job.direct(ks, ap, bsrc, job.ldb, c, ldc, acc,
-                                        mc > k_mr ? panel : nullptr);
-                           }
-                         });
-              packed = true;
-            }
-          }
-        }
-      }
+  Plan plan = plan_chunks(job.m, job.n, job.k, threads, true);
+  std::atomic<int> next{0};
+  run_shared(plan.threads, [&] {
+    for (int t = next.fetch_add(1); t < plan.chunks; t = next.fetch_add(1)) {
+      auto [jp0, jp1] = plan.range(t);
+      direct_range<Path>(job, jp0, jp1);
     }
   });
 }
@@ -407,16 +476,13 @@ void pack_all(int threads, int k, int n, const BElem* b, long ldb, PackB* dst,
   double elems = static_cast<double>(k) * n;
   int parts = static_cast<int>(std::min<double>(threads, std::max(1.0, elems / (1 << 16))));
   const int kb = block_k<Path>(k);
-  run_team(std::max(1, std::min(parts, panels)), [&](Team& team) {
-    auto [jp0, jp1] = share(panels, team.rank(), team.size());
+  parallel_for(panels, std::max(1, std::min(parts, panels)), [&](int jp) {
+    int j0 = jp * k_nr;
     for (int p0 = 0; p0 < k; p0 += kb) {
       int kc = std::min(kb, k - p0);
       PackB* block = dst + static_cast<size_t>(p0) * panel_count * k_nr;
-      for (int jp = jp0; jp < jp1; ++jp) {
-        int j0 = jp * k_nr;
-        pack_b(kc, std::min(k_nr, n - j0), b + static_cast<long>(p0) * ldb + j0, ldb,
-               block + static_cast<size_t>(jp) * b_panel_elements<Path>(kc));
-      }
+      pack_b(kc, std::min(k_nr, n - j0), b + static_cast<long>(p0) * ldb + j0, ldb,
+             block + static_cast<size_t>(jp) * b_panel_elements<Path>(kc));
     }
   });
 }

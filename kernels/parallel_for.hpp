@@ -1,41 +1,31 @@
-// A minimal fork-join pool for the GEMM. run_team(threads, body) runs body(team) on a team of
-// threads at once, member 0 on the calling thread and the others on pool threads that are
-// started on first use and kept (sleeping on a condition variable) until the process exits.
-// Team::sync() is a barrier across the team, for phases such as "pack a shared block of B, then
-// everyone computes with it".
+// A small fork-join pool for the GEMM, built for shared and virtual machines where waking a
+// sleeping thread can take longer than the work it is woken for.
+//
+// run_shared(threads, body) runs body() on the calling thread at once and on up to threads - 1
+// pool workers as they become ready. The copies share the work through atomic counters (claim
+// the next chunk until none is left), so a worker that wakes late simply finds less to do, and
+// one that wakes after the caller has finished finds the job closed and skips it: the caller
+// never waits for a thread to start, only for the copies that joined to finish.
 #pragma once
 
-#include <barrier>
+#include <atomic>
 #include <functional>
 
 namespace tpuctl::kernels {
 
-class Team {
-public:
-  Team(int rank, int size, std::barrier<>* barrier)
-      : m_rank(rank), m_size(size), m_barrier(barrier) {}
-  int rank() const { return m_rank; }
-  int size() const { return m_size; }
-  // Waits until every member of the team has called sync() (the same number of times).
-  void sync() {
-    if (m_barrier) {
-      m_barrier->arrive_and_wait();
-    }
-  }
+// Runs body() on the caller and on up to threads - 1 pool workers, and returns when every
+// copy that started has returned. Never fails; with threads <= 1, or when the pool is busy (a
+// nested or concurrent call), the caller runs the only copy. Bodies must not wait for a given
+// number of copies to be running, and must not throw (an exception would end the process).
+void run_shared(int threads, const std::function<void()>& body);
 
-private:
-  int m_rank;
-  int m_size;
-  std::barrier<>* m_barrier;
-};
-
-// Runs body on a team of `threads` members and returns when all are done. Never fails: when the
-// pool is already busy (a nested or concurrent call) or threads <= 1, the team has one member,
-// the caller, so bodies must split their work by team.size(), not by `threads`. Exceptions
-// thrown by a body are not supported (GEMM bodies do not throw); one would end the process.
-void run_team(int threads, const std::function<void(Team&)>& body);
-
-// body(i) for every i in [0, count), spread over a team of up to `threads` members.
+// body(i) for every i in [0, count), claimed one at a time by up to `threads` copies.
 void parallel_for(int count, int threads, const std::function<void(int)>& body);
+
+// Adds one to `counter` and wakes its waiters (the release half of a dependency).
+void count_up(std::atomic<int>& counter);
+
+// Returns once counter >= target (the acquire half): spins briefly, then sleeps.
+void wait_for(const std::atomic<int>& counter, int target);
 
 } // namespace tpuctl::kernels
