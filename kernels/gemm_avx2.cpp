@@ -483,6 +483,101 @@ void kernel_s8_short(int pairs, const int32_t* a, const int16_t* b, int32_t* c, 
   store_s32(c + 2 * ldc + 8, c21, accumulate);
 }
 
+// At most 3 columns (n = 129, 257, 1025 leave one): the tile turned around. One unaligned
+// load takes the 6 A values of a k step (plus 2 of the next step, ignored; the A buffers have
+// slack for the last step's over-read) and each column's B value is broadcast, so a column
+// costs one FMA per k step instead of a quarter tile's six. Four k-phases of accumulators hide
+// the FMA latency; lanes 6 and 7 are never stored.
+template <int kCols>
+inline __attribute__((always_inline)) void f32_columns(int kc, const float* a, const float* b,
+                                                       float* c, long ldc, bool accumulate) {
+  __m256 acc[4][kCols];
+  for (auto& phase : acc) {
+    for (auto& v : phase) {
+      v = _mm256_setzero_ps();
+    }
+  }
+  int p = 0;
+  for (; p + 4 <= kc; p += 4) {
+    for (int u = 0; u < 4; ++u) {
+      __m256 av = _mm256_loadu_ps(a + (p + u) * k_mr);
+      for (int j = 0; j < kCols; ++j) {
+        acc[u][j] = _mm256_fmadd_ps(
+            av, _mm256_broadcast_ss(b + static_cast<long>(p + u) * k_nr + j), acc[u][j]);
+      }
+    }
+  }
+  for (; p < kc; ++p) {
+    __m256 av = _mm256_loadu_ps(a + p * k_mr);
+    for (int j = 0; j < kCols; ++j) {
+      acc[0][j] =
+          _mm256_fmadd_ps(av, _mm256_broadcast_ss(b + static_cast<long>(p) * k_nr + j), acc[0][j]);
+    }
+  }
+  for (int j = 0; j < kCols; ++j) {
+    __m256 v =
+        _mm256_add_ps(_mm256_add_ps(acc[0][j], acc[1][j]), _mm256_add_ps(acc[2][j], acc[3][j]));
+    alignas(32) float rows[8];
+    _mm256_store_ps(rows, v);
+    for (int i = 0; i < k_mr; ++i) {
+      float* out = c + i * ldc + j;
+      *out = accumulate ? *out + rows[i] : rows[i];
+    }
+  }
+}
+
+void kernel_f32_columns(int kc, const float* a, const float* b, float* c, long ldc, bool accumulate,
+                        int nc) {
+  if (nc == 1) {
+    f32_columns<1>(kc, a, b, c, ldc, accumulate);
+  } else if (nc == 2) {
+    f32_columns<2>(kc, a, b, c, ldc, accumulate);
+  } else {
+    f32_columns<3>(kc, a, b, c, ldc, accumulate);
+  }
+}
+
+// The int8 version: 6 A words (k-pairs) per load, the column's B pair broadcast as one word.
+template <int kCols>
+inline __attribute__((always_inline)) void s8_columns(int pairs, const int32_t* a, const int16_t* b,
+                                                      int32_t* c, long ldc, bool accumulate) {
+  __m256i acc[kCols];
+  for (auto& v : acc) {
+    v = _mm256_setzero_si256();
+  }
+  for (int q = 0; q < pairs; ++q) {
+    __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + q * k_mr));
+    const int16_t* bq = b + static_cast<long>(q) * 2 * k_nr;
+    for (int j = 0; j < kCols; ++j) {
+      int32_t word;
+      __builtin_memcpy(&word, bq + 2 * j, sizeof word);
+      acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(av, _mm256_set1_epi32(word)));
+    }
+  }
+  for (int j = 0; j < kCols; ++j) {
+    alignas(32) int32_t rows[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(rows), acc[j]);
+    for (int i = 0; i < k_mr; ++i) {
+      int32_t* out = c + i * ldc + j;
+      *out =
+          accumulate
+              ? static_cast<int32_t>(static_cast<uint32_t>(*out) + static_cast<uint32_t>(rows[i]))
+              : rows[i];
+    }
+  }
+}
+
+void kernel_s8_columns(int pairs, const int32_t* a, const int16_t* b, int32_t* c, long ldc,
+                       bool accumulate, int nc) {
+  if (nc == 1) {
+    s8_columns<1>(pairs, a, b, c, ldc, accumulate);
+  } else if (nc == 2) {
+    s8_columns<2>(pairs, a, b, c, ldc, accumulate);
+  } else {
+    s8_columns<3>(pairs, a, b, c, ldc, accumulate);
+  }
+}
+
 // ---- packing ----
 // A panels are a transpose (6 rows of A become k-major groups of 6): 8 k values of the 6 rows
 // are loaded as 6 ymm (two zero rows complete an 8 x 8 block), transposed with the usual
@@ -715,7 +810,9 @@ const MicroKernels* avx2_micro_kernels() {
                         .f32_quarter = kernel_f32_quarter,
                         .s8_quarter = kernel_s8_quarter,
                         .f32_short = kernel_f32_short,
-                        .s8_short = kernel_s8_short};
+                        .s8_short = kernel_s8_short,
+                        .f32_columns = kernel_f32_columns,
+                        .s8_columns = kernel_s8_columns};
   }();
   return &k_table;
 }

@@ -104,6 +104,10 @@ struct F32Path {
   static int b_depth(int kc) { return kc; } // B panel = k_nr * b_depth elements
   static void kernel(const MicroKernels& mk, int kc, const PackA* a, const PackB* b, C* c, long ldc,
                      bool acc, int mr = k_mr, int nc = k_nr) {
+    if (nc <= k_columns_max && mk.f32_columns) {
+      mk.f32_columns(kc, a, b, c, ldc, acc, nc);
+      return;
+    }
     KernelF32 f = nc <= k_nr / 4 && mk.f32_quarter  ? mk.f32_quarter
                   : nc <= k_nr / 2 && mk.f32_narrow ? mk.f32_narrow
                   : mr <= k_mr / 2 && mk.f32_short  ? mk.f32_short
@@ -111,6 +115,10 @@ struct F32Path {
     f(kc, a, b, c, ldc, acc);
   }
   static C add(C x, C y) { return x + y; }
+  // True when the kernel for this tile writes only its valid elements, so it can run on C.
+  static bool in_place(const MicroKernels& mk, int mr, int nc) {
+    return mr == k_mr && (nc == k_nr || (nc <= k_columns_max && mk.f32_columns));
+  }
 };
 
 struct S8Path {
@@ -123,6 +131,10 @@ struct S8Path {
   static int b_depth(int kc) { return (kc + 1) / 2 * 2; }
   static void kernel(const MicroKernels& mk, int kc, const PackA* a, const PackB* b, C* c, long ldc,
                      bool acc, int mr = k_mr, int nc = k_nr) {
+    if (nc <= k_columns_max && mk.s8_columns) {
+      mk.s8_columns((kc + 1) / 2, a, b, c, ldc, acc, nc);
+      return;
+    }
     KernelS8 f = nc <= k_nr / 4 && mk.s8_quarter  ? mk.s8_quarter
                  : nc <= k_nr / 2 && mk.s8_narrow ? mk.s8_narrow
                  : mr <= k_mr / 2 && mk.s8_short  ? mk.s8_short
@@ -131,6 +143,9 @@ struct S8Path {
   }
   static C add(C x, C y) {
     return static_cast<int32_t>(static_cast<uint32_t>(x) + static_cast<uint32_t>(y));
+  }
+  static bool in_place(const MicroKernels& mk, int mr, int nc) {
+    return mr == k_mr && (nc == k_nr || (nc <= k_columns_max && mk.s8_columns));
   }
 };
 
@@ -180,9 +195,10 @@ struct Job {
 // Runs one micro-tile: the kernel straight into C when the tile is whole, else through a
 // scratch tile whose valid mr x nc part is merged.
 template <typename Path, typename Kernel>
-void tile(int mr, int nc, typename Path::C* c, long ldc, bool accumulate, Kernel kernel) {
+void tile(const MicroKernels& mk, int mr, int nc, typename Path::C* c, long ldc, bool accumulate,
+          Kernel kernel) {
   using C = typename Path::C;
-  if (mr == k_mr && nc == k_nr) {
+  if (Path::in_place(mk, mr, nc)) {
     kernel(c, ldc, accumulate, mr, nc);
     return;
   }
@@ -203,8 +219,8 @@ void compute_block(const JobT& job, const typename Path::PackB* bblock, int jp_f
                    int kc, int i0, int i1, int jp0, int jp1) {
   using PackA = typename Path::PackA;
   int adepth = Path::a_depth(kc);
-  auto* abuf = static_cast<PackA*>(
-      a_scratch().get(sizeof(PackA) * k_mc * static_cast<size_t>(Path::a_depth(Path::kc_block))));
+  auto* abuf = static_cast<PackA*>(a_scratch().get(
+      sizeof(PackA) * (k_mc * static_cast<size_t>(Path::a_depth(Path::kc_block)) + k_a_slack)));
   size_t b_panel = b_panel_elements<Path>(kc);
   bool accumulate = p0 > 0;
   // Row blocks of equal size (at most k_mc, a multiple of k_mr): 257 rows run as 90 + 90 + 77,
@@ -220,8 +236,8 @@ void compute_block(const JobT& job, const typename Path::PackB* bblock, int jp_f
       int nc = std::min(k_nr, job.n - j0);
       for (int ir = 0; ir < mc; ir += k_mr) {
         const PackA* ap = abuf + static_cast<size_t>(ir) * static_cast<size_t>(adepth);
-        tile<Path>(std::min(k_mr, mc - ir), nc, job.c + static_cast<long>(ic + ir) * job.ldc + j0,
-                   job.ldc, accumulate,
+        tile<Path>(*job.mk, std::min(k_mr, mc - ir), nc,
+                   job.c + static_cast<long>(ic + ir) * job.ldc + j0, job.ldc, accumulate,
                    [&](typename Path::C* c, long ldc, bool acc, int tr, int tc) {
                      Path::kernel(*job.mk, kc, ap, bp, c, ldc, acc, tr, tc);
                    });
@@ -374,8 +390,8 @@ void direct_range(const JobT& job, int jp0, int jp1) {
   using PackA = typename Path::PackA;
   using PackB = typename Path::PackB;
   const int kb = block_k<Path>(job.k);
-  auto* abuf = static_cast<PackA*>(
-      a_scratch().get(sizeof(PackA) * k_mc * static_cast<size_t>(Path::a_depth(Path::kc_block))));
+  auto* abuf = static_cast<PackA*>(a_scratch().get(
+      sizeof(PackA) * (k_mc * static_cast<size_t>(Path::a_depth(Path::kc_block)) + k_a_slack)));
   auto* panel = static_cast<PackB*>(
       panel_scratch().get(sizeof(PackB) * b_panel_elements<Path>(Path::kc_block)));
   for (int p0 = 0; p0 < job.k; p0 += kb) {
@@ -413,15 +429,16 @@ void direct_range(const JobT& job, int jp0, int jp1) {
           for (int ir = 0; ir < mc; ir += k_mr) {
             const PackA* ap = abuf + static_cast<size_t>(ir) * static_cast<size_t>(adepth) +
                               static_cast<size_t>(Path::a_depth(ps)) * k_mr;
-            tile<Path>(
-                std::min(k_mr, mc - ir), nc, job.c + static_cast<long>(ic + ir) * job.ldc + j0,
-                job.ldc, accumulate, [&](typename Path::C* c, long ldc, bool acc, int tr, int tc) {
-                  if (packed) {
-                    Path::kernel(*job.mk, ks, ap, panel, c, ldc, acc, tr, tc);
-                  } else {
-                    job.direct(ks, ap, bsrc, job.ldb, c, ldc, acc, mc > k_mr ? panel : nullptr);
-                  }
-                });
+            tile<Path>(*job.mk, std::min(k_mr, mc - ir), nc,
+                       job.c + static_cast<long>(ic + ir) * job.ldc + j0, job.ldc, accumulate,
+                       [&](typename Path::C* c, long ldc, bool acc, int tr, int tc) {
+                         if (packed) {
+                           Path::kernel(*job.mk, ks, ap, panel, c, ldc, acc, tr, tc);
+                         } else {
+                           job.direct(ks, ap, bsrc, job.ldb, c, ldc, acc,
+                                      mc > k_mr ? panel : nullptr);
+                         }
+                       });
             packed = true;
           }
         }

@@ -18,12 +18,14 @@
 
 namespace tpuctl::kernels::detail {
 
-inline constexpr int k_mr = 6;       // rows of the micro-tile
-inline constexpr int k_nr = 16;      // columns of the micro-tile (two 256-bit vectors of fp32)
-inline constexpr int k_kc_f32 = 256; // k values per block, fp32 path (B panel 16 KiB)
-inline constexpr int k_kc_s8 = 512;  // k values per block, int8 path (even; B panel 16 KiB)
-inline constexpr int k_mc = 120;     // rows of A per packed block (a multiple of k_mr)
-inline constexpr int k_nc = 4096;    // columns of B per packed block (a multiple of k_nr)
+inline constexpr int k_mr = 6;          // rows of the micro-tile
+inline constexpr int k_nr = 16;         // columns of the micro-tile (two 256-bit vectors of fp32)
+inline constexpr int k_kc_f32 = 256;    // k values per block, fp32 path (B panel 16 KiB)
+inline constexpr int k_kc_s8 = 512;     // k values per block, int8 path (even; B panel 16 KiB)
+inline constexpr int k_mc = 120;        // rows of A per packed block (a multiple of k_mr)
+inline constexpr int k_nc = 4096;       // columns of B per packed block (a multiple of k_nr)
+inline constexpr int k_columns_max = 3; // the widest ragged panel the column kernels take
+inline constexpr int k_a_slack = 16;    // elements after a packed A block that may be read
 
 // c[k_mr x k_nr] = (accumulate ? c : 0) + sum over p < kc of a(:, p) * b(p, :), with `a` one
 // packed A panel and `b` one packed B panel.
@@ -76,6 +78,13 @@ struct MicroKernels {
   // rows of a packed A panel. nullptr in a table without them.
   KernelF32 f32_short;
   KernelS8 s8_short;
+  // Kernels for a ragged last panel of at most k_columns_max columns: they write only the `nc`
+  // valid columns of a k_mr-row tile and may read up to 8 elements past the end of the A panel
+  // (A buffers carry k_a_slack elements of slack). nullptr in a table without them.
+  void (*f32_columns)(int kc, const float* a, const float* b, float* c, long ldc, bool accumulate,
+                      int nc);
+  void (*s8_columns)(int pairs, const int32_t* a, const int16_t* b, int32_t* c, long ldc,
+                     bool accumulate, int nc);
 };
 
 // Portable C++ (baseline x86-64, or any target).

@@ -170,7 +170,9 @@ const MicroKernels& portable_micro_kernels() {
                                        .f32_quarter = nullptr,
                                        .s8_quarter = nullptr,
                                        .f32_short = nullptr,
-                                       .s8_short = nullptr};
+                                       .s8_short = nullptr,
+                                       .f32_columns = nullptr,
+                                       .s8_columns = nullptr};
   return k_table;
 }
 
