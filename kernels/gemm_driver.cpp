@@ -409,13 +409,15 @@ void direct_range(const JobT& job, int jp0, int jp1) {
           const auto* bsrc = job.b + static_cast<long>(p0 + ps) * job.ldb + j0;
           // Ask for the slab's rows k_direct_prefetch bytes ahead now, once per cache line
           // (every 1, 2 or 4 panels for fp32, bf16, int8): B comes from memory, in more row
-          // streams than the hardware prefetchers follow.
+          // streams than the hardware prefetchers follow. Into L2 only: rows whose stride is
+          // a multiple of 4 KiB all map to one L1 set, and prefetching them into L1 would
+          // evict the lines in use.
           size_t offset = static_cast<size_t>(j0) * sizeof(*bsrc);
           if (offset % 64 == 0 && j0 + k_nr < job.n) {
             const char* ahead = reinterpret_cast<const char*>(bsrc) + k_direct_prefetch;
             long row_bytes = job.ldb * static_cast<long>(sizeof(*bsrc));
             for (int r = 0; r < ks; ++r) {
-              __builtin_prefetch(ahead + r * row_bytes);
+              __builtin_prefetch(ahead + r * row_bytes, 0, 1);
             }
           }
           // The first row panel reads B where it is and packs it into `panel` on the way (a
