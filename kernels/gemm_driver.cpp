@@ -6,11 +6,12 @@
 // in L2/L3). For each block the rows of A are packed k_mc at a time (a k_mc x k_kc block,
 // about 120 KiB, stays in L2); then for each B panel (outer) and each 6-row A panel (inner) one
 // micro-kernel call computes a 6 x 16 tile of C, storing it on the first k-block and adding to
-// it on the others. Edge tiles (m or n not a multiple of 6 or 16) run the same kernel into a
-// scratch tile whose valid part is merged into C, so sizes like 127, 129 or 1025 need no
-// padding of the caller's matrices. Packing is where dtypes are converted: bf16 is widened to
-// fp32 (so bf16 runs at fp32 FMA speed) and int8 is sign-extended to int16 and paired along k
-// (so the int8 micro-kernel is exact vpmaddwd + vpaddd).
+// it on the others. Edge tiles (m or n not a multiple of 6 or 16) run a kernel cut to their
+// size (1-3, 4 or 8 columns; 3 rows) or the full one into a scratch tile whose valid part is
+// merged into C, so sizes like 127, 129 or 1025 need no padding of the caller's matrices. Packing
+// is where dtypes are converted: bf16 is widened to fp32 (so bf16 runs at fp32 FMA speed) and int8
+// is sign-extended to int16 and paired along k (so the int8 micro-kernel is exact vpmaddwd +
+// vpaddd).
 //
 // B reaches the micro-kernels in one of three ways:
 //   packed once   the weight-stationary PackedB (pack_b_*): every k-block of all of B, laid
