@@ -1,6 +1,340 @@
-// tpuctl kernel run / bench: placeholder until the fast GEMM lands.
+// tpuctl kernel run / kernel bench: the fast CPU GEMM (kernels/gemm.hpp) on fresh random data,
+// timed (one warm-up, then --reps timed runs, median reported) and compared with this host's
+// peak measured by a short probe (kernels/peak_probe.hpp: the FMA probe for fp32 and bf16, the
+// exact vpmaddwd + vpaddd probe for int8, cached per process). With --check the result is
+// verified by the shared gates of kernels/reference_gemm.hpp and a mismatch is exit 1.
+//
+// TPUCTL_DEBUG_CORRUPT_RESULT=1 (read here only, never by kernels/) corrupts one element of C
+// before the check, so tests can prove that the exit-1 path works.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/peak_probe.hpp"
+#include "kernels/reference_gemm.hpp"
+#include "util/strings.hpp"
 
 namespace tpuctl::cli {
-void setup_kernel_run(CLI::App&, Registry&) {}
+
+namespace {
+
+using kernels::GemmDtype;
+
+constexpr int k_max_dim = 1 << 20;
+constexpr double k_max_operand_bytes = 8.0 * (1ull << 30);
+constexpr int k_max_threads = 256;
+constexpr int k_max_reps = 10000;
+
+struct Measurement {
+  double seconds_median = 0;
+  double gops_median = 0;
+  double peak_gops = 0;
+  bool checked = false;
+  kernels::GemmCheck check;
+  std::string isa;
+};
+
+Expected<GemmDtype> parse_dtype(const std::string& text) {
+  if (text == "int8") {
+    return GemmDtype::int8;
+  }
+  if (text == "bf16") {
+    return GemmDtype::bf16;
+  }
+  if (text == "fp32") {
+    return GemmDtype::fp32;
+  }
+  return usage_error("--dtype: '" + text + "' is not a GEMM dtype (use int8, bf16 or fp32)");
+}
+
+void check_range(ErrorList& errors, const char* flag, long long value, long long min,
+                 long long max) {
+  if (value < min || value > max) {
+    errors.add(ErrorKind::usage, std::string(flag) + ": '" + std::to_string(value) +
+                                     "' is out of range (use " + std::to_string(min) + " to " +
+                                     std::to_string(max) + ")");
+  }
+}
+
+// Bytes of A, B and C for one problem (element sizes by dtype).
+double operand_bytes(GemmDtype dtype, double m, double n, double k) {
+  double in = dtype == GemmDtype::int8 ? 1 : (dtype == GemmDtype::bf16 ? 2 : 4);
+  return (m * k + k * n) * in + m * n * 4;
+}
+
+void check_problem(ErrorList& errors, GemmDtype dtype, int m, int n, int k) {
+  check_range(errors, "--m", m, 1, k_max_dim);
+  check_range(errors, "--n", n, 1, k_max_dim);
+  check_range(errors, "--k", k, 1, k_max_dim);
+  if (errors.empty() && operand_bytes(dtype, m, n, k) > k_max_operand_bytes) {
+    errors.add(ErrorKind::usage, "--m/--n/--k: " + std::to_string(m) + " x " + std::to_string(n) +
+                                     " x " + std::to_string(k) +
+                                     " needs more than 8 GiB of operands: use smaller sizes");
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t h = v.size() / 2;
+  return v.size() % 2 == 1 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+// Times `call` (one warm-up, then `reps` runs) and returns the median seconds.
+template <typename Call>
+Expected<double> time_median(int reps, Call call) {
+  TPUCTL_TRY(call());
+  std::vector<double> seconds;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    TPUCTL_TRY(call());
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return median(seconds);
+}
+
+bool corrupt_requested() {
+  const char* v = std::getenv("TPUCTL_DEBUG_CORRUPT_RESULT");
+  return v && std::string(v) == "1";
+}
+
+Expected<Measurement> measure(GemmDtype dtype, int m, int n, int k, int threads, int reps,
+                              bool check) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::uniform_real_distribution<float> real(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  size_t a_size = static_cast<size_t>(m) * static_cast<size_t>(k);
+  size_t b_size = static_cast<size_t>(k) * static_cast<size_t>(n);
+  size_t c_size = static_cast<size_t>(m) * static_cast<size_t>(n);
+  kernels::GemmOptions options;
+  options.threads = threads;
+  Measurement out;
+  out.isa = kernels::to_string(kernels::selected_isa(options));
+  out.peak_gops = kernels::host_peak_gops(dtype == GemmDtype::int8 ? kernels::PeakKind::int8_exact
+                                                                   : kernels::PeakKind::fp32_fma,
+                                          threads);
+  bool corrupt = check && corrupt_requested();
+  Expected<double> seconds = 0.0;
+  if (dtype == GemmDtype::int8) {
+    std::vector<int8_t> a(a_size), b(b_size);
+    std::vector<int32_t> c(c_size);
+    for (auto& x : a) {
+      x = static_cast<int8_t>(byte(rng));
+    }
+    for (auto& x : b) {
+      x = static_cast<int8_t>(byte(rng));
+    }
+    seconds = time_median(reps, [&] {
+      return kernels::gemm_s8(m, n, k, a.data(), k, b.data(), n, c.data(), n, options);
+    });
+    if (seconds && check) {
+      if (corrupt) {
+        c[c_size / 2] += 1;
+      }
+      out.check = kernels::check_gemm_s8(m, n, k, a.data(), k, b.data(), n, c.data(), n);
+    }
+  } else if (dtype == GemmDtype::bf16) {
+    std::vector<kernels::bf16_t> a(a_size), b(b_size);
+    std::vector<float> c(c_size);
+    for (auto& x : a) {
+      x = kernels::fp32_to_bf16(real(rng));
+    }
+    for (auto& x : b) {
+      x = kernels::fp32_to_bf16(real(rng));
+    }
+    seconds = time_median(reps, [&] {
+      return kernels::gemm_bf16(m, n, k, a.data(), k, b.data(), n, c.data(), n, options);
+    });
+    if (seconds && check) {
+      if (corrupt) {
+        c[c_size / 2] += 1.0f;
+      }
+      out.check = kernels::check_gemm_bf16(m, n, k, a.data(), k, b.data(), n, c.data(), n);
+    }
+  } else {
+    std::vector<float> a(a_size), b(b_size), c(c_size);
+    for (auto& x : a) {
+      x = real(rng);
+    }
+    for (auto& x : b) {
+      x = real(rng);
+    }
+    seconds = time_median(reps, [&] {
+      return kernels::gemm_f32(m, n, k, a.data(), k, b.data(), n, c.data(), n, options);
+    });
+    if (seconds && check) {
+      if (corrupt) {
+        c[c_size / 2] += 1.0f;
+      }
+      out.check = kernels::check_gemm_f32(m, n, k, a.data(), k, b.data(), n, c.data(), n);
+    }
+  }
+  if (!seconds) {
+    return seconds.error();
+  }
+  out.checked = check;
+  out.seconds_median = *seconds;
+  out.gops_median = 2.0 * m * n * k / std::max(*seconds, 1e-12) / 1e9;
+  return out;
+}
+
+double round_to(double v, int decimals) {
+  double scale = std::pow(10.0, decimals);
+  return std::round(v * scale) / scale;
+}
+
+Json result_json(GemmDtype dtype, int m, int n, int k, int threads, int reps,
+                 const Measurement& r) {
+  Json j;
+  j["m"] = m;
+  j["n"] = n;
+  j["k"] = k;
+  j["dtype"] = kernels::to_string(dtype);
+  j["threads"] = threads;
+  j["reps"] = reps;
+  j["seconds_median"] = round_to(r.seconds_median, 9);
+  j["gops_median"] = round_to(r.gops_median, 3);
+  j["peak_gops"] = round_to(r.peak_gops, 3);
+  j["pct_of_peak"] = round_to(r.peak_gops > 0 ? 100.0 * r.gops_median / r.peak_gops : 0, 2);
+  j["checked"] = r.checked;
+  j["max_abs_error"] = r.checked ? Json(r.check.max_abs_error) : Json(nullptr);
+  j["isa"] = r.isa;
+  j["peak_probe"] = dtype == GemmDtype::int8 ? "int8_exact" : "fp32_fma";
+  return j;
+}
+
+Error mismatch_error(GemmDtype dtype, int m, int n, const kernels::GemmCheck& c) {
+  std::ostringstream os;
+  os << "kernel run: the " << kernels::to_string(dtype) << " result fails the reference check in "
+     << c.mismatches << " of " << static_cast<long long>(m) * n << " elements (first at row "
+     << c.first_bad_row << ", column " << c.first_bad_col << "; max abs error " << c.max_abs_error
+     << "): the fast GEMM is wrong on this host; please report it with this command line";
+  return Error{ErrorKind::failure, os.str()};
+}
+
+struct RunFlags {
+  int m = 0, n = 0, k = 0;
+  std::string dtype = "int8";
+  int threads = 1;
+  int reps = 5;
+  bool check = false;
+};
+
+Expected<int> run_kernel_run(Context& ctx, const RunFlags& f) {
+  ErrorList errors;
+  auto dtype = parse_dtype(f.dtype);
+  if (!dtype) {
+    errors.add(dtype.error());
+  }
+  check_problem(errors, dtype.value_or(GemmDtype::int8), f.m, f.n, f.k);
+  check_range(errors, "--threads", f.threads, 1, k_max_threads);
+  check_range(errors, "--reps", f.reps, 1, k_max_reps);
+  if (!errors.empty()) {
+    return errors.combined();
+  }
+  TPUCTL_TRY_ASSIGN(Measurement r, measure(*dtype, f.m, f.n, f.k, f.threads, f.reps, f.check));
+  if (r.checked && !r.check.passed) {
+    return mismatch_error(*dtype, f.m, f.n, r.check);
+  }
+  emit(ctx, result_json(*dtype, f.m, f.n, f.k, f.threads, f.reps, r));
+  return 0;
+}
+
+struct BenchFlags {
+  std::string sizes = "128,256,512,1024";
+  std::string dtypes = "fp32,bf16,int8";
+  int threads = 1;
+  int reps = 5;
+};
+
+Expected<int> run_kernel_bench(Context& ctx, const BenchFlags& f) {
+  ErrorList errors;
+  std::vector<int64_t> sizes;
+  if (auto parsed = util::parse_int_list(f.sizes, "--sizes", 1, 8192); parsed) {
+    sizes = *parsed;
+  } else {
+    errors.add(parsed.error());
+  }
+  std::vector<GemmDtype> dtypes;
+  for (const auto& name : util::split(f.dtypes, ',')) {
+    auto d = parse_dtype(std::string(util::trim(name)));
+    if (d) {
+      dtypes.push_back(*d);
+    } else {
+      errors.add(d.error());
+    }
+  }
+  check_range(errors, "--threads", f.threads, 1, k_max_threads);
+  check_range(errors, "--reps", f.reps, 1, k_max_reps);
+  if (!errors.empty()) {
+    return errors.combined();
+  }
+  Json rows = Json::array();
+  for (GemmDtype dtype : dtypes) {
+    for (int64_t s : sizes) {
+      int n = static_cast<int>(s);
+      TPUCTL_TRY_ASSIGN(Measurement r, measure(dtype, n, n, n, f.threads, f.reps, false));
+      Json row = result_json(dtype, n, n, n, f.threads, f.reps, r);
+      row.erase("checked");
+      row.erase("max_abs_error");
+      rows.push_back(row);
+    }
+  }
+  emit_list(ctx, rows,
+            {{"dtype", "dtype"},
+             {"m", "m"},
+             {"n", "n"},
+             {"k", "k"},
+             {"threads", "threads"},
+             {"gops_median", "gops_median"},
+             {"peak_gops", "peak_gops"},
+             {"pct_of_peak", "pct_of_peak"},
+             {"seconds_median", "seconds_median"},
+             {"isa", "isa"}});
+  return 0;
+}
+
+} // namespace
+
+void setup_kernel_run(CLI::App& group, Registry& registry) {
+  auto run_flags = std::make_shared<RunFlags>();
+  CLI::App* run =
+      registry.add(group, "run", "time the fast CPU GEMM on random data against this host's peak",
+                   [run_flags](Context& ctx) { return run_kernel_run(ctx, *run_flags); });
+  run->add_option("--m", run_flags->m, "rows of A and C")->required()->type_name("M");
+  run->add_option("--n", run_flags->n, "columns of B and C")->required()->type_name("N");
+  run->add_option("--k", run_flags->k, "columns of A, rows of B")->required()->type_name("K");
+  run->add_option("--dtype", run_flags->dtype,
+                  "int8 (exact int32 result, default), bf16 (fp32 result) or fp32")
+      ->type_name("DTYPE");
+  run->add_option("--threads", run_flags->threads, "threads to use (default 1)")->type_name("T");
+  run->add_option("--reps", run_flags->reps, "timed runs after one warm-up (default 5)")
+      ->type_name("R");
+  run->add_flag("--check", run_flags->check,
+                "verify the result against the reference gates; a mismatch is exit 1");
+
+  auto bench_flags = std::make_shared<BenchFlags>();
+  CLI::App* bench =
+      registry.add(group, "bench", "a short sweep of square GEMMs per dtype, as a table",
+                   [bench_flags](Context& ctx) { return run_kernel_bench(ctx, *bench_flags); });
+  bench
+      ->add_option("--sizes", bench_flags->sizes,
+                   "square sizes, comma-separated (default 128,256,512,1024)")
+      ->type_name("LIST");
+  bench->add_option("--dtypes", bench_flags->dtypes, "dtypes to run (default fp32,bf16,int8)")
+      ->type_name("LIST");
+  bench->add_option("--threads", bench_flags->threads, "threads to use (default 1)")
+      ->type_name("T");
+  bench
+      ->add_option("--reps", bench_flags->reps, "timed runs per size after one warm-up (default 5)")
+      ->type_name("R");
+}
+
 } // namespace tpuctl::cli

@@ -1,0 +1,133 @@
+// tpuctl kernel run / kernel bench through the real binary: the padding-hostile 257 x 129 x 1025
+// problem checked against the reference for every dtype, the json fields, usage errors (exit 2),
+// the mismatch path (exit 1, forced with the CLI's debug corruption switch) and golden help.
+#include <cmath>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/helpers.hpp"
+
+using tpuctl::test::check_golden;
+using tpuctl::test::run_tpuctl;
+
+TEST_SUITE_BEGIN("integration");
+
+TEST_CASE("kernel run --check passes on 257 x 129 x 1025 for int8, bf16 and fp32") {
+  for (const char* dtype : {"int8", "bf16", "fp32"}) {
+    CAPTURE(dtype);
+    auto r = run_tpuctl({"kernel", "run", "--m", "257", "--n", "129", "--k", "1025", "--dtype",
+                         dtype, "--check", "--format", "json"});
+    CHECK(r.err == "");
+    REQUIRE(r.exit_code == 0);
+    auto j = nlohmann::json::parse(r.out);
+    CHECK(j["m"] == 257);
+    CHECK(j["n"] == 129);
+    CHECK(j["k"] == 1025);
+    CHECK(j["dtype"] == dtype);
+    CHECK(j["threads"] == 1);
+    CHECK(j["reps"] == 5);
+    CHECK(j["checked"] == true);
+    CHECK(j["seconds_median"].get<double>() > 0);
+    double gops = j["gops_median"].get<double>();
+    double peak = j["peak_gops"].get<double>();
+    CHECK(gops > 0);
+    CHECK(peak > 0);
+    // The reported rate is the op count over the median time, and the percentage follows.
+    CHECK(gops == doctest::Approx(2.0 * 257 * 129 * 1025 / j["seconds_median"].get<double>() / 1e9)
+                      .epsilon(0.01));
+    CHECK(j["pct_of_peak"].get<double>() == doctest::Approx(100 * gops / peak).epsilon(0.01));
+    REQUIRE(j["max_abs_error"].is_number());
+    if (std::string(dtype) == "int8") {
+      CHECK(j["max_abs_error"].get<double>() == 0.0);
+      CHECK(j["peak_probe"] == "int8_exact");
+    } else {
+      CHECK(j["max_abs_error"].get<double>() < 1e-3);
+      CHECK(j["peak_probe"] == "fp32_fma");
+    }
+  }
+}
+
+TEST_CASE("kernel run uses the threads and reps it is given and reports them in yaml and table") {
+  auto y = run_tpuctl({"kernel", "run", "--m", "64", "--n", "80", "--k", "96", "--dtype", "bf16",
+                       "--threads", "2", "--reps", "3", "--format", "yaml"});
+  REQUIRE(y.exit_code == 0);
+  CHECK(y.out.find("threads: 2\n") != std::string::npos);
+  CHECK(y.out.find("reps: 3\n") != std::string::npos);
+  CHECK(y.out.find("checked: false\n") != std::string::npos);
+  CHECK(y.out.find("max_abs_error: null\n") != std::string::npos);
+  auto t = run_tpuctl({"kernel", "run", "--m", "8", "--n", "8", "--k", "8"});
+  REQUIRE(t.exit_code == 0);
+  CHECK(t.out.find("dtype:") != std::string::npos);
+  CHECK(t.out.find("int8") != std::string::npos); // the default dtype
+  CHECK(t.out.find("gops_median:") != std::string::npos);
+}
+
+TEST_CASE("kernel run rejects a bad dtype and zero sizes with exit 2, every problem reported") {
+  auto r = run_tpuctl({"kernel", "run", "--m", "0", "--n", "4", "--k", "-1", "--dtype", "int4"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out == "");
+  CHECK(r.err == "tpuctl: error: --dtype: 'int4' is not a GEMM dtype (use int8, bf16 or fp32)\n"
+                 "tpuctl: error: --m: '0' is out of range (use 1 to 1048576)\n"
+                 "tpuctl: error: --k: '-1' is out of range (use 1 to 1048576)\n");
+  auto missing = run_tpuctl({"kernel", "run", "--m", "4", "--n", "4"});
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err.find("--k") != std::string::npos);
+  auto threads =
+      run_tpuctl({"kernel", "run", "--m", "4", "--n", "4", "--k", "4", "--threads", "0"});
+  CHECK(threads.exit_code == 2);
+  CHECK(threads.err.find("--threads: '0' is out of range") != std::string::npos);
+  auto huge = run_tpuctl({"kernel", "run", "--m", "1000000", "--n", "1000000", "--k", "8"});
+  CHECK(huge.exit_code == 2);
+  CHECK(huge.err.find("needs more than 8 GiB of operands") != std::string::npos);
+}
+
+TEST_CASE("kernel run --check exits 1 with a clear message when the result is wrong") {
+  std::map<std::string, std::string> env{{"TPUCTL_DEBUG_CORRUPT_RESULT", "1"}};
+  for (const char* dtype : {"int8", "bf16", "fp32"}) {
+    CAPTURE(dtype);
+    auto r = run_tpuctl(
+        {"kernel", "run", "--m", "33", "--n", "17", "--k", "70", "--dtype", dtype, "--check"}, env);
+    CHECK(r.exit_code == 1);
+    CHECK(r.out == "");
+    CHECK(r.err.find("tpuctl: error: kernel run: the " + std::string(dtype) +
+                     " result fails the reference check in 1 of 561 elements (first at row 16, "
+                     "column 8") == 0);
+  }
+  // Without --check nothing is verified, so the switch has nothing to break.
+  auto unchecked =
+      run_tpuctl({"kernel", "run", "--m", "33", "--n", "17", "--k", "70", "--format", "json"}, env);
+  CHECK(unchecked.exit_code == 0);
+}
+
+TEST_CASE("kernel bench prints one row per dtype and size") {
+  auto r = run_tpuctl({"kernel", "bench", "--sizes", "24,40", "--reps", "1", "--format", "json"});
+  REQUIRE(r.exit_code == 0);
+  auto rows = nlohmann::json::parse(r.out);
+  REQUIRE(rows.size() == 6);
+  CHECK(rows[0]["dtype"] == "fp32");
+  CHECK(rows[1]["n"] == 40);
+  CHECK(rows[5]["dtype"] == "int8");
+  for (const auto& row : rows) {
+    CHECK(row["gops_median"].get<double>() > 0);
+  }
+  auto t = run_tpuctl({"kernel", "bench", "--sizes", "16", "--dtypes", "int8", "--reps", "1"});
+  REQUIRE(t.exit_code == 0);
+  CHECK(t.out.rfind("DTYPE  M   N   K   THREADS  GOPS_MEDIAN", 0) == 0);
+  CHECK(t.out.find("\nint8   16  16  16  1") != std::string::npos);
+  auto bad = run_tpuctl({"kernel", "bench", "--sizes", "16,x", "--dtypes", "fp64"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("'fp64' is not a GEMM dtype") != std::string::npos);
+  CHECK(bad.err.find("--sizes") != std::string::npos);
+}
+
+TEST_CASE("kernel run and kernel bench --help match their golden files") {
+  auto run = run_tpuctl({"kernel", "run", "--help"});
+  CHECK(run.exit_code == 0);
+  CHECK(check_golden("help/kernel_run.txt", run.out) == "");
+  auto bench = run_tpuctl({"kernel", "bench", "--help"});
+  CHECK(bench.exit_code == 0);
+  CHECK(check_golden("help/kernel_bench.txt", bench.out) == "");
+}
+
+TEST_SUITE_END();
