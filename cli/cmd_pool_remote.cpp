@@ -56,7 +56,7 @@ Expected<Selection> select_hosts(Context& ctx, const std::string& spec) {
   }
   for (const auto& h : sel.view.hosts) {
     if (wanted.empty() || wanted.count(h.name)) {
-      sel.targets.push_back(ssh_target(sel.view.info, h));
+      sel.targets.push_back(provision::ssh_target(sel.view.info, h));
       sel.hosts.push_back(&h);
     }
   }

@@ -81,16 +81,6 @@ Expected<remote::SshOptions> ssh_options(const SshFlags& f) {
   return o;
 }
 
-remote::SshTarget ssh_target(const provision::PoolInfo& pool, const provision::HostEntry& h) {
-  remote::SshTarget t;
-  t.name = h.name;
-  t.address = h.address;
-  t.port = static_cast<uint16_t>(h.port);
-  t.user = h.user;
-  t.identity_file = h.identity_file.empty() ? pool.identity_file : h.identity_file;
-  t.known_hosts_file = h.known_hosts.empty() ? pool.known_hosts : h.known_hosts;
-  return t;
-}
 
 namespace {
 

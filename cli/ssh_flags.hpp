@@ -30,9 +30,6 @@ void add_ssh_flags(CLI::App& app, SshFlags& flags, bool with_output = true);
 // Checks the flags (every problem reported) and builds the engine's options.
 Expected<remote::SshOptions> ssh_options(const SshFlags& flags);
 
-// How to reach a pool host: address, port, user, key and known_hosts (the host's, else the
-// pool's).
-remote::SshTarget ssh_target(const provision::PoolInfo& pool, const provision::HostEntry& host);
 
 // Installs SIGINT/SIGTERM handlers that cancel `token` for the lifetime of this object.
 class InterruptGuard {

@@ -512,4 +512,15 @@ Status delete_pool(state::StateStore& store, const std::string& pool, bool force
   return tpuctl::ok();
 }
 
+remote::SshTarget ssh_target(const PoolInfo& pool, const HostEntry& h) {
+  remote::SshTarget t;
+  t.name = h.name;
+  t.address = h.address;
+  t.port = static_cast<uint16_t>(h.port);
+  t.user = h.user;
+  t.identity_file = h.identity_file.empty() ? pool.identity_file : h.identity_file;
+  t.known_hosts_file = h.known_hosts.empty() ? pool.known_hosts : h.known_hosts;
+  return t;
+}
+
 } // namespace tpuctl::provision

@@ -14,6 +14,7 @@
 
 #include "provision/host_grid.hpp"
 #include "provision/pool_layout.hpp"
+#include "remote/ssh_types.hpp"
 #include "state/store.hpp"
 #include "util/hostlist.hpp"
 
@@ -53,6 +54,10 @@ Json to_json(const PoolInfo& pool);
 Expected<PoolInfo> pool_from_json(const Json& doc);
 Json to_json(const HostEntry& host);
 Expected<HostEntry> host_from_json(const Json& doc);
+
+// How to reach a pool host: address, port, user, key and known_hosts (the host's, else the
+// pool's). Never fails.
+remote::SshTarget ssh_target(const PoolInfo& pool, const HostEntry& host);
 
 // Pool names: letters, digits, '-', '_', '.', starting with a letter or digit, at most 63.
 Status validate_pool_name(const std::string& name);

@@ -251,6 +251,9 @@ Expected<EnvVars> worker_env(const SliceEnvInput& in, int worker, EnvProfile pro
   add("TPUCTL_NUM_SLICES", std::to_string(in.num_slices));
   add("TPUCTL_PROCESS_ID", std::to_string(process_id));
   add("TPUCTL_NUM_PROCESSES", std::to_string(num_processes));
+  if (!in.slice_uid.empty()) {
+    add("TPUCTL_QR_UID", in.slice_uid);
+  }
 
   switch (profile) {
   case EnvProfile::none:

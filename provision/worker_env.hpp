@@ -12,6 +12,7 @@
 //   MEGASCALE_PORT=8081 (Ray's default; only when num_slices > 1),
 //   TPUCTL_WORKER_ID, TPUCTL_NUM_WORKERS, TPUCTL_WORKER_HOSTNAMES, TPUCTL_SLICE_ID,
 //   TPUCTL_NUM_SLICES, TPUCTL_PROCESS_ID (slice_id * workers + worker), TPUCTL_NUM_PROCESSES,
+//   TPUCTL_QR_UID (when slice_uid is set),
 //   then the profile's variables, then the user's additions (see worker_env).
 // PATH is not in the list: env_command_prefix puts the agent directory in front of it.
 #pragma once
@@ -46,6 +47,9 @@ struct SliceEnvInput {
   // empty means "this slice is the whole job".
   std::vector<std::string> job_hostnames;
   std::string agent_dir; // remote directory holding the tpuctl binary; may start with ~/
+  // The queued resource's unique id, exported as TPUCTL_QR_UID when set: every process a slice
+  // starts carries it, so suspend and delete can find and kill them (provision/provisioning).
+  std::string slice_uid;
 };
 
 enum class EnvProfile { none, torchrun, slurm, skypilot };

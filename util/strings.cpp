@@ -174,4 +174,25 @@ std::vector<std::string> nearest(std::string_view word, const std::vector<std::s
   return out;
 }
 
+std::string printable(std::string_view text) {
+  static constexpr char k_hex[] = "0123456789abcdef";
+  std::string out;
+  size_t shown = 0;
+  for (char ch : text) {
+    if (++shown > 80) {
+      out += "...";
+      break;
+    }
+    auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f) {
+      out += "\\x";
+      out += k_hex[c >> 4];
+      out += k_hex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 } // namespace tpuctl::util

@@ -16,6 +16,9 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep);
 std::string_view trim(std::string_view text);
 bool starts_with(std::string_view text, std::string_view prefix);
 std::string to_lower(std::string_view text);
+// `text` safe to show in a message: control characters and bytes >= 0x7f become \xNN, so a
+// hostile name cannot move the cursor or forge a line. Long text is cut at 80 with "...".
+std::string printable(std::string_view text);
 
 // Parses a whole decimal integer in [min, max]. The error names `what` and the offending text,
 // e.g. "--port: 'abc' is not a whole number".
