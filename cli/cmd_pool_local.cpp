@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/pool_view.hpp"
+#include "cli/qr_runtime.hpp"
 #include "cli/state_access.hpp"
 #include "provision/local_pool.hpp"
 #include "state/location.hpp"
@@ -11,17 +12,6 @@
 namespace tpuctl::cli {
 
 namespace {
-
-// Local pools live beside the SQLite file, or in the default state directory.
-Expected<std::string> state_dir(const Context& ctx) {
-  auto env = state::PathEnvironment::from_process();
-  TPUCTL_TRY_ASSIGN(auto loc, state::parse_state_url(ctx.globals.state, env));
-  if (loc.backend == state::Backend::sqlite) {
-    return std::filesystem::path(loc.path).parent_path().string();
-  }
-  TPUCTL_TRY_ASSIGN(std::string path, state::default_state_path(env));
-  return std::filesystem::path(path).parent_path().string();
-}
 
 struct UpOptions {
   provision::LocalUpOptions up;

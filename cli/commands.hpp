@@ -25,5 +25,8 @@ void setup_topology(CLI::App& group, Registry& registry);
 void setup_kernel(CLI::App& group, Registry& registry);
 void setup_agent(CLI::App& group, Registry& registry);
 void setup_pool(CLI::App& group, Registry& registry);
+void setup_queued_resources(CLI::App& group, Registry& registry);
+void setup_tpu_vm(CLI::App& group, Registry& registry);
+void setup_controller(CLI::App& group, Registry& registry);
 
 } // namespace tpuctl::cli

@@ -10,7 +10,11 @@
 
 namespace tpuctl::cli {
 
-// Opens (once per process) and returns the store named by the global --state flag.
-Expected<state::StateStore*> open_state(Context& ctx);
+enum class Drivers { spawn, none };
+// Opens (once per process) and returns the store named by the global --state flag, after
+// applying every due transition (provision/reconcile.hpp). With Drivers::spawn, requests left
+// in a transient state with no live driver get a detached one (cli/qr_runtime.hpp); drivers
+// themselves open with Drivers::none. Errors: the store's.
+Expected<state::StateStore*> open_state(Context& ctx, Drivers drivers = Drivers::spawn);
 
 } // namespace tpuctl::cli

@@ -1,0 +1,96 @@
+// tpuctl controller run / drive: applying due transitions continuously (a shared pool's
+// optional babysitter) and carrying requests through PROVISIONING/SUSPENDING/DELETING (the
+// hidden `drive`, started detached by commands that leave work behind).
+#include <chrono>
+#include <thread>
+
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "cli/qr_runtime.hpp"
+#include "cli/state_access.hpp"
+#include "provision/driver.hpp"
+#include "provision/pools.hpp"
+#include "util/strings.hpp"
+
+namespace tpuctl::cli {
+
+namespace {
+
+struct ControllerFlags {
+  std::string interval = "2s";
+  bool once = false;
+  SshFlags ssh;
+};
+
+Expected<int> drive_all(Context& ctx, state::StateStore& store, const provision::DriveOptions& o,
+                        const remote::CancelToken* cancel) {
+  std::vector<std::string> pools;
+  if (!ctx.globals.pool.empty()) {
+    pools.push_back(ctx.globals.pool);
+  } else {
+    TPUCTL_TRY_ASSIGN(auto listing, store.list(state::Kind::pool, ""));
+    for (const auto& r : listing.records) {
+      pools.push_back(r.key.pool);
+    }
+  }
+  int carried = 0;
+  for (const auto& p : pools) {
+    TPUCTL_TRY_ASSIGN(int n, provision::drive_pending(store, p, o, {}, cancel));
+    carried += n;
+  }
+  return carried;
+}
+
+} // namespace
+
+void setup_controller(CLI::App& group, Registry& registry) {
+  auto f = std::make_shared<ControllerFlags>();
+  CLI::App* run = registry.add(
+      group, "run", "apply due transitions continuously, in the foreground",
+      [f](Context& ctx) -> Expected<int> {
+        TPUCTL_TRY_ASSIGN(auto interval, util::parse_duration(f->interval, "--interval"));
+        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx, Drivers::none));
+        TPUCTL_TRY_ASSIGN(auto o, drive_options(ctx, f->ssh));
+        remote::CancelToken cancel;
+        InterruptGuard guard(cancel);
+        int total = 0;
+        for (;;) {
+          TPUCTL_TRY_ASSIGN(int n, drive_all(ctx, *store, o, &cancel));
+          total += n;
+          if (f->once || guard.interrupted()) {
+            break;
+          }
+          for (auto waited = std::chrono::milliseconds(0);
+               waited < interval && !guard.interrupted();
+               waited += std::chrono::milliseconds(100)) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          }
+          if (guard.interrupted()) {
+            break;
+          }
+        }
+        emit(ctx, Json{{"carried", total}},
+             [&](std::ostream& os, const Json&) { os << "carried " << total << " request(s)\n"; });
+        return guard.interrupted() ? 130 : 0;
+      });
+  run->add_option("--interval", f->interval, "time between passes (default 2s)")->type_name("D");
+  run->add_flag("--once", f->once, "one pass, then exit");
+  add_ssh_flags(*run, f->ssh, false);
+  run->footer("Every tpuctl command already reconciles the pools it touches; run a controller\n"
+              "when nobody may run commands for a while but time-driven transitions (valid-until,\n"
+              "max-run-duration, queue advancement after a slice ends) must still happen on time.\n"
+              "Two controllers (or a controller and commands) never apply a transition twice.");
+
+  auto d = std::make_shared<ControllerFlags>();
+  CLI::App* drive = registry.add(group, "drive", "carry pending requests on (started detached)",
+                                 [d](Context& ctx) -> Expected<int> {
+                                   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx, Drivers::none));
+                                   TPUCTL_TRY_ASSIGN(auto o, drive_options(ctx, d->ssh));
+                                   TPUCTL_TRY(drive_all(ctx, *store, o, nullptr));
+                                   return 0;
+                                 });
+  add_ssh_flags(*drive, d->ssh, false);
+  drive->group(""); // hidden
+}
+
+} // namespace tpuctl::cli

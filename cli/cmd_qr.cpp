@@ -1,0 +1,391 @@
+// tpuctl queued-resources (alias qr): create, list, describe, delete, reset, wait.
+// gcloud's `compute tpus queued-resources` on the team's own pool; see provision/qr_ops.hpp for
+// the rules and provision/scheduler.hpp for the queue.
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "cli/qr_runtime.hpp"
+#include "cli/qr_view.hpp"
+#include "cli/state_access.hpp"
+#include "provision/pools.hpp"
+#include "provision/qr_ops.hpp"
+#include "util/strings.hpp"
+#include "util/time_text.hpp"
+
+namespace tpuctl::cli {
+
+namespace {
+
+using provision::QrState;
+using provision::QueuedResource;
+
+struct CreateFlags {
+  std::string id, accelerator_type, type, topology, node_id, node_prefix, runtime_version;
+  int node_count = 0;
+  bool reserved = false, spot = false, best_effort = false, async = false, dry_run = false;
+  std::string provisioning_model;
+  std::string valid_until_duration, valid_until_time, valid_after_duration, valid_after_time;
+  std::string max_run_duration, request_id;
+  std::vector<std::string> labels, metadata, metadata_from_file;
+  std::string timeout;
+  SshFlags ssh;
+};
+
+Expected<std::map<std::string, std::string>>
+key_values(const std::vector<std::string>& items, const std::string& flag, ErrorList& errors) {
+  std::map<std::string, std::string> out;
+  for (const auto& item : items) {
+    for (const auto& part : util::split(item, ',')) {
+      auto eq = part.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        errors.add(usage_error(flag + " '" + util::printable(part) +
+                               "' is not KEY=VALUE: write e.g. " + flag + " team=ml"));
+        continue;
+      }
+      out[part.substr(0, eq)] = part.substr(eq + 1);
+    }
+  }
+  return out;
+}
+
+Expected<provision::CreateRequest> build_request(const CreateFlags& f, const std::string& pool,
+                                                 int64_t now) {
+  ErrorList errors;
+  provision::CreateRequest r;
+  r.id = f.id;
+  r.pool = pool;
+  r.accelerator_type = f.accelerator_type;
+  r.type = f.type;
+  r.topology = f.topology;
+  r.node_id = f.node_id;
+  r.node_count = f.node_count;
+  r.node_prefix = f.node_prefix;
+  r.runtime_version = f.runtime_version;
+  r.request_id = f.request_id;
+  int tiers =
+      int(f.reserved) + int(f.spot) + int(f.best_effort) + int(!f.provisioning_model.empty());
+  if (tiers > 1) {
+    errors.add(usage_error("--reserved, --spot, --best-effort and --provisioning-model are "
+                           "mutually exclusive: give at most one"));
+  }
+  r.tier = f.reserved      ? provision::Tier::reserved
+           : f.spot        ? provision::Tier::spot
+           : f.best_effort ? provision::Tier::best_effort
+                           : provision::Tier::standard;
+  if (!f.provisioning_model.empty()) {
+    if (f.provisioning_model == "flex-start") {
+      r.tier = provision::Tier::flex_start;
+    } else if (f.provisioning_model == "standard") {
+      r.tier = provision::Tier::standard;
+    } else if (f.provisioning_model == "spot") {
+      r.tier = provision::Tier::spot;
+    } else {
+      errors.add(usage_error("--provisioning-model '" + util::printable(f.provisioning_model) +
+                             "' is not one of flex-start, standard, spot"));
+    }
+  }
+  auto when = [&](const std::string& duration, const std::string& time, const char* dflag,
+                  const char* tflag) -> int64_t {
+    if (!duration.empty() && !time.empty()) {
+      errors.add(usage_error(std::string(dflag) + " and " + tflag + " are mutually exclusive"));
+      return 0;
+    }
+    if (!duration.empty()) {
+      auto d = util::parse_duration(duration, dflag);
+      if (!d) {
+        errors.add(d.error());
+        return 0;
+      }
+      return now + d->count();
+    }
+    if (!time.empty()) {
+      auto t = util::parse_timestamp(time, tflag);
+      if (!t) {
+        errors.add(t.error());
+        return 0;
+      }
+      return *t;
+    }
+    return 0;
+  };
+  r.valid_until_ms = when(f.valid_until_duration, f.valid_until_time, "--valid-until-duration",
+                          "--valid-until-time");
+  r.valid_after_ms = when(f.valid_after_duration, f.valid_after_time, "--valid-after-duration",
+                          "--valid-after-time");
+  if (!f.max_run_duration.empty()) {
+    auto d = util::parse_duration(f.max_run_duration, "--max-run-duration");
+    if (!d) {
+      errors.add(d.error());
+    } else {
+      r.max_run_duration_ms = d->count();
+    }
+  }
+  auto labels = key_values(f.labels, "--labels", errors);
+  for (const auto& [k, v] : *labels) {
+    auto parsed = provision::parse_label(k + "=" + v);
+    if (!parsed) {
+      errors.add(parsed.error());
+    } else {
+      r.labels[parsed->first] = parsed->second;
+    }
+  }
+  r.metadata = *key_values(f.metadata, "--metadata", errors);
+  for (const auto& item : f.metadata_from_file) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      errors.add(usage_error("--metadata-from-file '" + util::printable(item) +
+                             "' is not KEY=FILE: write e.g. startup-script=./setup.sh"));
+      continue;
+    }
+    std::ifstream in(item.substr(eq + 1), std::ios::binary);
+    if (!in) {
+      errors.add(usage_error("--metadata-from-file: cannot read '" +
+                             util::printable(item.substr(eq + 1)) + "'"));
+      continue;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    r.metadata[item.substr(0, eq)] = text.str();
+  }
+  if (!errors.empty()) {
+    return errors.combined();
+  }
+  return r;
+}
+
+bool stable(const std::optional<QueuedResource>& qr) {
+  return !qr || qr->state == QrState::active || qr->state == QrState::failed ||
+         qr->state == QrState::suspended;
+}
+
+Expected<std::chrono::milliseconds> optional_timeout(const std::string& text) {
+  if (text.empty()) {
+    return std::chrono::milliseconds(0);
+  }
+  return util::parse_duration(text, "--timeout");
+}
+
+Expected<int> run_create(Context& ctx, const CreateFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  const auto clock = state::system_clock();
+  TPUCTL_TRY_ASSIGN(auto request, build_request(f, pool, state::to_unix_ms(clock())));
+  TPUCTL_TRY_ASSIGN(auto timeout, optional_timeout(f.timeout));
+  TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
+  TPUCTL_TRY_ASSIGN(auto outcome,
+                    provision::create_queued_resource(*store, request, clock, f.dry_run));
+  if (f.dry_run) {
+    Json j = qr_json(outcome.qr);
+    j["dry_run"] = true;
+    j["fits_now"] = outcome.dry_run_placement.has_value();
+    j["why"] = outcome.why;
+    emit(ctx, j, [&](std::ostream& os, const Json&) {
+      os << "dry run: queued resource '" << outcome.qr.id << "' (" << outcome.qr.accelerator_type
+         << ", " << outcome.qr.node_ids.size() << " node(s)) in pool '" << pool << "'\n";
+      if (!outcome.dry_run_placement) {
+        os << "it would wait: " << outcome.why << "\n";
+        return;
+      }
+      for (const auto& n : outcome.qr.nodes) {
+        os << "node " << n.id << ":\n";
+        std::vector<std::vector<std::string>> rows;
+        for (const auto& w : n.workers) {
+          rows.push_back({std::to_string(w.worker), w.host, w.address});
+        }
+        os << render_table({"WORKER", "HOST", "ADDRESS"}, rows);
+      }
+    });
+    return 0;
+  }
+  if (outcome.existed && !ctx.globals.quiet) {
+    *ctx.err << "tpuctl: request id '" << f.request_id << "' already created '" << outcome.qr.id
+             << "'; not creating it again\n";
+  }
+  QueuedResource last = outcome.qr;
+  if (f.async) {
+    TPUCTL_TRY(reconcile_and_spawn(ctx, *store));
+    TPUCTL_TRY_ASSIGN(last, provision::load_queued_resource(*store, pool, f.id));
+  } else {
+    TPUCTL_TRY_ASSIGN(auto followed, follow(ctx, *store, pool, f.id, stable, timeout, drive));
+    if (!followed.qr) {
+      return Error(ErrorKind::failure, "queued resource '" + f.id + "' was deleted meanwhile");
+    }
+    last = *followed.qr;
+    if (!followed.done) {
+      emit(ctx, qr_json(last), [&](std::ostream& os, const Json&) { print_qr(os, last); });
+      return Error(ErrorKind::capacity, "queued resource '" + f.id + "' is still " +
+                                            std::string(to_string(last.state)) +
+                                            " after --timeout " + f.timeout +
+                                            " (it stays queued; follow it with "
+                                            "'tpuctl qr wait " +
+                                            f.id + " --for=state=ACTIVE')");
+    }
+  }
+  emit(ctx, qr_json(last), [&](std::ostream& os, const Json&) { print_qr(os, last); });
+  if (!f.async && last.state == QrState::failed) {
+    return Error(ErrorKind::failure,
+                 "queued resource '" + f.id + "' FAILED: " +
+                     (last.error ? last.error->code + ": " + last.error->message : "no reason"));
+  }
+  return 0;
+}
+
+void add_create(CLI::App& group, Registry& registry) {
+  auto f = std::make_shared<CreateFlags>();
+  CLI::App* cmd = registry.add(group, "create", "request a slice; it is queued until it fits",
+                               [f](Context& ctx) { return run_create(ctx, *f); });
+  cmd->add_option("QR_ID", f->id, "the queued resource's id (lowercase, digits, '-')")->required();
+  cmd->add_option("--accelerator-type", f->accelerator_type, "e.g. v5litepod-16, v4-32, v5p-4x4x4")
+      ->type_name("TYPE");
+  cmd->add_option("--type", f->type, "generation, with --topology (e.g. v5p)")->type_name("GEN");
+  cmd->add_option("--topology", f->topology, "chip grid, with --type (e.g. 4x4x4)")
+      ->type_name("AxB[xC]");
+  cmd->add_option("--node-id", f->node_id, "one node with this id (default: the QR id)")
+      ->type_name("ID");
+  cmd->add_option("--node-count", f->node_count,
+                  "N nodes PREFIX-0..N-1, all or nothing (multislice)")
+      ->type_name("N");
+  cmd->add_option("--node-prefix", f->node_prefix, "node name prefix (default: the QR id)")
+      ->type_name("P");
+  cmd->add_option("--runtime-version", f->runtime_version, "recorded for your scripts")
+      ->type_name("V");
+  cmd->add_flag("--reserved", f->reserved, "reserved tier: queued before everything else");
+  cmd->add_flag("--spot", f->spot, "spot tier: preempted when a higher tier needs its hosts");
+  cmd->add_flag("--best-effort", f->best_effort, "best-effort tier (preemptible, as --spot)");
+  cmd->add_option("--provisioning-model", f->provisioning_model, "flex-start, standard or spot")
+      ->type_name("MODEL");
+  cmd->add_option("--valid-until-duration", f->valid_until_duration,
+                  "fail if not placed within this long (e.g. 30m)")
+      ->type_name("D");
+  cmd->add_option("--valid-until-time", f->valid_until_time, "fail if not placed by this time")
+      ->type_name("RFC3339");
+  cmd->add_option("--valid-after-duration", f->valid_after_duration,
+                  "do not place before this long")
+      ->type_name("D");
+  cmd->add_option("--valid-after-time", f->valid_after_time, "do not place before this time")
+      ->type_name("RFC3339");
+  cmd->add_option("--max-run-duration", f->max_run_duration,
+                  "suspend the slice after it has been ACTIVE this long")
+      ->type_name("D");
+  cmd->add_option("--labels", f->labels, "k=v,...")->type_name("K=V");
+  cmd->add_option("--metadata", f->metadata, "k=v,...")->type_name("K=V");
+  cmd->add_option("--metadata-from-file", f->metadata_from_file,
+                  "startup-script=FILE: run on every worker while provisioning")
+      ->type_name("K=FILE");
+  cmd->add_option("--request-id", f->request_id, "makes a retried create idempotent")
+      ->type_name("ID");
+  cmd->add_flag("--async", f->async, "return at once; a background tpuctl carries it on");
+  cmd->add_flag("--dry-run", f->dry_run, "show which hosts would become workers; change nothing");
+  cmd->add_option("--timeout", f->timeout, "without --async: stop waiting after this long (exit 3)")
+      ->type_name("D");
+  add_ssh_flags(*cmd, f->ssh, false);
+  cmd->footer("Without --async, waits until the request is ACTIVE (exit 0) or FAILED (exit 1),\n"
+              "printing each state on stderr. A request the pool could never hold is refused at\n"
+              "once (exit 3) and nothing is stored.\n\nExamples:\n"
+              "  tpuctl qr create qr-1 --accelerator-type v5litepod-16\n"
+              "  tpuctl qr create big --type v4 --topology 4x4x4 --reserved --async\n"
+              "  tpuctl qr create ms --accelerator-type v5litepod-8 --node-count 2 --dry-run");
+}
+
+// ---- list / describe ----
+
+struct ListFlags {
+  std::string filter;
+};
+
+Expected<bool> matches(const QueuedResource& qr, const std::string& filter) {
+  for (const auto& term : util::split(filter, ',')) {
+    std::string t(util::trim(term));
+    if (t.empty()) {
+      continue;
+    }
+    auto eq = t.find('=');
+    if (eq == std::string::npos) {
+      return usage_error("--filter '" + util::printable(t) +
+                         "' is not FIELD=VALUE (fields: state, tier, accelerator_type, "
+                         "labels.KEY)");
+    }
+    std::string key = t.substr(0, eq), value = t.substr(eq + 1);
+    if (key == "state") {
+      if (!provision::parse_qr_state(value)) {
+        return usage_error("--filter: unknown state '" + util::printable(value) + "'");
+      }
+      if (*provision::parse_qr_state(value) != qr.state) {
+        return false;
+      }
+    } else if (key == "tier") {
+      if (to_string(qr.tier) != value) {
+        return false;
+      }
+    } else if (key == "accelerator_type") {
+      if (qr.accelerator_type != value) {
+        return false;
+      }
+    } else if (util::starts_with(key, "labels.")) {
+      auto it = qr.labels.find(key.substr(7));
+      if (it == qr.labels.end() || it->second != value) {
+        return false;
+      }
+    } else {
+      return usage_error("--filter: unknown field '" + util::printable(key) +
+                         "' (fields: state, tier, accelerator_type, labels.KEY)");
+    }
+  }
+  return true;
+}
+
+void add_list(CLI::App& group, Registry& registry) {
+  auto f = std::make_shared<ListFlags>();
+  CLI::App* cmd = registry.add(
+      group, "list", "queued resources of the pool, oldest first",
+      [f](Context& ctx) -> Expected<int> {
+        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+        TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+        TPUCTL_TRY_ASSIGN(auto all, provision::list_queued_resources(*store, pool));
+        std::sort(all.begin(), all.end(), [](const QueuedResource& a, const QueuedResource& b) {
+          return a.create_revision < b.create_revision;
+        });
+        Json rows = Json::array();
+        for (const auto& q : all) {
+          TPUCTL_TRY_ASSIGN(bool keep, matches(q, f->filter));
+          if (keep) {
+            rows.push_back(ctx.machine_format() ? qr_json(q) : qr_row(q));
+          }
+        }
+        emit_list(ctx, rows, k_qr_columns);
+        return 0;
+      });
+  cmd->add_option("--filter", f->filter,
+                  "FIELD=VALUE,... (state, tier, accelerator_type, labels.KEY)")
+      ->type_name("EXPR");
+}
+
+void add_describe(CLI::App& group, Registry& registry) {
+  auto id = std::make_shared<std::string>();
+  CLI::App* cmd = registry.add(
+      group, "describe", "state, history, workers in worker order, pending reason or error",
+      [id](Context& ctx) -> Expected<int> {
+        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+        TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+        TPUCTL_TRY_ASSIGN(auto qr, provision::load_queued_resource(*store, pool, *id));
+        emit(ctx, qr_json(qr), [&](std::ostream& os, const Json&) { print_qr(os, qr); });
+        return 0;
+      });
+  cmd->add_option("QR_ID", *id, "the queued resource")->required();
+}
+
+} // namespace
+
+void add_qr_lifecycle(CLI::App& group, Registry& registry); // cmd_qr_lifecycle.cpp
+
+void setup_queued_resources(CLI::App& group, Registry& registry) {
+  add_create(group, registry);
+  add_list(group, registry);
+  add_describe(group, registry);
+  add_qr_lifecycle(group, registry);
+}
+
+} // namespace tpuctl::cli

@@ -1,0 +1,187 @@
+// tpuctl queued-resources delete / reset / wait.
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "cli/qr_runtime.hpp"
+#include "cli/qr_view.hpp"
+#include "cli/state_access.hpp"
+#include "provision/pools.hpp"
+#include "provision/qr_ops.hpp"
+#include "util/strings.hpp"
+
+namespace tpuctl::cli {
+
+namespace {
+
+using provision::QrState;
+using provision::QueuedResource;
+
+struct LifecycleFlags {
+  std::string id;
+  bool force = false;
+  bool async = false;
+  std::string timeout;
+  std::string for_condition = "state=ACTIVE";
+  SshFlags ssh;
+};
+
+Expected<std::chrono::milliseconds> timeout_of(const std::string& text) {
+  if (text.empty()) {
+    return std::chrono::milliseconds(0);
+  }
+  return util::parse_duration(text, "--timeout");
+}
+
+Expected<int> run_delete(Context& ctx, const LifecycleFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
+  TPUCTL_TRY_ASSIGN(auto timeout, timeout_of(f.timeout));
+  const auto clock = state::system_clock();
+  TPUCTL_TRY_ASSIGN(auto deleting,
+                    provision::begin_delete(*store, pool, f.id, f.force, clock, !f.async));
+  if (deleting && f.async) {
+    spawn_driver(ctx, pool, f.ssh); // takes the free lease and finishes the delete
+  } else if (deleting) {
+    TPUCTL_TRY_ASSIGN(auto followed,
+                      follow(
+                          ctx, *store, pool, f.id,
+                          [](const std::optional<QueuedResource>& q) { return !q.has_value(); },
+                          timeout, drive));
+    if (!followed.done) {
+      return Error(ErrorKind::capacity,
+                   "queued resource '" + f.id + "' is still DELETING after --timeout " + f.timeout);
+    }
+  }
+  TPUCTL_TRY(reconcile_and_spawn(ctx, *store)); // freed hosts may start waiting requests
+  Json j{{"id", f.id},
+         {"pool", pool},
+         {"deleted", !deleting || !f.async},
+         {"state", deleting && f.async ? "DELETING" : "DELETED"}};
+  emit(ctx, j, [&](std::ostream& os, const Json&) {
+    os << (deleting && f.async ? "deleting" : "deleted") << " queued resource '" << f.id << "'\n";
+  });
+  return 0;
+}
+
+Expected<int> run_reset(Context& ctx, const LifecycleFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
+  TPUCTL_TRY_ASSIGN(auto timeout, timeout_of(f.timeout));
+  TPUCTL_TRY_ASSIGN(auto qr,
+                    provision::reset_queued_resource(*store, pool, f.id, state::system_clock()));
+  if (f.async) {
+    TPUCTL_TRY(reconcile_and_spawn(ctx, *store));
+    TPUCTL_TRY_ASSIGN(qr, provision::load_queued_resource(*store, pool, f.id));
+  } else {
+    TPUCTL_TRY_ASSIGN(auto followed, follow(
+                                         ctx, *store, pool, f.id,
+                                         [](const std::optional<QueuedResource>& q) {
+                                           return !q || q->state == QrState::active ||
+                                                  q->state == QrState::failed;
+                                         },
+                                         timeout, drive));
+    if (!followed.qr) {
+      return Error(ErrorKind::failure, "queued resource '" + f.id + "' was deleted meanwhile");
+    }
+    qr = *followed.qr;
+  }
+  emit(ctx, qr_json(qr), [&](std::ostream& os, const Json&) { print_qr(os, qr); });
+  return 0;
+}
+
+struct WaitCondition {
+  bool for_delete = false;
+  QrState state = QrState::active;
+};
+
+Expected<WaitCondition> parse_for(const std::string& text) {
+  if (text == "delete") {
+    return WaitCondition{true, QrState::active};
+  }
+  if (util::starts_with(text, "state=")) {
+    if (auto s = provision::parse_qr_state(text.substr(6))) {
+      return WaitCondition{false, *s};
+    }
+  }
+  return usage_error("--for '" + util::printable(text) +
+                     "' is not state=STATE (ACTIVE, SUSPENDED, FAILED, ...) or delete");
+}
+
+Expected<int> run_wait(Context& ctx, const LifecycleFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto cond, parse_for(f.for_condition));
+  TPUCTL_TRY_ASSIGN(auto timeout, timeout_of(f.timeout));
+  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
+  TPUCTL_TRY(provision::load_queued_resource(*store, pool, f.id)); // not_found at once
+  auto done = [&](const std::optional<QueuedResource>& q) {
+    if (!q) {
+      return true;
+    }
+    if (cond.for_delete) {
+      return false;
+    }
+    return q->state == cond.state || q->state == QrState::failed;
+  };
+  TPUCTL_TRY_ASSIGN(auto followed, follow(ctx, *store, pool, f.id, done, timeout, drive));
+  if (!followed.qr) {
+    if (cond.for_delete) {
+      emit(ctx, Json{{"id", f.id}, {"deleted", true}},
+           [&](std::ostream& os, const Json&) { os << "'" << f.id << "' is gone\n"; });
+      return 0;
+    }
+    return Error(ErrorKind::not_found, "queued resource '" + f.id + "' was deleted while waiting",
+                 "not_found");
+  }
+  const QueuedResource& qr = *followed.qr;
+  emit(ctx, qr_json(qr), [&](std::ostream& os, const Json&) { print_qr(os, qr); });
+  if (!followed.done) {
+    return Error(ErrorKind::capacity, "timed out after " + f.timeout + ": '" + f.id + "' is " +
+                                          std::string(to_string(qr.state)) + ", not " +
+                                          f.for_condition.substr(f.for_condition.find('=') + 1));
+  }
+  if (qr.state == QrState::failed && cond.state != QrState::failed) {
+    return Error(ErrorKind::failure,
+                 "'" + f.id + "' reached FAILED instead of " + std::string(to_string(cond.state)) +
+                     (qr.error ? ": " + qr.error->code + ": " + qr.error->message : ""));
+  }
+  return 0;
+}
+
+} // namespace
+
+void add_qr_lifecycle(CLI::App& group, Registry& registry) {
+  auto del = std::make_shared<LifecycleFlags>();
+  CLI::App* d =
+      registry.add(group, "delete", "delete a queued resource (and with --force its nodes)",
+                   [del](Context& ctx) { return run_delete(ctx, *del); });
+  d->add_option("QR_ID", del->id, "the queued resource")->required();
+  d->add_flag("--force", del->force, "also delete live nodes: kill their processes, free hosts");
+  d->add_flag("--async", del->async, "return at once; a background tpuctl finishes it");
+  d->add_option("--timeout", del->timeout, "stop waiting after this long (exit 3)")->type_name("D");
+  add_ssh_flags(*d, del->ssh, false);
+
+  auto reset = std::make_shared<LifecycleFlags>();
+  CLI::App* r = registry.add(group, "reset", "queue a SUSPENDED or FAILED request again",
+                             [reset](Context& ctx) { return run_reset(ctx, *reset); });
+  r->add_option("QR_ID", reset->id, "the queued resource")->required();
+  r->add_flag("--async", reset->async, "return at once");
+  r->add_option("--timeout", reset->timeout, "stop waiting after this long (exit 3)")
+      ->type_name("D");
+  add_ssh_flags(*r, reset->ssh, false);
+
+  auto wait = std::make_shared<LifecycleFlags>();
+  CLI::App* w = registry.add(group, "wait", "wait until a request reaches a state (or is deleted)",
+                             [wait](Context& ctx) { return run_wait(ctx, *wait); });
+  w->add_option("QR_ID", wait->id, "the queued resource")->required();
+  w->add_option("--for", wait->for_condition, "state=STATE (default state=ACTIVE) or delete")
+      ->type_name("COND");
+  w->add_option("--timeout", wait->timeout, "give up after this long: exit 3")->type_name("D");
+  add_ssh_flags(*w, wait->ssh, false);
+  w->footer("Exit status: 0 when the condition holds, 3 on timeout, 1 when the request reaches\n"
+            "FAILED instead, 4 when it does not exist (or is deleted while waiting).\n"
+            "While waiting, this process applies due transitions and carries the request on.");
+}
+
+} // namespace tpuctl::cli

@@ -1,0 +1,167 @@
+#include "cli/qr_runtime.hpp"
+
+#include <fcntl.h>
+#include <filesystem>
+#include <iostream>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "provision/reconcile.hpp"
+#include "state/location.hpp"
+
+namespace tpuctl::cli {
+
+namespace {
+
+std::string self_exe() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("/proc/self/exe") : p.string();
+}
+
+} // namespace
+
+Expected<std::string> state_dir(const Context& ctx) {
+  auto env = state::PathEnvironment::from_process();
+  TPUCTL_TRY_ASSIGN(auto loc, state::parse_state_url(ctx.globals.state, env));
+  if (loc.backend == state::Backend::sqlite) {
+    return std::filesystem::path(loc.path).parent_path().string();
+  }
+  TPUCTL_TRY_ASSIGN(std::string path, state::default_state_path(env));
+  return std::filesystem::path(path).parent_path().string();
+}
+
+Expected<provision::DriveOptions> drive_options(const Context& ctx, const SshFlags& flags) {
+  provision::DriveOptions o;
+  TPUCTL_TRY_ASSIGN(o.provision.ssh, ssh_options(flags));
+  o.provision.binary = self_exe();
+  if (!ctx.globals.quiet) {
+    std::ostream* err = ctx.err;
+    o.provision.progress = [err](const std::string& line) { *err << "tpuctl: " << line << "\n"; };
+  }
+  return o;
+}
+
+void spawn_driver(const Context& ctx, const std::string& pool, const SshFlags& flags) {
+  std::string log_dir;
+  if (auto dir = state_dir(ctx)) {
+    log_dir = *dir + "/logs";
+    std::error_code ec;
+    std::filesystem::create_directories(log_dir, ec);
+    std::filesystem::permissions(log_dir, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace, ec);
+  }
+  std::vector<std::string> args{self_exe()};
+  if (!ctx.globals.state.empty()) {
+    args.insert(args.end(), {"--state", ctx.globals.state});
+  }
+  args.insert(args.end(), {"--pool", pool, "--quiet", "--verbosity", "info"});
+  if (!log_dir.empty()) {
+    args.insert(args.end(), {"--log-file", log_dir + "/driver.log"});
+  }
+  args.insert(args.end(), {"controller", "drive", "--strict-host-key-checking", flags.strict});
+  if (!flags.ssh_config.empty()) {
+    args.insert(args.end(), {"--ssh-config", flags.ssh_config});
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) {
+    argv.push_back(a.data());
+  }
+  argv.push_back(nullptr);
+  std::cout.flush();
+  std::cerr.flush();
+  pid_t child = fork();
+  if (child < 0) {
+    spdlog::warn("could not start a driver for pool '{}': fork failed", pool);
+    return;
+  }
+  if (child == 0) {
+    setsid();
+    pid_t grandchild = fork();
+    if (grandchild != 0) {
+      _exit(0);
+    }
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      dup2(null, 0);
+      dup2(null, 1);
+      dup2(null, 2);
+    }
+    for (int fd = 3; fd < 1024; ++fd) {
+      close(fd);
+    }
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  spdlog::info("started a driver for pool '{}'", pool);
+}
+
+Status reconcile_and_spawn(const Context& ctx, state::StateStore& store) {
+  auto result = provision::reconcile_all(store, state::system_clock());
+  if (!result) {
+    if (state::has_reason(result.error(), state::reason::k_schema_too_new)) {
+      return tpuctl::ok(); // read-only store: reads still work
+    }
+    return result.error();
+  }
+  SshFlags defaults;
+  for (const auto& pool : result->driver_pools) {
+    spawn_driver(ctx, pool, defaults);
+  }
+  return tpuctl::ok();
+}
+
+Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, const std::string& pool,
+                              const std::string& id, const DoneFn& done,
+                              std::chrono::milliseconds timeout,
+                              const provision::DriveOptions& options) {
+  remote::CancelToken cancel;
+  InterruptGuard guard(cancel);
+  const auto start = std::chrono::steady_clock::now();
+  std::string last_shown;
+  FollowResult result;
+  for (;;) {
+    TPUCTL_TRY(provision::drive_pending(store, pool, options, {}, &cancel, 4));
+    TPUCTL_TRY_ASSIGN(auto found, store.find(state::queued_resource_key(pool, id)));
+    result.qr.reset();
+    if (found) {
+      TPUCTL_TRY_ASSIGN(result.qr, provision::qr_from_record(*found));
+    }
+    if (!ctx.globals.quiet) {
+      std::string shown = "gone";
+      if (result.qr) {
+        const auto& q = *result.qr;
+        shown = std::string(to_string(q.state));
+        std::string why = q.error ? q.error->message
+                          : q.state == provision::QrState::waiting_for_resources
+                              ? q.pending_reason
+                              : (q.history.empty() ? "" : q.history.back().reason);
+        if (!why.empty()) {
+          shown += ": " + why;
+        }
+      }
+      if (shown != last_shown) {
+        *ctx.err << "tpuctl: " << id << ": " << shown << "\n";
+        last_shown = shown;
+      }
+    }
+    if (done(result.qr)) {
+      result.done = true;
+      return result;
+    }
+    if (guard.interrupted() || cancel.cancelled()) {
+      return Error(ErrorKind::interrupted, "interrupted while waiting for '" + id + "'");
+    }
+    if (timeout.count() > 0 && std::chrono::steady_clock::now() - start >= timeout) {
+      return result;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+}
+
+} // namespace tpuctl::cli

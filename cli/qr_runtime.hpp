@@ -1,0 +1,51 @@
+// How cli/ keeps queued resources moving without a daemon (provision/reconcile.hpp): every
+// command reconciles when it opens the store, and requests left in a transient state with no
+// live lease get a driver: this process (create, wait, delete, controller) or a detached
+// `tpuctl controller drive` started here, whose log goes to <state dir>/logs/driver.log.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/context.hpp"
+#include "cli/ssh_flags.hpp"
+#include "provision/driver.hpp"
+#include "state/store.hpp"
+
+namespace tpuctl::cli {
+
+// The options a driver in this process uses: this binary, the SSH flags, progress on stderr
+// (unless --quiet). Errors: bad SSH flags (usage).
+Expected<provision::DriveOptions> drive_options(const Context& ctx, const SshFlags& flags);
+
+// Starts a detached `tpuctl controller drive` for `pool` (its own session; stdin/stdout closed;
+// log file in the state directory) passing the state URL and the SSH policy flags. Best effort:
+// a failure to start is logged, and the next command that reconciles tries again.
+void spawn_driver(const Context& ctx, const std::string& pool, const SshFlags& flags);
+
+// Reconciles every pool and spawns a driver for each pool with requests that need one. Called
+// by open_state(). Errors: the store's.
+Status reconcile_and_spawn(const Context& ctx, state::StateStore& store);
+
+// Follows request `id` of `pool` until done(record) holds (the record is nullopt once deleted)
+// or `timeout` passes (0: no limit): every tick reconciles the pool and drives, in this process,
+// whatever needs a driver, and prints each new state (with its reason) on stderr unless --quiet.
+// Returns the last record seen and whether done() held. Errors: the store's; interrupted (kind
+// interrupted) on SIGINT.
+struct FollowResult {
+  std::optional<provision::QueuedResource> qr;
+  bool done = false;
+};
+using DoneFn = std::function<bool(const std::optional<provision::QueuedResource>&)>;
+Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, const std::string& pool,
+                              const std::string& id, const DoneFn& done,
+                              std::chrono::milliseconds timeout,
+                              const provision::DriveOptions& options);
+
+// The state directory (where local pools and driver logs live). Errors: a bad --state URL.
+Expected<std::string> state_dir(const Context& ctx);
+
+} // namespace tpuctl::cli

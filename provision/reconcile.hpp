@@ -1,0 +1,66 @@
+// Reconciliation: applying the scheduler's due transitions to the store, and the leases that say
+// which tpuctl process is carrying a queued resource through a transient state (PROVISIONING,
+// SUSPENDING, DELETING).
+//
+// There is no daemon. Every command that reads or writes state calls reconcile_pool() first: the
+// scheduler pass runs inside the store's transaction (SQLite: under its write lock; etcd: a
+// compare-and-swap on every record it read), so two processes reconciling at once never apply a
+// transition twice. Work that needs IO (pushing the agent, killing a slice's processes) happens
+// outside any transaction, by the process holding the request's lease: a {host, pid} pair
+// written with compare-and-swap. A lease whose process is gone (same host: the pid no longer
+// runs tpuctl; another host: past its expiry) is free again, and reconcile reports the request
+// in `needs_driver` so the caller can carry it on (provision/driver.hpp).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "provision/queued_resource.hpp"
+#include "provision/scheduler.hpp"
+#include "state/store.hpp"
+
+namespace tpuctl::provision {
+
+struct Lease {
+  std::string host; // gethostname() of the holder
+  int pid = 0;
+  int64_t taken_ms = 0;
+  int64_t expires_ms = 0; // for holders on other machines, which cannot be checked by pid
+};
+
+// The lease recorded in qr.provisioning["lease"], or nullopt when none.
+std::optional<Lease> lease_of(const QueuedResource& qr);
+// This process's lease, valid for `ttl` from now_ms.
+Lease own_lease(int64_t now_ms, std::chrono::milliseconds ttl);
+// True while the lease's holder is alive: on this host, the pid runs (and is not a zombie); on
+// another host, now_ms < expires_ms.
+bool lease_alive(const Lease& lease, int64_t now_ms);
+// True when the lease names this process.
+bool is_own_lease(const Lease& lease);
+
+// True when `qr` is in a transient state that no live process is carrying.
+bool needs_driver(const QueuedResource& qr, int64_t now_ms);
+
+struct ReconcileResult {
+  std::vector<QueuedResource> changed;   // what this pass changed (after the commit)
+  std::vector<std::string> needs_driver; // ids in PROVISIONING/SUSPENDING/DELETING, no live lease
+  std::vector<std::string> driver_pools; // the pools of needs_driver, each once
+};
+
+// Runs one scheduler pass on `pool` inside a transaction and commits it: record updates
+// (compare-and-swap), host claims for requests that were placed, and a STATE_CHANGED event per
+// transition. Errors: the store's (not_found for a missing pool).
+Expected<ReconcileResult> reconcile_pool(state::StateStore& store, const std::string& pool,
+                                         const state::Clock& clock,
+                                         const SchedulerPolicy& policy = {});
+
+// reconcile_pool() on every pool of the store; the results concatenated.
+Expected<ReconcileResult> reconcile_all(state::StateStore& store, const state::Clock& clock,
+                                        const SchedulerPolicy& policy = {});
+
+// The STATE_CHANGED events for the history entries `after` has beyond `before`.
+std::vector<state::Op> transition_events(const QueuedResource& before, const QueuedResource& after);
+
+} // namespace tpuctl::provision

@@ -1,0 +1,351 @@
+// tpuctl queued-resources through the real binary on local pools of real sshd servers (address
+// block 127.0.90.x - 127.0.97.x, owned by this file), a real SQLite store and a scratch HOME:
+// provisioning with the agent's hash verified, filling and overflowing a pool, spot preemption,
+// valid-until and max-run-duration on time, a dead worker, concurrent creates, bad input.
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/helpers.hpp"
+#include "tests/support/local_pool_fixture.hpp"
+#include "util/process.hpp"
+#include "util/sha256.hpp"
+#include "util/strings.hpp"
+
+using nlohmann::json;
+using tpuctl::test::run_tpuctl;
+using tpuctl::test::TempDir;
+
+namespace {
+
+// A scratch HOME and state directory with a local pool of `hosts` sshd servers; stops them and
+// every background tpuctl left (found by this directory in their environment) at the end.
+struct QrEnv {
+  TempDir dir;
+  std::map<std::string, std::string> vars;
+
+  QrEnv(int hosts, const std::string& address_base, const std::string& generation = "v5e") {
+    vars["HOME"] = dir.path().string();
+    vars["XDG_STATE_HOME"] = (dir.path() / "state").string();
+    vars["XDG_CONFIG_HOME"] = (dir.path() / "config").string();
+    auto up = run({"pool", "local-up", "--hosts", std::to_string(hosts), "--generation", generation,
+                   "--address-base", address_base, "--port", "2222"});
+    REQUIRE_MESSAGE(up.exit_code == 0, up.err);
+  }
+  ~QrEnv() {
+    run({"pool", "local-down"});
+    for (int pid : tpuctl::test::processes_with_marker(dir.path().string())) {
+      ::kill(pid, SIGKILL);
+    }
+  }
+  tpuctl::util::ProcessResult run(std::vector<std::string> args) const {
+    return run_tpuctl(args, vars);
+  }
+  json run_json(std::vector<std::string> args) const {
+    args.push_back("--format");
+    args.push_back("json");
+    auto r = run(args);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return json::parse(r.out);
+  }
+  json describe(const std::string& id) const { return run_json({"qr", "describe", id}); }
+  json claims() const {
+    // host -> owner, from the pool's host list
+    json out = json::object();
+    for (const auto& h : run_json({"pool", "hosts"})) {
+      if (!h["claimed_by"].get<std::string>().empty()) {
+        out[h["name"].get<std::string>()] = h["claimed_by"];
+      }
+    }
+    return out;
+  }
+  std::filesystem::path pool_dir() const {
+    return dir.path() / "state" / "tpuctl" / "local-pools" / "local";
+  }
+};
+
+std::vector<std::string> worker_hosts(const json& qr) {
+  std::vector<std::string> hosts;
+  for (const auto& n : qr["nodes"]) {
+    for (const auto& w : n["workers"]) {
+      hosts.push_back(w["host"]);
+    }
+  }
+  return hosts;
+}
+
+const json* history_entry(const json& qr, const std::string& to) {
+  for (const auto& h : qr["history"]) {
+    if (h["to"] == to) {
+      return &h;
+    }
+  }
+  return nullptr;
+}
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+} // namespace
+
+TEST_SUITE_BEGIN("integration");
+
+TEST_CASE("qr: a v5litepod-16 becomes ACTIVE with the agent verified on its 4 workers; a second "
+          "fills the pool, a third waits and starts when one is deleted") {
+  QrEnv env(8, "127.0.90.2");
+  auto created =
+      env.run({"qr", "create", "qr-1", "--accelerator-type", "v5litepod-16", "--format", "json"});
+  REQUIRE_MESSAGE(created.exit_code == 0, created.err);
+  CHECK(tpuctl::util::starts_with(created.err, "tpuctl: qr-1:")); // progress on stderr
+  json qr1 = json::parse(created.out);
+  CHECK(qr1["state"] == "ACTIVE");
+  auto hosts = worker_hosts(qr1);
+  REQUIRE(hosts.size() == 4);
+  CHECK(std::set<std::string>(hosts.begin(), hosts.end()).size() == 4);
+
+  // The agent on every worker is the file whose sha256 the record names, at its
+  // content-addressed path, and the probe ran there.
+  const std::string sha = qr1["provisioning"]["agent_sha256"];
+  REQUIRE(sha.size() == 64);
+  const json& report_workers = qr1["provisioning"]["report"]["workers"];
+  REQUIRE(report_workers.size() == 4);
+  for (const auto& w : report_workers) {
+    std::string path = w["agent_path"];
+    CHECK(path.find(sha) != std::string::npos);
+    auto digest = tpuctl::util::sha256_file_hex(path);
+    REQUIRE(digest);
+    CHECK(*digest == sha);
+    CHECK(w["facts"]["cores"].get<int>() > 0);
+  }
+  // History: every state in order, the last ones initiated by the service.
+  std::vector<std::string> states;
+  for (const auto& h : qr1["history"]) {
+    states.push_back(h["to"]);
+  }
+  CHECK(states ==
+        std::vector<std::string>{"ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE"});
+  CHECK(qr1["history"].back()["initiator"] == "SERVICE");
+
+  auto qr2 = env.run({"qr", "create", "qr-2", "--accelerator-type", "v5litepod-16"});
+  REQUIRE_MESSAGE(qr2.exit_code == 0, qr2.err);
+  CHECK(env.claims().size() == 8);
+
+  auto qr3 =
+      env.run_json({"qr", "create", "qr-3", "--accelerator-type", "v5litepod-16", "--async"});
+  CHECK(qr3["state"] == "WAITING_FOR_RESOURCES");
+  CHECK(qr3["pending_reason"].get<std::string>().find("claimed by") != std::string::npos);
+
+  auto refused = env.run({"qr", "delete", "qr-1"});
+  CHECK(refused.exit_code == 1);
+  CHECK(refused.err.find("--force") != std::string::npos);
+  CHECK(env.describe("qr-1")["state"] == "ACTIVE");
+
+  auto del = env.run({"qr", "delete", "qr-1", "--force"});
+  REQUIRE_MESSAGE(del.exit_code == 0, del.err);
+  CHECK(env.run({"qr", "describe", "qr-1"}).exit_code == 4);
+  auto waited = env.run({"qr", "wait", "qr-3", "--for=state=ACTIVE", "--timeout", "90s"});
+  CHECK_MESSAGE(waited.exit_code == 0, waited.err);
+  auto q3 = env.describe("qr-3");
+  CHECK(q3["state"] == "ACTIVE");
+  auto q3hosts = worker_hosts(q3);
+  CHECK(std::set<std::string>(q3hosts.begin(), q3hosts.end()) ==
+        std::set<std::string>(hosts.begin(), hosts.end())); // qr-1's hosts, freed
+
+  auto list = env.run_json({"qr", "list", "--filter", "state=ACTIVE"});
+  CHECK(list.size() == 2);
+  auto nodes = env.run_json({"tpu-vm", "list"});
+  CHECK(nodes.size() == 2);
+  CHECK(nodes[0]["state"] == "READY");
+}
+
+TEST_CASE("qr: a reserved request preempts a spot slice: SUSPENDING then SUSPENDED by SERVICE, "
+          "its processes killed") {
+  QrEnv env(8, "127.0.91.2");
+  auto spot = env.run({"qr", "create", "cheap", "--accelerator-type", "v5litepod-32", "--spot"});
+  REQUIRE_MESSAGE(spot.exit_code == 0, spot.err);
+  const std::string uid = env.describe("cheap")["uid"];
+  // A process of the slice (the local pool's hosts are this machine).
+  auto victim = tpuctl::util::run_process(
+      {"bash", "-c", "TPUCTL_QR_UID=" + uid + " setsid sleep 300 >/dev/null 2>&1 & echo $!"});
+  REQUIRE(victim);
+  const int victim_pid = std::stoi(victim->out);
+  CHECK(::kill(victim_pid, 0) == 0);
+
+  auto reserved =
+      env.run({"qr", "create", "urgent", "--accelerator-type", "v5litepod-16", "--reserved"});
+  REQUIRE_MESSAGE(reserved.exit_code == 0, reserved.err);
+  CHECK(env.describe("urgent")["state"] == "ACTIVE");
+  auto cheap = env.describe("cheap");
+  CHECK(cheap["state"] == "SUSPENDED");
+  CHECK(cheap["state_initiator"] == "SERVICE");
+  const json* suspending = history_entry(cheap, "SUSPENDING");
+  REQUIRE(suspending != nullptr);
+  CHECK((*suspending)["initiator"] == "SERVICE");
+  CHECK((*suspending)["reason"].get<std::string>().find("preempted by 'urgent'") !=
+        std::string::npos);
+  bool gone = false;
+  for (int i = 0; i < 50 && !gone; ++i) {
+    gone = ::kill(victim_pid, 0) != 0;
+    if (!gone) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  CHECK(gone);
+  ::kill(victim_pid, SIGKILL);
+  CHECK(env.run_json({"tpu-vm", "list"}).size() == 1);
+}
+
+TEST_CASE("qr: valid-until fails a waiting request on time, max-run-duration suspends an ACTIVE "
+          "one on time") {
+  QrEnv env(8, "127.0.92.2");
+  auto flex = env.run({"qr", "create", "flex", "--accelerator-type", "v5litepod-32",
+                       "--provisioning-model", "flex-start", "--max-run-duration", "6s"});
+  REQUIRE_MESSAGE(flex.exit_code == 0, flex.err);
+  auto late = env.run_json({"qr", "create", "late", "--accelerator-type", "v5litepod-16",
+                            "--valid-until-duration", "3s", "--async"});
+  CHECK(late["state"] == "WAITING_FOR_RESOURCES");
+
+  auto failed = env.run({"qr", "wait", "late", "--for=state=FAILED", "--timeout", "30s"});
+  CHECK_MESSAGE(failed.exit_code == 0, failed.err);
+  auto l = env.describe("late");
+  CHECK(l["state"] == "FAILED");
+  CHECK(l["error"]["code"] == "EXPIRED");
+  const json* f = history_entry(l, "FAILED");
+  REQUIRE(f != nullptr);
+  int64_t late_by = (*f)["time_ms"].get<int64_t>() - l["valid_until_ms"].get<int64_t>();
+  CHECK(late_by >= 0);
+  CHECK(late_by < 2000);
+  CHECK((*f)["initiator"] == "SERVICE");
+
+  auto suspended = env.run({"qr", "wait", "flex", "--for=state=SUSPENDED", "--timeout", "40s"});
+  CHECK_MESSAGE(suspended.exit_code == 0, suspended.err);
+  auto fx = env.describe("flex");
+  const json* active = history_entry(fx, "ACTIVE");
+  const json* suspending = history_entry(fx, "SUSPENDING");
+  REQUIRE(active != nullptr);
+  REQUIRE(suspending != nullptr);
+  int64_t ran = (*suspending)["time_ms"].get<int64_t>() - (*active)["time_ms"].get<int64_t>();
+  CHECK(ran >= 6000);
+  CHECK(ran < 8000);
+  CHECK(fx["state_initiator"] == "SERVICE");
+  CHECK(env.claims().empty());
+
+  // wait's exit statuses: 1 when the request FAILED instead, 3 on timeout.
+  CHECK(env.run({"qr", "wait", "late", "--for=state=ACTIVE"}).exit_code == 1);
+  auto again = env.run({"qr", "create", "blocker", "--accelerator-type", "v5litepod-32"});
+  REQUIRE(again.exit_code == 0);
+  env.run({"qr", "create", "queued", "--accelerator-type", "v5litepod-16", "--async"});
+  CHECK(env.run({"qr", "wait", "queued", "--timeout", "1s"}).exit_code == 3);
+}
+
+TEST_CASE("qr: a worker whose sshd is stopped makes the slice FAILED naming that worker; its hosts "
+          "are free again") {
+  QrEnv env(8, "127.0.93.2");
+  auto plan =
+      env.run_json({"qr", "create", "doomed", "--accelerator-type", "v5litepod-16", "--dry-run"});
+  auto hosts = worker_hosts(plan);
+  REQUIRE(hosts.size() == 4);
+  CHECK(env.run_json({"qr", "list"}).empty()); // --dry-run stored nothing
+  const std::string victim = hosts[2];
+  int pid = std::stoi(read_file(env.pool_dir() / "hosts" / victim / "sshd.pid"));
+  REQUIRE(::kill(pid, SIGTERM) == 0);
+  for (int i = 0; i < 50 && ::kill(pid, 0) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+
+  auto created = env.run(
+      {"qr", "create", "doomed", "--accelerator-type", "v5litepod-16", "--connect-timeout", "3s"});
+  CHECK(created.exit_code == 1);
+  auto d = env.describe("doomed");
+  CHECK(d["state"] == "FAILED");
+  CHECK(d["error"]["worker"] == 2);
+  CHECK(d["error"]["host"] == victim);
+  CHECK(d["error"]["message"].get<std::string>().find(victim) != std::string::npos);
+  CHECK(env.claims().empty());
+}
+
+TEST_CASE("qr: 32 concurrent create --async for 1-host slices on 8 hosts claim exactly 8 hosts, "
+          "none twice") {
+  QrEnv env(8, "127.0.94.2");
+  std::vector<std::thread> threads;
+  std::vector<int> codes(32, -1);
+  for (int i = 0; i < 32; ++i) {
+    threads.emplace_back([&, i] {
+      codes[static_cast<size_t>(i)] =
+          env.run({"qr", "create", "c-" + std::to_string(i), "--accelerator-type", "v5litepod-4",
+                   "--async", "--quiet"})
+              .exit_code;
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  for (int c : codes) {
+    CHECK(c == 0);
+  }
+  auto claims = env.claims();
+  CHECK(claims.size() == 8);
+  std::set<std::string> owners;
+  for (auto it = claims.begin(); it != claims.end(); ++it) {
+    owners.insert(it.value().get<std::string>());
+  }
+  CHECK(owners.size() == 8); // one host per request, no request twice
+  auto all = env.run_json({"qr", "list"});
+  CHECK(all.size() == 32);
+  int placed = 0;
+  for (const auto& q : all) {
+    placed += q["state"] != "WAITING_FOR_RESOURCES";
+  }
+  CHECK(placed == 8);
+  // Let the background drivers finish before the pool goes away.
+  for (const auto& owner : owners) {
+    env.run({"qr", "wait", owner, "--timeout", "60s", "--quiet"});
+  }
+}
+
+TEST_CASE("qr: bad input exits 2 or 4 and leaves the state untouched; --request-id is idempotent") {
+  QrEnv env(8, "127.0.95.2");
+  auto first = env.run_json({"qr", "create", "keep", "--accelerator-type", "v5litepod-32",
+                             "--async", "--request-id", "req-1"});
+  auto before = env.run_json({"qr", "list"});
+
+  auto both = env.run({"qr", "create", "x", "--accelerator-type", "v5litepod-16", "--type",
+                       "v5litepod", "--topology", "4x4"});
+  CHECK(both.exit_code == 2);
+  CHECK(both.err.find("mutually exclusive") != std::string::npos);
+  auto unknown = env.run({"qr", "create", "x", "--accelerator-type", "v9z-16"});
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err.find("v9z-16") != std::string::npos);
+  auto bad_id = env.run({"qr", "create", "Bad;id", "--accelerator-type", "v5litepod-16"});
+  CHECK(bad_id.exit_code == 2);
+  auto node_both = env.run({"qr", "create", "x", "--accelerator-type", "v5litepod-16", "--node-id",
+                            "n", "--node-count", "2"});
+  CHECK(node_both.exit_code == 2);
+  auto never = env.run({"qr", "create", "x", "--accelerator-type", "v5litepod-64"});
+  CHECK(never.exit_code == 3);
+  CHECK(env.run({"qr", "describe", "missing"}).exit_code == 4);
+  CHECK(env.run({"qr", "delete", "missing"}).exit_code == 4);
+  CHECK(env.run({"qr", "wait", "missing"}).exit_code == 4);
+  CHECK(env.run({"qr", "wait", "keep", "--for", "sideways"}).exit_code == 2);
+  CHECK(env.run({"qr", "list", "--filter", "colour=red"}).exit_code == 2);
+
+  auto retry = env.run_json({"qr", "create", "keep", "--accelerator-type", "v5litepod-32",
+                             "--async", "--request-id", "req-1"});
+  CHECK(retry["uid"] == first["uid"]);
+  auto after = env.run_json({"qr", "list"});
+  REQUIRE(after.size() == before.size());
+  CHECK(after[0]["id"] == before[0]["id"]);
+  CHECK(after[0]["uid"] == before[0]["uid"]);
+  auto reused = env.run({"qr", "create", "other", "--accelerator-type", "v5litepod-16", "--async",
+                         "--request-id", "req-1"});
+  CHECK(reused.exit_code == 2);
+  env.run({"qr", "wait", "keep", "--timeout", "60s", "--quiet"});
+}
