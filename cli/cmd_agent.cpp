@@ -1,9 +1,14 @@
 // tpuctl agent: the commands that run on a worker, shipped there by tpuctl itself. Hidden from
 // `tpuctl --help` because users do not call them directly; their json output is an interface
 // between the controller and the agent, so its field names are stable.
+#include <cstdlib>
+
+#include "agent/preflight.hpp"
 #include "agent/probe.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "provision/preflight_report.hpp"
+#include "util/strings.hpp"
 
 namespace tpuctl::cli {
 
@@ -24,6 +29,14 @@ Json facts_json(const agent::HostFacts& f) {
               {"clock_unix_ms", f.clock_unix_ms}};
 }
 
+struct PreflightFlags {
+  int worker = 0;
+  std::string hostnames;
+  int port = 8476;
+  std::string timeout = "20s";
+  bool kernel_check = false;
+};
+
 } // namespace
 
 void setup_agent(CLI::App& group, Registry& registry) {
@@ -37,6 +50,37 @@ void setup_agent(CLI::App& group, Registry& registry) {
                    });
   probe->add_option("--workdir", *workdir, "directory whose free space is reported")
       ->type_name("DIR");
+
+  auto pf = std::make_shared<PreflightFlags>();
+  CLI::App* preflight = registry.add(
+      group, "preflight",
+      "all-pairs check with the slice's other workers: listen, reach every peer, kernel check",
+      [pf](Context& ctx) -> Expected<int> {
+        agent::PreflightOptions o;
+        o.worker = pf->worker;
+        o.hostnames = util::split(pf->hostnames, ',');
+        o.port = pf->port;
+        TPUCTL_TRY_ASSIGN(o.timeout, util::parse_duration(pf->timeout, "--timeout"));
+        o.kernel_check = pf->kernel_check;
+        const char* corrupt = std::getenv("TPUCTL_DEBUG_CORRUPT_RESULT");
+        o.corrupt_kernel = corrupt && std::string(corrupt) == "1";
+        TPUCTL_TRY_ASSIGN(auto result, agent::run_preflight(o));
+        emit(ctx, provision::preflight_to_json(result));
+        return result.ok() ? 0 : 1;
+      });
+  preflight->add_option("--worker", pf->worker, "this worker's index in --hostnames")
+      ->required()
+      ->type_name("N");
+  preflight
+      ->add_option("--hostnames", pf->hostnames, "every worker's address, worker order, comma list")
+      ->required()
+      ->type_name("A,B,...");
+  preflight->add_option("--port", pf->port, "port every worker listens on (default 8476)")
+      ->type_name("PORT");
+  preflight->add_option("--timeout", pf->timeout, "give up on unreachable peers after D (20s)")
+      ->type_name("D");
+  preflight->add_flag("--kernel-check", pf->kernel_check,
+                      "also run a 64x64x64 int8 gemm and compare it to the reference");
 }
 
 } // namespace tpuctl::cli

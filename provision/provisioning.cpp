@@ -1,0 +1,418 @@
+// Provisioning a slice over SSH, step by step, every worker of every node at once.
+//
+// Each step is one fan-out over the slice's workers (the SSH batch is widened to the worker
+// count, so every worker of a node really runs concurrently, which the preflight needs):
+//   push       remote::push_file of the local binary to <workdir>/agent/<sha256>/tpuctl with
+//              skip_if_same: the path is content-addressed, so a worker that already has this
+//              exact binary gets nothing sent (`unchanged`) and push_file verifies the sha256
+//              of whatever it does send before moving it into place.
+//   probe      `<agent> agent probe --format json`: the host's facts, and its clock. The clock
+//              was read at some local instant between the start of the fan-out and the arrival
+//              of the worker's first output line; check_clock() fails a worker only when its
+//              clock lies more than max_clock_skew outside that interval.
+//   startup    metadata "startup-script" through `bash -s` (the script on stdin), after the
+//              worker's environment (worker_env with no profile) is exported, so the script
+//              sees TPU_WORKER_ID, TPU_WORKER_HOSTNAMES, TPUCTL_QR_UID and the agent on PATH.
+//   preflight  `<agent> agent preflight` on all workers at once (agent/preflight.cpp), then the
+//              clock check from the probe step, then the kernel check's verdict.
+// Only the agent binary just pushed is ever run (by its full path), never a tpuctl from PATH.
+// The first step that fails on any worker ends provisioning; the report names the first failing
+// worker in node and worker order.
+#include "provision/provisioning.hpp"
+
+#include <algorithm>
+#include <mutex>
+
+#include "provision/preflight_report.hpp"
+#include "provision/slice_env.hpp"
+#include "remote/fanout.hpp"
+#include "remote/push.hpp"
+#include "util/sha256.hpp"
+#include "util/shell_quote.hpp"
+#include "util/strings.hpp"
+
+namespace tpuctl::provision {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+namespace {
+
+struct SliceWorker {
+  int node_index = 0;
+  std::string node_id;
+  int worker = 0;
+  HostEntry host;
+  remote::SshTarget target;
+  std::string agent_dir;
+  std::string agent_path;
+  std::vector<std::string> peers; // the node's addresses, worker order
+};
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t steady_ms() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string last_line(const std::string& text) {
+  std::string trimmed = text;
+  while (!trimmed.empty() && (trimmed.back() == '\n' || trimmed.back() == '\r')) {
+    trimmed.pop_back();
+  }
+  auto nl = trimmed.rfind('\n');
+  return nl == std::string::npos ? trimmed : trimmed.substr(nl + 1);
+}
+
+// What went wrong with one SSH command, lowercase: "connection refused (...)", "exit code 3:
+// <last stderr line>", "timed out after 120s".
+std::string outcome_text(const remote::HostResult& r, milliseconds timeout) {
+  using remote::Outcome;
+  std::string err = last_line(r.err);
+  switch (r.outcome) {
+  case Outcome::ok:
+    return "ok";
+  case Outcome::exit_code:
+    return "exit code " + std::to_string(r.exit_code) + (err.empty() ? "" : ": " + err);
+  case Outcome::signal:
+    return "killed by signal " +
+           (r.signal_name.empty() ? std::to_string(r.signal_number) : "SIG" + r.signal_name);
+  case Outcome::timeout:
+    return "timed out after " + std::to_string(timeout.count()) + " ms";
+  case Outcome::interrupted:
+    return "interrupted";
+  default:
+    return std::string(remote::to_string(r.outcome)) + (r.error.empty() ? "" : ": " + r.error) +
+           (err.empty() ? "" : ": " + err);
+  }
+}
+
+QrError worker_error(const SliceWorker& w, const std::string& code, const std::string& what) {
+  QrError e;
+  e.code = code;
+  e.worker = w.worker;
+  e.node = w.node_id;
+  e.host = w.host.name;
+  e.message = "worker " + std::to_string(w.worker) + " of node '" + w.node_id + "' (host '" +
+              w.host.name + "'): " + what;
+  return e;
+}
+
+Expected<std::vector<SliceWorker>> collect_workers(const QueuedResource& qr, const PoolView& pool,
+                                                   const std::string& sha) {
+  if (qr.nodes.empty()) {
+    return Error{ErrorKind::failure,
+                 "queued resource '" + qr.id + "' has no nodes yet (place it before provisioning)"};
+  }
+  std::vector<SliceWorker> out;
+  for (size_t n = 0; n < qr.nodes.size(); ++n) {
+    const QrNode& node = qr.nodes[n];
+    std::vector<std::string> peers;
+    for (const auto& w : node.workers) {
+      peers.push_back(w.address);
+    }
+    for (size_t i = 0; i < node.workers.size(); ++i) {
+      TPUCTL_TRY_ASSIGN(HostEntry host,
+                        worker_host(qr, static_cast<int>(n), static_cast<int>(i), pool));
+      SliceWorker w;
+      w.node_index = static_cast<int>(n);
+      w.node_id = node.id;
+      w.worker = static_cast<int>(i);
+      w.target = ssh_target(pool.info, host);
+      w.agent_dir = agent_dir(host, sha);
+      w.agent_path = agent_path(host, sha);
+      w.host = std::move(host);
+      w.peers = peers;
+      out.push_back(std::move(w));
+    }
+  }
+  return out;
+}
+
+void say(const ProvisionOptions& o, const std::string& line) {
+  if (o.progress) {
+    o.progress(line);
+  }
+}
+
+// The first result that did not succeed, as an error on its worker; nullopt when all did.
+std::optional<QrError> first_failure(const std::vector<SliceWorker>& workers,
+                                     const std::vector<remote::HostResult>& results,
+                                     const std::string& what, milliseconds timeout) {
+  for (const auto& r : results) {
+    if (!r.succeeded()) {
+      return worker_error(workers[r.index], k_provisioning_failed,
+                          what + " failed: " + outcome_text(r, timeout));
+    }
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+json to_json(const ProvisionReport& report) {
+  json doc{{"ok", report.ok},
+           {"agent_sha256", report.agent_sha256},
+           {"workers", report.workers},
+           {"timings",
+            {{"push_ms", report.timings.push_ms},
+             {"probe_ms", report.timings.probe_ms},
+             {"startup_ms", report.timings.startup_ms},
+             {"preflight_ms", report.timings.preflight_ms},
+             {"total_ms", report.timings.total_ms}}}};
+  if (report.failure) {
+    const QrError& f = *report.failure;
+    doc["failure"] = json{{"code", f.code},
+                          {"message", f.message},
+                          {"worker", f.worker},
+                          {"node", f.node},
+                          {"host", f.host}};
+  }
+  return doc;
+}
+
+Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const PoolView& pool,
+                                          const ProvisionOptions& options,
+                                          const remote::CancelToken* cancel) {
+  const int64_t t_start = steady_ms();
+  TPUCTL_TRY_ASSIGN(std::string sha, util::sha256_file_hex(options.binary));
+  QueuedResource qr = qr_in; // with the agent's sha256, so slice_env_input finds its directory
+  qr.provisioning["agent_sha256"] = sha;
+  TPUCTL_TRY_ASSIGN(std::vector<SliceWorker> workers, collect_workers(qr, pool, sha));
+
+  ProvisionReport report;
+  report.agent_sha256 = sha;
+  for (const auto& w : workers) {
+    report.workers.push_back(json{{"node", w.node_id},
+                                  {"worker", w.worker},
+                                  {"host", w.host.name},
+                                  {"agent_path", w.agent_path},
+                                  {"unchanged", false},
+                                  {"facts", nullptr},
+                                  {"preflight", nullptr}});
+  }
+  remote::SshOptions ssh = options.ssh;
+  ssh.batch_size = std::max(ssh.batch_size, workers.size());
+  ssh.command_timeout = options.step_timeout;
+  ssh.keep_output = true;
+  ssh.tty = false;
+  ssh.stdin_data = nullptr;
+  const size_t count = workers.size();
+  auto finish = [&](std::optional<QrError> failure) {
+    report.failure = std::move(failure);
+    report.ok = !report.failure.has_value();
+    report.timings.total_ms = steady_ms() - t_start;
+    if (report.failure) {
+      say(options, "provisioning failed: " + report.failure->message);
+    }
+    return report;
+  };
+
+  // (a) push
+  say(options, "pushing the agent (sha256 " + sha.substr(0, 12) + ") to " + std::to_string(count) +
+                   " workers");
+  int64_t t = steady_ms();
+  std::vector<remote::PushJob> push_jobs;
+  for (size_t i = 0; i < count; ++i) {
+    push_jobs.push_back(remote::PushJob{workers[i].target, workers[i].agent_path, i});
+  }
+  remote::PushOptions push;
+  push.local_path = options.binary;
+  push.mode = 0755;
+  push.skip_if_same = true;
+  push.make_parents = true;
+  TPUCTL_TRY_ASSIGN(auto pushed, remote::push_file(push_jobs, push, ssh, {}, cancel));
+  report.timings.push_ms = steady_ms() - t;
+  size_t unchanged = 0;
+  for (const auto& r : pushed) {
+    report.workers[r.index]["unchanged"] = r.unchanged;
+    unchanged += r.unchanged ? 1 : 0;
+  }
+  if (auto f = first_failure(workers, pushed, "agent push", options.step_timeout)) {
+    return finish(f);
+  }
+  say(options, "pushed in " + std::to_string(report.timings.push_ms) + " ms (" +
+                   std::to_string(count - unchanged) + " sent, " + std::to_string(unchanged) +
+                   " already there)");
+
+  // (b) probe, timing each worker's first output line for the clock check
+  t = steady_ms();
+  std::vector<int64_t> first_line(count, 0);
+  std::vector<remote::Job> jobs;
+  for (size_t i = 0; i < count; ++i) {
+    jobs.push_back(remote::Job{workers[i].target,
+                               util::shell_quote_path(workers[i].agent_path) +
+                                   " agent probe --format json --workdir " +
+                                   util::shell_quote_path(workers[i].agent_dir),
+                               i});
+  }
+  remote::FanoutCallbacks probe_cb;
+  probe_cb.on_line = [&first_line](const remote::HostLine& line) {
+    if (line.stream == remote::Stream::out && first_line[line.index] == 0) {
+      first_line[line.index] = now_ms();
+    }
+  };
+  const int64_t probe_before = now_ms();
+  TPUCTL_TRY_ASSIGN(auto probed, remote::run_fanout(jobs, ssh, probe_cb, cancel));
+  report.timings.probe_ms = steady_ms() - t;
+  if (auto f = first_failure(workers, probed, "agent probe", options.step_timeout)) {
+    return finish(f);
+  }
+  std::vector<ClockCheck> clocks(count);
+  for (const auto& r : probed) {
+    json facts = json::parse(r.out, nullptr, false);
+    if (facts.is_discarded() || !facts.is_object() || !facts.contains("clock_unix_ms")) {
+      return finish(worker_error(workers[r.index], k_provisioning_failed,
+                                 "agent probe printed no facts: '" + r.out.substr(0, 200) + "'"));
+    }
+    report.workers[r.index]["facts"] = facts;
+    int64_t after = first_line[r.index] ? first_line[r.index] : now_ms();
+    clocks[r.index] = check_clock(facts["clock_unix_ms"].get<int64_t>(), probe_before, after,
+                                  options.max_clock_skew);
+  }
+  say(options, "probed in " + std::to_string(report.timings.probe_ms) + " ms");
+
+  // (c) startup script
+  auto script = qr.metadata.find("startup-script");
+  if (script != qr.metadata.end() && !script->second.empty()) {
+    t = steady_ms();
+    jobs.clear();
+    for (size_t i = 0; i < count; ++i) {
+      const auto& w = workers[i];
+      TPUCTL_TRY_ASSIGN(SliceEnvInput in, slice_env_input(qr, w.node_index, w.worker, pool));
+      TPUCTL_TRY_ASSIGN(EnvVars env, worker_env(in, w.worker, EnvProfile::none));
+      jobs.push_back(remote::Job{w.target, env_command_prefix(env, w.agent_dir) + "bash -s", i});
+    }
+    remote::SshOptions with_stdin = ssh;
+    with_stdin.stdin_data = std::make_shared<const std::string>(script->second);
+    say(options, "running the startup script on " + std::to_string(count) + " workers");
+    TPUCTL_TRY_ASSIGN(auto started, remote::run_fanout(jobs, with_stdin, {}, cancel));
+    report.timings.startup_ms = steady_ms() - t;
+    if (auto f = first_failure(workers, started, "startup script", options.step_timeout)) {
+      return finish(f);
+    }
+  }
+
+  // (d) preflight: every worker of every node at the same time
+  t = steady_ms();
+  jobs.clear();
+  for (size_t i = 0; i < count; ++i) {
+    const auto& w = workers[i];
+    std::string cmd = util::shell_quote_path(w.agent_path) +
+                      " agent preflight --format json --worker " + std::to_string(w.worker) +
+                      " --hostnames " + util::shell_quote(util::join(w.peers, ",")) + " --port " +
+                      std::to_string(options.coordinator_port) + " --timeout " +
+                      std::to_string(options.preflight_timeout.count()) + "ms";
+    if (options.kernel_check) {
+      cmd += " --kernel-check";
+    }
+    jobs.push_back(remote::Job{w.target, cmd, i});
+  }
+  remote::SshOptions pre_ssh = ssh;
+  pre_ssh.command_timeout = options.preflight_timeout + options.step_timeout;
+  say(options, "preflight on " + std::to_string(count) + " workers (all pairs, port " +
+                   std::to_string(options.coordinator_port) + ")");
+  TPUCTL_TRY_ASSIGN(auto checked, remote::run_fanout(jobs, pre_ssh, {}, cancel));
+  report.timings.preflight_ms = steady_ms() - t;
+  std::optional<QrError> failure;
+  for (const auto& r : checked) {
+    const auto& w = workers[r.index];
+    auto parsed = preflight_from_text(r.out);
+    bool ran = r.outcome == remote::Outcome::ok ||
+               (r.outcome == remote::Outcome::exit_code && r.exit_code == 1);
+    std::string problem;
+    if (!ran || !parsed) {
+      problem = "agent preflight failed: " + outcome_text(r, pre_ssh.command_timeout);
+    } else {
+      json doc = preflight_to_json(*parsed);
+      const ClockCheck& c = clocks[r.index];
+      doc["clock"] = json{{"ok", c.ok},
+                          {"skew_ms", c.skew_ms},
+                          {"uncertainty_ms", c.uncertainty_ms},
+                          {"max_skew_ms", options.max_clock_skew.count()}};
+      report.workers[r.index]["preflight"] = doc;
+      problem = preflight_problem(*parsed);
+      if (problem.empty() && !c.ok) {
+        problem = "clock is " + std::to_string(c.skew_ms) + " ms off this machine's (+- " +
+                  std::to_string(c.uncertainty_ms) + " ms), more than the allowed " +
+                  std::to_string(options.max_clock_skew.count()) + " ms";
+      } else if (!problem.empty()) {
+        problem = "preflight: " + problem;
+      }
+    }
+    if (!problem.empty() && !failure) {
+      failure = worker_error(w, k_preflight_failed, problem);
+    }
+  }
+  if (!failure) {
+    say(options, "preflight passed in " + std::to_string(report.timings.preflight_ms) + " ms");
+  }
+  return finish(failure);
+}
+
+std::string stop_processes_script(const std::string& uid, int64_t grace_ms) {
+  int64_t rounds = std::max<int64_t>(1, (grace_ms + 99) / 100);
+  return "u=" + util::shell_quote(uid) +
+         "; me=$$\n"
+         "pids() {\n"
+         "  for f in $(grep -lzx \"TPUCTL_QR_UID=$u\" /proc/[0-9]*/environ 2>/dev/null); do\n"
+         "    f=${f#/proc/}; f=${f%%/*}; [ \"$f\" = \"$me\" ] || echo \"$f\"\n"
+         "  done\n"
+         "}\n"
+         "t=0; k=0; p=$(pids)\n"
+         "for x in $p; do kill -TERM \"$x\" 2>/dev/null && t=$((t+1)); done\n"
+         "if [ -n \"$p\" ]; then\n"
+         "  i=0\n"
+         "  while [ $i -lt " +
+         std::to_string(rounds) +
+         " ] && [ -n \"$(pids)\" ]; do sleep 0.1; i=$((i+1)); done\n"
+         "  for x in $(pids); do kill -KILL \"$x\" 2>/dev/null && k=$((k+1)); done\n"
+         "fi\n"
+         "echo \"terminated $t killed $k\"\n";
+}
+
+Expected<std::vector<remote::HostResult>> stop_slice_processes(const QueuedResource& qr,
+                                                               const PoolView& pool,
+                                                               const remote::SshOptions& ssh,
+                                                               const remote::CancelToken* cancel) {
+  bool valid = !qr.uid.empty() && std::all_of(qr.uid.begin(), qr.uid.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
+           c == '_';
+  });
+  if (!valid) {
+    return usage_error("queued resource '" + qr.id + "': uid '" + qr.uid +
+                       "' must be non-empty letters, digits, '-' or '_' to find its processes");
+  }
+  std::vector<remote::SshTarget> targets;
+  std::vector<std::string> seen;
+  for (const auto& name : hosts_of(qr)) {
+    if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
+      continue;
+    }
+    seen.push_back(name);
+    auto it = std::find_if(pool.hosts.begin(), pool.hosts.end(),
+                           [&](const HostEntry& h) { return h.name == name; });
+    if (it == pool.hosts.end()) {
+      return Error{ErrorKind::failure, "queued resource '" + qr.id + "' names host '" + name +
+                                           "', which is not in pool '" + pool.info.name + "'"};
+    }
+    targets.push_back(ssh_target(pool.info, *it));
+  }
+  remote::SshOptions o = ssh;
+  o.batch_size = std::max(o.batch_size, targets.size());
+  o.command_timeout = ssh.kill_grace + milliseconds(30000);
+  o.keep_output = true;
+  o.tty = false;
+  o.stdin_data = nullptr;
+  return remote::run_fanout(
+      remote::make_jobs(targets, stop_processes_script(qr.uid, ssh.kill_grace.count())), o, {},
+      cancel);
+}
+
+} // namespace tpuctl::provision
