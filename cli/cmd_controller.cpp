@@ -75,7 +75,7 @@ void setup_controller(CLI::App& group, Registry& registry) {
       });
   run->add_option("--interval", f->interval, "time between passes (default 2s)")->type_name("D");
   run->add_flag("--once", f->once, "one pass, then exit");
-  add_ssh_flags(*run, f->ssh, false);
+  add_ssh_policy_flags(*run, f->ssh);
   run->footer("Every tpuctl command already reconciles the pools it touches; run a controller\n"
               "when nobody may run commands for a while but time-driven transitions (valid-until,\n"
               "max-run-duration, queue advancement after a slice ends) must still happen on time.\n"
@@ -89,7 +89,7 @@ void setup_controller(CLI::App& group, Registry& registry) {
                                    TPUCTL_TRY(drive_all(ctx, *store, o, nullptr));
                                    return 0;
                                  });
-  add_ssh_flags(*drive, d->ssh, false);
+  add_ssh_policy_flags(*drive, d->ssh);
   drive->group(""); // hidden
 }
 

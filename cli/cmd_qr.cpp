@@ -281,7 +281,7 @@ void add_create(CLI::App& group, Registry& registry) {
   cmd->add_flag("--dry-run", f->dry_run, "show which hosts would become workers; change nothing");
   cmd->add_option("--timeout", f->timeout, "without --async: stop waiting after this long (exit 3)")
       ->type_name("D");
-  add_ssh_flags(*cmd, f->ssh, false);
+  add_ssh_policy_flags(*cmd, f->ssh);
   cmd->footer("Without --async, waits until the request is ACTIVE (exit 0) or FAILED (exit 1),\n"
               "printing each state on stderr. A request the pool could never hold is refused at\n"
               "once (exit 3) and nothing is stored.\n\nExamples:\n"

@@ -160,7 +160,7 @@ void add_qr_lifecycle(CLI::App& group, Registry& registry) {
   d->add_flag("--force", del->force, "also delete live nodes: kill their processes, free hosts");
   d->add_flag("--async", del->async, "return at once; a background tpuctl finishes it");
   d->add_option("--timeout", del->timeout, "stop waiting after this long (exit 3)")->type_name("D");
-  add_ssh_flags(*d, del->ssh, false);
+  add_ssh_policy_flags(*d, del->ssh);
 
   auto reset = std::make_shared<LifecycleFlags>();
   CLI::App* r = registry.add(group, "reset", "queue a SUSPENDED or FAILED request again",
@@ -169,7 +169,7 @@ void add_qr_lifecycle(CLI::App& group, Registry& registry) {
   r->add_flag("--async", reset->async, "return at once");
   r->add_option("--timeout", reset->timeout, "stop waiting after this long (exit 3)")
       ->type_name("D");
-  add_ssh_flags(*r, reset->ssh, false);
+  add_ssh_policy_flags(*r, reset->ssh);
 
   auto wait = std::make_shared<LifecycleFlags>();
   CLI::App* w = registry.add(group, "wait", "wait until a request reaches a state (or is deleted)",
@@ -178,7 +178,7 @@ void add_qr_lifecycle(CLI::App& group, Registry& registry) {
   w->add_option("--for", wait->for_condition, "state=STATE (default state=ACTIVE) or delete")
       ->type_name("COND");
   w->add_option("--timeout", wait->timeout, "give up after this long: exit 3")->type_name("D");
-  add_ssh_flags(*w, wait->ssh, false);
+  add_ssh_policy_flags(*w, wait->ssh);
   w->footer("Exit status: 0 when the condition holds, 3 on timeout, 1 when the request reaches\n"
             "FAILED instead, 4 when it does not exist (or is deleted while waiting).\n"
             "While waiting, this process applies due transitions and carries the request on.");

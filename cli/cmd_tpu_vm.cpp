@@ -103,7 +103,7 @@ void setup_tpu_vm(CLI::App& group, Registry& registry) {
                              [del](Context& ctx) { return run_node_delete(ctx, *del); });
   x->add_option("NODE", del->node, "the node id")->required();
   x->add_flag("--async", del->async, "return at once");
-  add_ssh_flags(*x, del->ssh, false);
+  add_ssh_policy_flags(*x, del->ssh);
   x->footer("Deleting the only (or last) node of a queued resource deletes the request too.");
 }
 

@@ -7,7 +7,7 @@
 
 namespace tpuctl::cli {
 
-void add_ssh_flags(CLI::App& app, SshFlags& f, bool with_output) {
+void add_ssh_policy_flags(CLI::App& app, SshFlags& f) {
   const char* group = "SSH";
   app.add_option("--batch-size", f.batch_size, "hosts in flight at once (default 64)")
       ->type_name("N")
@@ -16,15 +16,20 @@ void add_ssh_flags(CLI::App& app, SshFlags& f, bool with_output) {
                  "connect + key exchange timeout per host (default 10s)")
       ->type_name("D")
       ->group(group);
-  app.add_option("--timeout", f.timeout, "kill the remote command after this long (e.g. 5m)")
-      ->type_name("D")
-      ->group(group);
   app.add_option("--strict-host-key-checking", f.strict,
                  "yes (default): refuse unknown hosts; accept-new: record them; no")
       ->type_name("POLICY")
       ->group(group);
   app.add_option("--ssh-config", f.ssh_config, "an ssh_config to read instead of ~/.ssh/config")
       ->type_name("FILE")
+      ->group(group);
+}
+
+void add_ssh_flags(CLI::App& app, SshFlags& f, bool with_output) {
+  const char* group = "SSH";
+  add_ssh_policy_flags(app, f);
+  app.add_option("--timeout", f.timeout, "kill the remote command after this long (e.g. 5m)")
+      ->type_name("D")
       ->group(group);
   if (with_output) {
     app.add_option("--output", f.output,

@@ -26,6 +26,9 @@ struct SshFlags {
 // Declares --batch-size, --connect-timeout, --timeout, --strict-host-key-checking, and (when
 // `with_output`) --output, --stdin, --tty.
 void add_ssh_flags(CLI::App& app, SshFlags& flags, bool with_output = true);
+// Only how to connect: --batch-size, --connect-timeout, --strict-host-key-checking,
+// --ssh-config (for commands that reach hosts but run no user command: qr create, delete...).
+void add_ssh_policy_flags(CLI::App& app, SshFlags& flags);
 
 // Checks the flags (every problem reported) and builds the engine's options.
 Expected<remote::SshOptions> ssh_options(const SshFlags& flags);
