@@ -147,9 +147,12 @@ Status validate_globals(Context& ctx) {
     ctx.format = Format::json;
   } else if (f == "yaml") {
     ctx.format = Format::yaml;
+  } else if (f == "dotenv") {
+    ctx.format = Format::table; // `tpuctl env` only: its table form is the dotenv text
   } else {
-    problems.add(ErrorKind::usage,
-                 "--format: '" + f + "' is not an output format (use table, json or yaml)");
+    problems.add(ErrorKind::usage, "--format: '" + f +
+                                       "' is not an output format (use table, json or yaml; "
+                                       "dotenv for tpuctl env)");
   }
   auto level = util::parse_verbosity(ctx.globals.verbosity);
   if (!level) {

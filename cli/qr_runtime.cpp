@@ -125,8 +125,9 @@ Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, cons
   const auto start = std::chrono::steady_clock::now();
   std::string last_shown;
   FollowResult result;
-  for (;;) {
-    TPUCTL_TRY(provision::drive_pending(store, pool, options, {}, &cancel, 4));
+  // Shows the request's state (when it changed), then drives what is due, so the first line
+  // a user sees is where the request stands, not the provisioning detail that follows.
+  auto refresh = [&]() -> Status {
     TPUCTL_TRY_ASSIGN(auto found, store.find(state::queued_resource_key(pool, id)));
     result.qr.reset();
     if (found) {
@@ -150,14 +151,25 @@ Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, cons
         last_shown = shown;
       }
     }
+    return tpuctl::ok();
+  };
+  for (;;) {
+    TPUCTL_TRY(refresh());
     if (done(result.qr)) {
       result.done = true;
       return result;
+    }
+    TPUCTL_TRY_ASSIGN(int carried,
+                      provision::drive_pending(store, pool, options, {}, &cancel, 4));
+    if (carried > 0) {
+      continue; // show the new state at once
     }
     if (guard.interrupted() || cancel.cancelled()) {
       return Error(ErrorKind::interrupted, "interrupted while waiting for '" + id + "'");
     }
     if (timeout.count() > 0 && std::chrono::steady_clock::now() - start >= timeout) {
+      TPUCTL_TRY(refresh());
+      result.done = done(result.qr);
       return result;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(250));

@@ -124,13 +124,20 @@ Expected<ReconcileResult> reconcile_pool(state::StateStore& store, const std::st
     for (const auto& q : plan.changed) {
       after[q.id] = &q;
     }
+    // A request whose lease this process holds (a delete or reset that took it) is ours to
+    // carry, but needs no background driver.
+    bool orphaned = false;
     for (const auto& [id, q] : after) {
+      auto lease = lease_of(*q);
       if (needs_driver(*q, now)) {
+        result.needs_driver.push_back(id);
+        orphaned = true;
+      } else if (lease && is_own_lease(*lease)) {
         result.needs_driver.push_back(id);
       }
     }
     result.changed = plan.changed;
-    if (!result.needs_driver.empty()) {
+    if (orphaned) {
       result.driver_pools.push_back(pool);
     }
     return ops;

@@ -45,8 +45,9 @@ bool needs_driver(const QueuedResource& qr, int64_t now_ms);
 
 struct ReconcileResult {
   std::vector<QueuedResource> changed;   // what this pass changed (after the commit)
-  std::vector<std::string> needs_driver; // ids in PROVISIONING/SUSPENDING/DELETING, no live lease
-  std::vector<std::string> driver_pools; // the pools of needs_driver, each once
+  // ids in PROVISIONING/SUSPENDING/DELETING with no live lease, or a lease this process holds
+  std::vector<std::string> needs_driver;
+  std::vector<std::string> driver_pools; // pools with a request no live process carries
 };
 
 // Runs one scheduler pass on `pool` inside a transaction and commits it: record updates

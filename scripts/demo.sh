@@ -33,11 +33,21 @@ step "$tpuctl" pool local-up --hosts 8 --generation v5e --address-base 127.0.0.2
 step "$tpuctl" pool check
 
 echo
-echo "== Ship tpuctl to every host (sha256-verified) and broadcast a command"
-step "$tpuctl" pool scp "$tpuctl" "$demo/bin/tpuctl"
-step "$tpuctl" pool ssh --output grouped -- "$demo/bin/tpuctl" kernel simulate --m 1024 --n 1024 --k 1024 --format json
-step "$tpuctl" pool drain 127.0.0.5 --reason "demo: bad disk"
+echo "== A queued resource: a v5litepod-16 slice (4 workers), placed, provisioned, preflighted"
+step "$tpuctl" qr create demo-slice --accelerator-type v5litepod-16
+step "$tpuctl" qr describe demo-slice
+step "$tpuctl" env demo-slice --worker 1
+
+echo
+echo "== --worker=all: the same program on every worker, each with its own TPU_WORKER_ID"
+step "$tpuctl" ssh demo-slice --worker=all --command 'echo "worker $TPU_WORKER_ID of $TPU_WORKER_HOSTNAMES, coordinator $JAX_COORDINATOR_ADDRESS"'
+step "$tpuctl" ssh demo-slice --worker=all --output grouped -- tpuctl kernel run --m 512 --n 512 --k 512 --dtype int8 --check
+
+echo
+echo "== Drain a free host; the grid shows it"
+step "$tpuctl" pool drain 127.0.0.8 --reason "demo: bad disk"
 step "$tpuctl" pool describe
+step "$tpuctl" qr delete demo-slice --force
 
 echo
 echo "== Tear down"

@@ -30,12 +30,19 @@ struct QrEnv {
   TempDir dir;
   std::map<std::string, std::string> vars;
 
-  QrEnv(int hosts, const std::string& address_base, const std::string& generation = "v5e") {
+  // `shape`: the pool's extent in chips; empty for local-up's compact default (8 v5e hosts:
+  // 8x4 chips). Placement never rotates a slice, so a v5litepod-32 (4x8) needs "4x8".
+  QrEnv(int hosts, const std::string& address_base, const std::string& shape = "") {
     vars["HOME"] = dir.path().string();
     vars["XDG_STATE_HOME"] = (dir.path() / "state").string();
     vars["XDG_CONFIG_HOME"] = (dir.path() / "config").string();
-    auto up = run({"pool", "local-up", "--hosts", std::to_string(hosts), "--generation", generation,
-                   "--address-base", address_base, "--port", "2222"});
+    std::vector<std::string> args{"pool", "local-up", "--hosts", std::to_string(hosts),
+                                  "--generation", "v5e", "--address-base", address_base,
+                                  "--port", "2222"};
+    if (!shape.empty()) {
+      args.insert(args.end(), {"--shape", shape});
+    }
+    auto up = run(args);
     REQUIRE_MESSAGE(up.exit_code == 0, up.err);
   }
   ~QrEnv() {
@@ -168,7 +175,7 @@ TEST_CASE("qr: a v5litepod-16 becomes ACTIVE with the agent verified on its 4 wo
 
 TEST_CASE("qr: a reserved request preempts a spot slice: SUSPENDING then SUSPENDED by SERVICE, "
           "its processes killed") {
-  QrEnv env(8, "127.0.91.2");
+  QrEnv env(8, "127.0.91.2", "4x8");
   auto spot = env.run({"qr", "create", "cheap", "--accelerator-type", "v5litepod-32", "--spot"});
   REQUIRE_MESSAGE(spot.exit_code == 0, spot.err);
   const std::string uid = env.describe("cheap")["uid"];
@@ -205,7 +212,7 @@ TEST_CASE("qr: a reserved request preempts a spot slice: SUSPENDING then SUSPEND
 
 TEST_CASE("qr: valid-until fails a waiting request on time, max-run-duration suspends an ACTIVE "
           "one on time") {
-  QrEnv env(8, "127.0.92.2");
+  QrEnv env(8, "127.0.92.2", "4x8");
   auto flex = env.run({"qr", "create", "flex", "--accelerator-type", "v5litepod-32",
                        "--provisioning-model", "flex-start", "--max-run-duration", "6s"});
   REQUIRE_MESSAGE(flex.exit_code == 0, flex.err);
@@ -312,7 +319,7 @@ TEST_CASE("qr: 32 concurrent create --async for 1-host slices on 8 hosts claim e
 }
 
 TEST_CASE("qr: bad input exits 2 or 4 and leaves the state untouched; --request-id is idempotent") {
-  QrEnv env(8, "127.0.95.2");
+  QrEnv env(8, "127.0.95.2", "4x8");
   auto first = env.run_json({"qr", "create", "keep", "--accelerator-type", "v5litepod-32",
                              "--async", "--request-id", "req-1"});
   auto before = env.run_json({"qr", "list"});
@@ -348,4 +355,83 @@ TEST_CASE("qr: bad input exits 2 or 4 and leaves the state untouched; --request-
                          "--request-id", "req-1"});
   CHECK(reused.exit_code == 2);
   env.run({"qr", "wait", "keep", "--timeout", "60s", "--quiet"});
+}
+
+TEST_CASE("ssh --worker=all: each worker sees its own id, the same hostnames and the agent on "
+          "PATH; env prints what a worker gets; bad selectors exit 2, a missing target 4") {
+  QrEnv env(8, "127.0.96.2");
+  auto qr = env.run_json({"qr", "create", "s1", "--accelerator-type", "v5litepod-16"});
+  REQUIRE(qr["state"] == "ACTIVE");
+  auto hosts = worker_hosts(qr);
+  REQUIRE(hosts.size() == 4);
+  const std::string sha = qr["provisioning"]["agent_sha256"];
+
+  auto r = env.run({"ssh", "s1", "--worker=all", "--output", "jsonl", "--command",
+                    "echo \"$TPU_WORKER_ID|$TPU_WORKER_HOSTNAMES|$JAX_COORDINATOR_ADDRESS|"
+                    "$TPU_ACCELERATOR_TYPE\"; command -v tpuctl"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  std::set<std::string> ids;
+  std::set<std::string> lists;
+  for (const auto& line : tpuctl::util::split(r.out, '\n')) {
+    if (line.empty()) {
+      continue;
+    }
+    json rec = json::parse(line);
+    CHECK(rec["exit_code"] == 0);
+    auto out = tpuctl::util::split(rec["stdout"].get<std::string>(), '\n');
+    REQUIRE(out.size() >= 2);
+    auto fields = tpuctl::util::split(out[0], '|');
+    REQUIRE(fields.size() == 4);
+    ids.insert(fields[0]);
+    lists.insert(fields[1]);
+    // Worker N runs on the host the record names as worker N.
+    CHECK(rec["host"] == hosts[static_cast<size_t>(std::stoi(fields[0]))]);
+    CHECK(fields[2].ends_with(":8476"));
+    CHECK(fields[3] == "v5litepod-16");
+    CHECK(out[1].find(sha) != std::string::npos); // the verified agent comes first on PATH
+  }
+  CHECK(ids == std::set<std::string>{"0", "1", "2", "3"});
+  CHECK(lists.size() == 1);
+
+  // The kernel on every worker, through the shipped agent.
+  auto kernel = env.run({"ssh", "s1", "--worker=all", "--output", "grouped", "--", "tpuctl",
+                         "kernel", "run", "--m", "48", "--n", "40", "--k", "72", "--dtype", "int8",
+                         "--reps", "1", "--check"});
+  CHECK_MESSAGE(kernel.exit_code == 0, kernel.err);
+
+  // A value with shell syntax arrives literally and runs nothing.
+  const std::string marker = (env.dir.path() / "pwned").string();
+  auto hostile = env.run({"ssh", "s1", "--worker=1", "--env", "PAYLOAD=$(touch " + marker + ")",
+                          "--command", "printf '%s' \"$PAYLOAD\""});
+  CHECK_MESSAGE(hostile.exit_code == 0, hostile.err);
+  CHECK(hostile.out.find("$(touch " + marker + ")") != std::string::npos);
+  CHECK(!std::filesystem::exists(marker));
+
+  // env: the same environment, offline, as json and as dotenv a shell can source.
+  auto w2 = env.run_json({"env", "s1", "--worker", "2"});
+  CHECK(w2["TPU_WORKER_ID"] == "2");
+  CHECK(w2["TPU_WORKER_HOSTNAMES"] == *lists.begin());
+  CHECK(w2["TPU_SKIP_MDS_QUERY"] == "1");
+  auto dotenv = env.run({"env", "s1", "--worker", "2", "--env-profile", "torchrun"});
+  REQUIRE(dotenv.exit_code == 0);
+  const auto file = env.dir.path() / "worker.env";
+  std::ofstream(file) << dotenv.out;
+  auto sourced = tpuctl::util::run_process(
+      {"bash", "-c", "set -a; . \"$1\"; set +a; echo \"$RANK $WORLD_SIZE $TPU_WORKER_ID\"", "_",
+       file.string()});
+  REQUIRE(sourced);
+  CHECK(sourced->out == "2 4 2\n");
+
+  // Bad input: exit 2 or 4, nothing changes.
+  auto before = env.run_json({"qr", "list"});
+  auto same = env.run({"ssh", "s1", "--worker=2-2", "--command", "true"});
+  CHECK(same.exit_code == 2);
+  CHECK(same.err.find("'2-2'") != std::string::npos);
+  CHECK(env.run({"ssh", "s1", "--worker=4", "--command", "true"}).exit_code == 2);
+  CHECK(env.run({"ssh", "s1", "--worker=all"}).exit_code == 2); // no command
+  CHECK(env.run({"ssh", "nope", "--command", "true"}).exit_code == 4);
+  CHECK(env.run({"env", "s1", "--worker", "all"}).exit_code == 2);
+  CHECK(env.run({"env", "s1", "--env", "TPU_WORKER_ID=7"}).exit_code == 2);
+  CHECK(env.run_json({"qr", "list"}) == before);
+  env.run({"qr", "delete", "s1", "--force", "--quiet"});
 }

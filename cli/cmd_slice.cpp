@@ -1,0 +1,201 @@
+// tpuctl ssh / env: `gcloud compute tpus tpu-vm ssh --worker=all` on the workers of a queued
+// resource or node, with the worker environment (provision/worker_env) in front of every command.
+// `env` prints exactly what one worker gets, without connecting, so launch scripts can be tested
+// anywhere. Both build the environment through provision/slice_env, as provisioning does.
+#include <iostream>
+#include <iterator>
+
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "cli/ssh_flags.hpp"
+#include "cli/state_access.hpp"
+#include "provision/pools.hpp"
+#include "provision/queued_resource.hpp"
+#include "provision/slice_env.hpp"
+#include "provision/worker_env.hpp"
+#include "provision/worker_select.hpp"
+#include "remote/fanout.hpp"
+#include "util/shell_quote.hpp"
+#include "util/strings.hpp"
+
+namespace tpuctl::cli {
+
+namespace {
+
+struct SliceFlags {
+  std::string target;
+  std::string worker = "0";
+  std::string node = "all";
+  std::vector<std::string> env;
+  std::string env_profile = "none";
+  std::string command;
+  std::vector<std::string> argv;
+  SshFlags ssh;
+};
+
+// One worker to reach: its ssh target and its environment.
+struct WorkerPlan {
+  std::string node;
+  int worker = 0;
+  remote::SshTarget target;
+  provision::EnvVars env;
+  std::string agent_dir;
+};
+
+Expected<provision::EnvVars> parse_user_env(const std::vector<std::string>& items) {
+  provision::EnvVars out;
+  ErrorList problems;
+  for (const auto& item : items) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      problems.add(ErrorKind::usage, "--env '" + util::printable(item) +
+                                         "' is not KEY=VALUE (e.g. --env XLA_FLAGS=--xla_dump_to=/tmp)");
+      continue;
+    }
+    out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+  }
+  if (!problems.empty()) {
+    return problems.combined();
+  }
+  return out;
+}
+
+// The workers `f` selects, each with its environment. Refuses a slice that is not ACTIVE.
+Expected<std::vector<WorkerPlan>> plan_workers(Context& ctx, const SliceFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto user_env, parse_user_env(f.env));
+  TPUCTL_TRY_ASSIGN(auto profile, provision::parse_env_profile(f.env_profile));
+  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto target, provision::resolve_target(*store, pool, f.target));
+  const provision::QueuedResource& qr = target.qr;
+  if (qr.state != provision::QrState::active || qr.nodes.empty()) {
+    return Error(ErrorKind::failure,
+                 "queued resource '" + qr.id + "' is " + std::string(to_string(qr.state)) +
+                     ", not ACTIVE: its workers cannot be reached (see 'tpuctl qr describe " +
+                     qr.id + "')");
+  }
+  std::vector<int> nodes = target.node_indices;
+  if (f.node != "all") {
+    nodes.clear();
+    for (int i : target.node_indices) {
+      if (qr.nodes[static_cast<size_t>(i)].id == f.node) {
+        nodes.push_back(i);
+      }
+    }
+    if (nodes.empty()) {
+      return Error(ErrorKind::not_found,
+                   "--node '" + util::printable(f.node) + "' is not a node of '" + f.target +
+                       "' (nodes: " + util::join(qr.node_ids, ", ") + ")",
+                   "not_found");
+    }
+  }
+  TPUCTL_TRY_ASSIGN(auto view, provision::load_pool(*store, pool));
+  const int workers = static_cast<int>(qr.nodes[static_cast<size_t>(nodes[0])].workers.size());
+  TPUCTL_TRY_ASSIGN(auto selected, provision::parse_worker_selection(f.worker, workers));
+  std::vector<WorkerPlan> plans;
+  for (int n : nodes) {
+    for (int w : selected) {
+      TPUCTL_TRY_ASSIGN(auto input, provision::slice_env_input(qr, n, w, view));
+      TPUCTL_TRY_ASSIGN(auto host, provision::worker_host(qr, n, w, view));
+      TPUCTL_TRY_ASSIGN(auto env, provision::worker_env(input, w, profile, user_env));
+      WorkerPlan p;
+      p.node = qr.nodes[static_cast<size_t>(n)].id;
+      p.worker = w;
+      p.target = provision::ssh_target(view.info, host);
+      p.env = std::move(env);
+      p.agent_dir = input.agent_dir;
+      plans.push_back(std::move(p));
+    }
+  }
+  return plans;
+}
+
+void add_env_flags(CLI::App& cmd, SliceFlags& f) {
+  cmd.add_option("TARGET", f.target, "a queued resource (all its nodes) or one node")->required();
+  cmd.add_option("--node", f.node, "all (default) or a node id of the queued resource")
+      ->type_name("ID");
+  cmd.add_option("--env", f.env, "add KEY=VALUE to every worker's environment (repeatable)")
+      ->type_name("K=V");
+  cmd.add_option("--env-profile", f.env_profile,
+                 "also export torchrun, slurm or skypilot variables (default none)")
+      ->type_name("P");
+}
+
+Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
+  if (f.command.empty() == f.argv.empty()) {
+    return usage_error("give the command either as --command 'CMD' or after '--' (not both)");
+  }
+  TPUCTL_TRY_ASSIGN(auto options, ssh_options(f.ssh));
+  TPUCTL_TRY_ASSIGN(auto mode, parse_fanout_output(f.ssh.output));
+  TPUCTL_TRY_ASSIGN(auto plans, plan_workers(ctx, f));
+  const std::string command = f.command.empty() ? util::shell_join(f.argv) : f.command;
+  std::vector<remote::Job> jobs;
+  for (const auto& p : plans) {
+    remote::Job job;
+    job.target = p.target;
+    if (plans.size() > 1 && p.node != plans.front().node) {
+      job.target.name = p.node + "/" + (p.target.name.empty() ? p.target.address : p.target.name);
+    }
+    job.command = provision::env_command_prefix(p.env, p.agent_dir) + command;
+    job.index = jobs.size();
+    jobs.push_back(std::move(job));
+  }
+  if (f.ssh.stdin_broadcast) {
+    options.stdin_data = std::make_shared<const std::string>(
+        std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  }
+  options.keep_output = mode != FanoutOutput::prefixed;
+  remote::CancelToken token;
+  InterruptGuard guard(token);
+  FanoutPrinter printer(mode, ctx.stdout_stream(), ctx.stderr_stream());
+  TPUCTL_TRY_ASSIGN(auto results, remote::run_fanout(jobs, options, printer.callbacks(), &token));
+  printer.finish(results);
+  return guard.interrupted() ? 130 : broadcast_exit_status(results);
+}
+
+Expected<int> run_env(Context& ctx, const SliceFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto plans, plan_workers(ctx, f));
+  if (plans.size() != 1) {
+    return usage_error("tpuctl env shows one worker: give --worker N (and --node ID for a queued "
+                       "resource with several nodes)");
+  }
+  const auto& p = plans.front();
+  Json vars = Json::object();
+  for (const auto& [k, v] : p.env) {
+    vars[k] = v;
+  }
+  emit(ctx, vars, [&](std::ostream& os, const Json&) { os << provision::to_dotenv(p.env); });
+  return 0;
+}
+
+} // namespace
+
+void setup_ssh(CLI::App& group, Registry& registry) {
+  auto f = std::make_shared<SliceFlags>();
+  registry.bind(group, [f](Context& ctx) { return run_ssh(ctx, *f); });
+  add_env_flags(group, *f);
+  group.add_option("--worker", f->worker, "all, N, a list (0,2) or a range (1-3); default 0")
+      ->type_name("W");
+  group.add_option("--command", f->command, "the command line, run by each worker's login shell")
+      ->type_name("CMD");
+  group.add_option("CMD", f->argv, "after '--': the command and its arguments (quoted for you)");
+  add_ssh_flags(group, f->ssh);
+  group.footer("Every command runs with the worker environment (TPU_WORKER_ID,\n"
+               "TPU_WORKER_HOSTNAMES, JAX_COORDINATOR_ADDRESS, ...; see 'tpuctl env') and the\n"
+               "agent's directory first on PATH. Exit status: 0 when every worker succeeded,\n"
+               "else the first failing worker's (255 unreachable, 124 timed out).\n\nExamples:\n"
+               "  tpuctl ssh qr-1 --worker=all -- tpuctl kernel run --m 512 --n 512 --k 512\n"
+               "  tpuctl ssh qr-1 --worker=1-3 --output=jsonl --command 'echo $TPU_WORKER_ID'");
+}
+
+void setup_env(CLI::App& group, Registry& registry) {
+  auto f = std::make_shared<SliceFlags>();
+  registry.bind(group, [f](Context& ctx) { return run_env(ctx, *f); });
+  add_env_flags(group, *f);
+  group.add_option("--worker", f->worker, "the worker to show (default 0)")->type_name("N");
+  group.footer("Prints, without connecting, the environment `tpuctl ssh` gives that worker:\n"
+               "KEY='value' lines by default (--format dotenv), or --format json.\n"
+               "  set -a; . ./worker.env; set +a   reproduces it in a shell.");
+}
+
+} // namespace tpuctl::cli
