@@ -5,6 +5,7 @@
 
 #include "agent/probe.hpp"
 #include "cli/commands.hpp"
+#include "cli/copy_files.hpp"
 #include "cli/output.hpp"
 #include "cli/ssh_flags.hpp"
 #include "cli/state_access.hpp"
@@ -119,6 +120,7 @@ struct ScpOptions {
   SshFlags ssh;
   std::string hosts;
   std::vector<std::string> paths;
+  bool recurse = false;
 };
 
 void add_scp(CLI::App& group, Registry& registry) {
@@ -134,43 +136,12 @@ void add_scp(CLI::App& group, Registry& registry) {
         std::vector<std::string> sources(o->paths.begin(), o->paths.end() - 1);
         TPUCTL_TRY_ASSIGN(auto options, ssh_options(o->ssh));
         TPUCTL_TRY_ASSIGN(auto sel, select_hosts(ctx, o->hosts));
-        bool into_dir = sources.size() > 1 || dest.back() == '/';
-        remote::CancelToken token;
-        InterruptGuard guard(token);
-        int status = 0;
-        Json summary = Json::array();
-        for (const auto& src : sources) {
-          std::string name = std::filesystem::path(src).filename().string();
-          std::string target = into_dir ? (dest.back() == '/' ? dest : dest + "/") + name : dest;
-          remote::PushOptions push;
-          push.local_path = src;
-          FanoutPrinter printer(FanoutOutput::prefixed, ctx.stdout_stream(), ctx.stderr_stream());
-          TPUCTL_TRY_ASSIGN(auto results,
-                            remote::push_file(remote::make_push_jobs(sel.targets, target), push,
-                                              options, printer.callbacks(), &token));
-          printer.finish(results);
-          int s = finish_broadcast(guard, results);
-          status = status ? status : s;
-          size_t ok =
-              static_cast<size_t>(std::count_if(results.begin(), results.end(), [](const auto& r) {
-                return r.outcome == remote::Outcome::ok;
-              }));
-          summary.push_back(Json{
-              {"source", src}, {"destination", target}, {"hosts", results.size()}, {"copied", ok}});
-          if (guard.interrupted()) {
-            break;
-          }
-        }
-        emit_list(ctx, summary,
-                  {{"source", "source"},
-                   {"destination", "destination"},
-                   {"hosts", "hosts"},
-                   {"copied", "copied"}});
-        return status;
+        return copy_files(ctx, sel.targets, sources, dest, o->recurse, options);
       });
   cmd->add_option("PATHS", o->paths, "SRC... DEST: local files, then the remote path")->required();
   cmd->add_option("--hosts", o->hosts, "hosts to use: names, ranges, comma lists (default all)")
       ->type_name("SPEC");
+  cmd->add_flag("--recurse", o->recurse, "copy directories with their whole tree");
   add_ssh_flags(*cmd, o->ssh, false);
 }
 

@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "cli/commands.hpp"
+#include "cli/copy_files.hpp"
 #include "cli/output.hpp"
 #include "cli/ssh_flags.hpp"
 #include "cli/state_access.hpp"
@@ -30,6 +31,8 @@ struct SliceFlags {
   std::string env_profile = "none";
   std::string command;
   std::vector<std::string> argv;
+  std::vector<std::string> paths; // scp: SRC... TARGET:DEST
+  bool recurse = false;
   SshFlags ssh;
 };
 
@@ -168,7 +171,46 @@ Expected<int> run_env(Context& ctx, const SliceFlags& f) {
   return 0;
 }
 
+Expected<int> run_scp(Context& ctx, SliceFlags f) {
+  if (f.paths.size() < 2) {
+    return usage_error("give at least one SRC and a TARGET:DEST (e.g. tpuctl scp data.bin "
+                       "qr-1:~/data/ --worker=all)");
+  }
+  const std::string& last = f.paths.back();
+  auto colon = last.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == last.size()) {
+    return usage_error("'" + util::printable(last) +
+                       "' is not TARGET:DEST (a queued resource or node, ':', a remote path)");
+  }
+  f.target = last.substr(0, colon);
+  const std::string dest = last.substr(colon + 1);
+  std::vector<std::string> sources(f.paths.begin(), f.paths.end() - 1);
+  TPUCTL_TRY_ASSIGN(auto options, ssh_options(f.ssh));
+  TPUCTL_TRY_ASSIGN(auto plans, plan_workers(ctx, f));
+  std::vector<remote::SshTarget> targets;
+  for (const auto& p : plans) {
+    targets.push_back(p.target);
+  }
+  return copy_files(ctx, targets, sources, dest, f.recurse, options);
+}
+
 } // namespace
+
+void setup_scp(CLI::App& group, Registry& registry) {
+  auto f = std::make_shared<SliceFlags>();
+  registry.bind(group, [f](Context& ctx) { return run_scp(ctx, *f); });
+  group.add_option("PATHS", f->paths, "SRC... TARGET:DEST (TARGET a queued resource or node)")
+      ->required();
+  group.add_option("--worker", f->worker, "all, N, a list (0,2) or a range (1-3); default 0")
+      ->type_name("W");
+  group.add_option("--node", f->node, "all (default) or a node id of the queued resource")
+      ->type_name("ID");
+  group.add_flag("--recurse", f->recurse, "copy directories with their whole tree");
+  add_ssh_flags(group, f->ssh, false);
+  group.footer("Each file is streamed to every selected worker, checked by sha256 on the worker,\n"
+               "then renamed into place with its mode. Example:\n"
+               "  tpuctl scp ./model qr-1:~/ --worker=all --recurse");
+}
 
 void setup_ssh(CLI::App& group, Registry& registry) {
   auto f = std::make_shared<SliceFlags>();

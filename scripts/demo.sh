@@ -35,7 +35,6 @@ step "$tpuctl" pool check
 echo
 echo "== A queued resource: a v5litepod-16 slice (4 workers), placed, provisioned, preflighted"
 step "$tpuctl" qr create demo-slice --accelerator-type v5litepod-16
-step "$tpuctl" qr describe demo-slice
 step "$tpuctl" env demo-slice --worker 1
 
 echo

@@ -422,6 +422,23 @@ TEST_CASE("ssh --worker=all: each worker sees its own id, the same hostnames and
   REQUIRE(sourced);
   CHECK(sourced->out == "2 4 2\n");
 
+  // scp --recurse: a tree reaches every selected worker, verified (the local pool's hosts
+  // share this machine's filesystem, so the summary's per-file host count is what tells).
+  const auto tree = env.dir.path() / "model";
+  std::filesystem::create_directories(tree / "shards");
+  std::ofstream(tree / "config.json") << "{\"layers\": 2}\n";
+  std::ofstream(tree / "shards" / "0.bin") << std::string(70000, 'x');
+  const std::string dest = (env.dir.path() / "copied").string() + "/";
+  auto copied = env.run_json({"scp", tree.string(), "s1:" + dest, "--worker=all", "--recurse"});
+  REQUIRE(copied.size() == 2);
+  for (const auto& row : copied) {
+    CHECK(row["hosts"] == 4);
+    CHECK(row["copied"] == 4);
+  }
+  CHECK(read_file(env.dir.path() / "copied" / "model" / "shards" / "0.bin").size() == 70000);
+  CHECK(env.run({"scp", tree.string(), "s1:" + dest}).exit_code == 2); // a directory needs -r
+  CHECK(env.run({"scp", tree.string(), "nocolon"}).exit_code == 2);
+
   // Bad input: exit 2 or 4, nothing changes.
   auto before = env.run_json({"qr", "list"});
   auto same = env.run({"ssh", "s1", "--worker=2-2", "--command", "true"});

@@ -1,0 +1,110 @@
+#include "cli/copy_files.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "cli/fanout_output.hpp"
+#include "cli/output.hpp"
+#include "cli/ssh_flags.hpp"
+#include "remote/push.hpp"
+#include "util/strings.hpp"
+
+namespace tpuctl::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct FileCopy {
+  fs::path local;
+  std::string remote;
+};
+
+// Every regular file to send, with its remote path. Reports every bad source.
+Expected<std::vector<FileCopy>> plan_copies(const std::vector<std::string>& sources,
+                                            const std::string& dest, bool recurse) {
+  ErrorList problems;
+  bool any_dir = false;
+  for (const auto& src : sources) {
+    std::error_code ec;
+    auto st = fs::status(src, ec);
+    if (ec || !fs::exists(st)) {
+      problems.add(ErrorKind::usage, "source '" + util::printable(src) + "' does not exist");
+    } else if (fs::is_directory(st)) {
+      any_dir = true;
+      if (!recurse) {
+        problems.add(ErrorKind::usage, "source '" + util::printable(src) +
+                                           "' is a directory: add --recurse to copy its tree");
+      }
+    }
+  }
+  if (!problems.empty()) {
+    return problems.combined();
+  }
+  const bool into_dir = sources.size() > 1 || any_dir || dest.back() == '/';
+  const std::string base = dest.back() == '/' ? dest : dest + "/";
+  std::vector<FileCopy> copies;
+  for (const auto& src : sources) {
+    fs::path p(src);
+    std::string name = p.lexically_normal().filename().string();
+    if (name.empty()) {
+      name = p.lexically_normal().parent_path().filename().string();
+    }
+    if (!fs::is_directory(p)) {
+      copies.push_back({p, into_dir ? base + name : dest});
+      continue;
+    }
+    std::vector<FileCopy> tree;
+    for (const auto& entry : fs::recursive_directory_iterator(p)) {
+      if (entry.is_regular_file()) {
+        tree.push_back({entry.path(), base + name + "/" +
+                                          fs::relative(entry.path(), p).generic_string()});
+      }
+    }
+    std::sort(tree.begin(), tree.end(),
+              [](const FileCopy& a, const FileCopy& b) { return a.remote < b.remote; });
+    copies.insert(copies.end(), tree.begin(), tree.end());
+  }
+  return copies;
+}
+
+} // namespace
+
+Expected<int> copy_files(Context& ctx, const std::vector<remote::SshTarget>& targets,
+                         const std::vector<std::string>& sources, const std::string& dest,
+                         bool recurse, const remote::SshOptions& options) {
+  if (sources.empty() || dest.empty()) {
+    return usage_error("give at least one SRC and a DEST (e.g. a.txt ~/data/)");
+  }
+  TPUCTL_TRY_ASSIGN(auto copies, plan_copies(sources, dest, recurse));
+  remote::CancelToken token;
+  InterruptGuard guard(token);
+  int status = 0;
+  Json summary = Json::array();
+  for (const auto& c : copies) {
+    remote::PushOptions push;
+    push.local_path = c.local;
+    FanoutPrinter printer(FanoutOutput::prefixed, ctx.stdout_stream(), ctx.stderr_stream());
+    TPUCTL_TRY_ASSIGN(auto results,
+                      remote::push_file(remote::make_push_jobs(targets, c.remote), push, options,
+                                        printer.callbacks(), &token));
+    printer.finish(results);
+    int s = guard.interrupted() ? 130 : broadcast_exit_status(results);
+    status = status ? status : s;
+    auto ok = std::count_if(results.begin(), results.end(),
+                            [](const auto& r) { return r.outcome == remote::Outcome::ok; });
+    summary.push_back(Json{{"source", c.local.string()},
+                           {"destination", c.remote},
+                           {"hosts", results.size()},
+                           {"copied", ok}});
+    if (guard.interrupted()) {
+      break;
+    }
+  }
+  emit_list(ctx, summary,
+            {{"source", "source"}, {"destination", "destination"}, {"hosts", "hosts"},
+             {"copied", "copied"}});
+  return status;
+}
+
+} // namespace tpuctl::cli
