@@ -128,8 +128,8 @@ Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
   if (f.command.empty() == f.argv.empty()) {
     return usage_error("give the command either as --command 'CMD' or after '--' (not both)");
   }
-  TPUCTL_TRY_ASSIGN(auto options, ssh_options(f.ssh));
-  TPUCTL_TRY_ASSIGN(auto mode, parse_fanout_output(f.ssh.output));
+  TPUCTL_TRY(ssh_options(f.ssh)); // flag errors before any lookup
+  TPUCTL_TRY(parse_fanout_output(f.ssh.output));
   TPUCTL_TRY_ASSIGN(auto plans, plan_workers(ctx, f));
   const std::string command = f.command.empty() ? util::shell_join(f.argv) : f.command;
   std::vector<remote::Job> jobs;
@@ -143,17 +143,7 @@ Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
     job.index = jobs.size();
     jobs.push_back(std::move(job));
   }
-  if (f.ssh.stdin_broadcast) {
-    options.stdin_data = std::make_shared<const std::string>(
-        std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  }
-  options.keep_output = mode != FanoutOutput::prefixed;
-  remote::CancelToken token;
-  InterruptGuard guard(token);
-  FanoutPrinter printer(mode, ctx.stdout_stream(), ctx.stderr_stream());
-  TPUCTL_TRY_ASSIGN(auto results, remote::run_fanout(jobs, options, printer.callbacks(), &token));
-  printer.finish(results);
-  return guard.interrupted() ? 130 : broadcast_exit_status(results);
+  return run_broadcast(ctx, jobs, f.ssh);
 }
 
 Expected<int> run_env(Context& ctx, const SliceFlags& f) {

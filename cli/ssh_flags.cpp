@@ -2,6 +2,10 @@
 
 #include <atomic>
 #include <csignal>
+#include <iostream>
+#include <iterator>
+
+#include "remote/fanout.hpp"
 
 #include "util/strings.hpp"
 
@@ -121,6 +125,23 @@ InterruptGuard::~InterruptGuard() {
 
 bool InterruptGuard::interrupted() const {
   return g_interrupted.load();
+}
+
+Expected<int> run_broadcast(Context& ctx, const std::vector<remote::Job>& jobs,
+                            const SshFlags& flags) {
+  TPUCTL_TRY_ASSIGN(auto options, ssh_options(flags));
+  TPUCTL_TRY_ASSIGN(auto mode, parse_fanout_output(flags.output));
+  if (flags.stdin_broadcast) {
+    options.stdin_data = std::make_shared<const std::string>(
+        std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  }
+  options.keep_output = mode != FanoutOutput::prefixed;
+  remote::CancelToken token;
+  InterruptGuard guard(token);
+  FanoutPrinter printer(mode, ctx.stdout_stream(), ctx.stderr_stream());
+  TPUCTL_TRY_ASSIGN(auto results, remote::run_fanout(jobs, options, printer.callbacks(), &token));
+  printer.finish(results);
+  return guard.interrupted() ? 130 : broadcast_exit_status(results);
 }
 
 } // namespace tpuctl::cli

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/context.hpp"
 #include "cli/fanout_output.hpp"
 #include "provision/pools.hpp"
 #include "remote/ssh_types.hpp"
@@ -33,6 +34,13 @@ void add_ssh_policy_flags(CLI::App& app, SshFlags& flags);
 // Checks the flags (every problem reported) and builds the engine's options.
 Expected<remote::SshOptions> ssh_options(const SshFlags& flags);
 
+
+// Runs a user's command broadcast (`pool ssh`, `tpuctl ssh`): reads stdin first when
+// `flags.stdin_broadcast`, prints live in `flags.output` mode, then the failure report.
+// Returns the broadcast exit status (130 when interrupted). Errors: usage for a bad --output
+// or SSH flag, and the engine's.
+Expected<int> run_broadcast(Context& ctx, const std::vector<remote::Job>& jobs,
+                            const SshFlags& flags);
 
 // Installs SIGINT/SIGTERM handlers that cancel `token` for the lifetime of this object.
 class InterruptGuard {
