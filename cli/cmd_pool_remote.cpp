@@ -91,11 +91,12 @@ void add_ssh(CLI::App& group, Registry& registry) {
         if (o->command.empty() == o->argv.empty()) {
           return usage_error("give the command either as --command 'CMD' or after '--' (not both)");
         }
-        TPUCTL_TRY(ssh_options(o->ssh)); // flag errors before any lookup
-        TPUCTL_TRY(parse_fanout_output(o->ssh.output));
+        TPUCTL_TRY_ASSIGN(auto options, ssh_options(o->ssh));
+        TPUCTL_TRY_ASSIGN(auto mode, parse_fanout_output(o->ssh.output));
         TPUCTL_TRY_ASSIGN(auto sel, select_hosts(ctx, o->hosts));
         std::string command = o->command.empty() ? util::shell_join(o->argv) : o->command;
-        return run_broadcast(ctx, remote::make_jobs(sel.targets, command), o->ssh);
+        return run_broadcast(ctx, remote::make_jobs(sel.targets, command), options, mode,
+                             o->ssh.stdin_broadcast);
       });
   cmd->add_option("--hosts", o->hosts, "hosts to use: names, ranges, comma lists (default all)")
       ->type_name("SPEC");

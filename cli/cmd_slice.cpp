@@ -2,9 +2,6 @@
 // resource or node, with the worker environment (provision/worker_env) in front of every command.
 // `env` prints exactly what one worker gets, without connecting, so launch scripts can be tested
 // anywhere. Both build the environment through provision/slice_env, as provisioning does.
-#include <iostream>
-#include <iterator>
-
 #include "cli/commands.hpp"
 #include "cli/copy_files.hpp"
 #include "cli/output.hpp"
@@ -113,10 +110,17 @@ Expected<std::vector<WorkerPlan>> plan_workers(Context& ctx, const SliceFlags& f
   return plans;
 }
 
-void add_env_flags(CLI::App& cmd, SliceFlags& f) {
-  cmd.add_option("TARGET", f.target, "a queued resource (all its nodes) or one node")->required();
+// --worker and --node: which workers of the target a command reaches.
+void add_selection_flags(CLI::App& cmd, SliceFlags& f, const std::string& worker_help) {
+  cmd.add_option("--worker", f.worker, worker_help)->type_name("W");
   cmd.add_option("--node", f.node, "all (default) or a node id of the queued resource")
       ->type_name("ID");
+}
+
+// TARGET, the selection, and what is added to the worker environment (ssh, env).
+void add_env_flags(CLI::App& cmd, SliceFlags& f, const std::string& worker_help) {
+  cmd.add_option("TARGET", f.target, "a queued resource (all its nodes) or one node")->required();
+  add_selection_flags(cmd, f, worker_help);
   cmd.add_option("--env", f.env, "add KEY=VALUE to every worker's environment (repeatable)")
       ->type_name("K=V");
   cmd.add_option("--env-profile", f.env_profile,
@@ -124,12 +128,14 @@ void add_env_flags(CLI::App& cmd, SliceFlags& f) {
       ->type_name("P");
 }
 
+const char* const k_worker_help = "all, N, a list (0,2) or a range (1-3); default 0";
+
 Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
   if (f.command.empty() == f.argv.empty()) {
     return usage_error("give the command either as --command 'CMD' or after '--' (not both)");
   }
-  TPUCTL_TRY(ssh_options(f.ssh)); // flag errors before any lookup
-  TPUCTL_TRY(parse_fanout_output(f.ssh.output));
+  TPUCTL_TRY_ASSIGN(auto options, ssh_options(f.ssh));
+  TPUCTL_TRY_ASSIGN(auto mode, parse_fanout_output(f.ssh.output));
   TPUCTL_TRY_ASSIGN(auto plans, plan_workers(ctx, f));
   const std::string command = f.command.empty() ? util::shell_join(f.argv) : f.command;
   std::vector<remote::Job> jobs;
@@ -143,7 +149,7 @@ Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
     job.index = jobs.size();
     jobs.push_back(std::move(job));
   }
-  return run_broadcast(ctx, jobs, f.ssh);
+  return run_broadcast(ctx, jobs, options, mode, f.ssh.stdin_broadcast);
 }
 
 Expected<int> run_env(Context& ctx, const SliceFlags& f) {
@@ -191,10 +197,7 @@ void setup_scp(CLI::App& group, Registry& registry) {
   registry.bind(group, [f](Context& ctx) { return run_scp(ctx, *f); });
   group.add_option("PATHS", f->paths, "SRC... TARGET:DEST (TARGET a queued resource or node)")
       ->required();
-  group.add_option("--worker", f->worker, "all, N, a list (0,2) or a range (1-3); default 0")
-      ->type_name("W");
-  group.add_option("--node", f->node, "all (default) or a node id of the queued resource")
-      ->type_name("ID");
+  add_selection_flags(group, *f, k_worker_help);
   group.add_flag("--recurse", f->recurse, "copy directories with their whole tree");
   add_ssh_flags(group, f->ssh, false);
   group.footer("Each file is streamed to every selected worker, checked by sha256 on the worker,\n"
@@ -205,9 +208,7 @@ void setup_scp(CLI::App& group, Registry& registry) {
 void setup_ssh(CLI::App& group, Registry& registry) {
   auto f = std::make_shared<SliceFlags>();
   registry.bind(group, [f](Context& ctx) { return run_ssh(ctx, *f); });
-  add_env_flags(group, *f);
-  group.add_option("--worker", f->worker, "all, N, a list (0,2) or a range (1-3); default 0")
-      ->type_name("W");
+  add_env_flags(group, *f, k_worker_help);
   group.add_option("--command", f->command, "the command line, run by each worker's login shell")
       ->type_name("CMD");
   group.add_option("CMD", f->argv, "after '--': the command and its arguments (quoted for you)");
@@ -223,8 +224,7 @@ void setup_ssh(CLI::App& group, Registry& registry) {
 void setup_env(CLI::App& group, Registry& registry) {
   auto f = std::make_shared<SliceFlags>();
   registry.bind(group, [f](Context& ctx) { return run_env(ctx, *f); });
-  add_env_flags(group, *f);
-  group.add_option("--worker", f->worker, "the worker to show (default 0)")->type_name("N");
+  add_env_flags(group, *f, "the worker to show (default 0)");
   group.footer("Prints, without connecting, the environment `tpuctl ssh` gives that worker:\n"
                "KEY='value' lines by default (--format dotenv), or --format json.\n"
                "  set -a; . ./worker.env; set +a   reproduces it in a shell.");

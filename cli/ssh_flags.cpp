@@ -128,10 +128,8 @@ bool InterruptGuard::interrupted() const {
 }
 
 Expected<int> run_broadcast(Context& ctx, const std::vector<remote::Job>& jobs,
-                            const SshFlags& flags) {
-  TPUCTL_TRY_ASSIGN(auto options, ssh_options(flags));
-  TPUCTL_TRY_ASSIGN(auto mode, parse_fanout_output(flags.output));
-  if (flags.stdin_broadcast) {
+                            remote::SshOptions options, FanoutOutput mode, bool stdin_broadcast) {
+  if (stdin_broadcast) {
     options.stdin_data = std::make_shared<const std::string>(
         std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }

@@ -35,12 +35,12 @@ void add_ssh_policy_flags(CLI::App& app, SshFlags& flags);
 Expected<remote::SshOptions> ssh_options(const SshFlags& flags);
 
 
-// Runs a user's command broadcast (`pool ssh`, `tpuctl ssh`): reads stdin first when
-// `flags.stdin_broadcast`, prints live in `flags.output` mode, then the failure report.
-// Returns the broadcast exit status (130 when interrupted). Errors: usage for a bad --output
-// or SSH flag, and the engine's.
+// Runs a user's command broadcast (`pool ssh`, `tpuctl ssh`) with the options and output mode
+// the caller parsed from its flags: reads stdin first when `stdin_broadcast`, prints live, then
+// the failure report. Returns the broadcast exit status (130 when interrupted). Errors: the
+// engine's.
 Expected<int> run_broadcast(Context& ctx, const std::vector<remote::Job>& jobs,
-                            const SshFlags& flags);
+                            remote::SshOptions options, FanoutOutput mode, bool stdin_broadcast);
 
 // Installs SIGINT/SIGTERM handlers that cancel `token` for the lifetime of this object.
 class InterruptGuard {

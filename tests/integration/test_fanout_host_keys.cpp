@@ -251,9 +251,15 @@ TEST_CASE("remote::run_fanout authenticates through ssh-agent when no identity f
   }
   util::ProcessOptions with_sock;
   with_sock.env_set = {{"SSH_AUTH_SOCK", sock}};
+  // The socket file appears at bind(), before the agent listens: ssh-add exits 2 ("could not
+  // open a connection") until then, so retry that case for up to 2 s.
   auto add = util::run_process({"ssh-add", "-q", pool().pool().client_key.string()}, with_sock);
+  for (int i = 0; i < 100 && add && add->exit_code == 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    add = util::run_process({"ssh-add", "-q", pool().pool().client_key.string()}, with_sock);
+  }
   REQUIRE(add);
-  REQUIRE(add->exit_code == 0);
+  REQUIRE_MESSAGE(add->exit_code == 0, add->err);
 
   auto targets = pool().targets();
   targets.resize(3);
