@@ -4,7 +4,9 @@
 // others, restarts, delete leaves nothing running, clusters refuse to go while workloads run,
 // and bad input changes nothing.
 #include <csignal>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <doctest/doctest.h>
@@ -58,6 +60,21 @@ struct ClusterEnv : QrEnv {
     return uid;
   }
 };
+
+// The tagged processes that run as worker `worker` (TPU_WORKER_ID in their environment).
+std::vector<int> tagged_worker(const std::string& uid, int worker) {
+  std::vector<int> out;
+  const std::string id = std::string("TPU_WORKER_ID=") + std::to_string(worker) + '\0';
+  for (int pid : tagged(uid)) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
+    std::stringstream env;
+    env << in.rdbuf();
+    if (('\0' + env.str()).find('\0' + id) != std::string::npos) {
+      out.push_back(pid);
+    }
+  }
+  return out;
+}
 
 } // namespace
 
@@ -139,6 +156,45 @@ TEST_CASE("workload: --max-restarts restarts every worker together") {
     CHECK(waited.err.find("after 1 restart(s)") != std::string::npos);
     CHECK(env.run_json({"workload", "describe", "always"})["restarts"] == 1);
   }
+}
+
+TEST_CASE("workload logs --follow: prints as the workers go and returns when the workload ends") {
+  ClusterEnv env("127.0.157.2", "demo");
+  env.create("slow", "echo start; sleep 2; echo \"end $TPU_WORKER_ID\"");
+  auto followed = env.run({"workload", "logs", "slow", "--follow"});
+  REQUIRE_MESSAGE(followed.exit_code == 0, followed.err);
+  for (int i = 0; i < 4; ++i) {
+    const std::string p = "[demo-0/" + std::to_string(i) + "] ";
+    CHECK(followed.out.find(p + "start\n") != std::string::npos);
+    CHECK(followed.out.find(p + "end " + std::to_string(i) + "\n") != std::string::npos);
+  }
+  CHECK(env.run_json({"workload", "describe", "slow"})["state"] == "SUCCEEDED");
+}
+
+TEST_CASE("workload: a worker host that dies is LOST within the documented 16 s; FAILED") {
+  ClusterEnv env("127.0.158.2", "demo");
+  auto uid = env.create("victim", "sleep 300");
+  auto cluster = env.run_json({"cluster", "describe", "demo"});
+  const std::string host = cluster["slices"][0]["workers"][1]["host"];
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The host dies: its sshd and everything the workload runs there.
+  std::ifstream pidfile(env.pool_dir() / "hosts" / host / "sshd.pid");
+  int sshd = 0;
+  REQUIRE(static_cast<bool>(pidfile >> sshd));
+  REQUIRE(::kill(sshd, SIGKILL) == 0);
+  for (int pid : tagged_worker(uid, 1)) {
+    ::kill(pid, SIGKILL);
+  }
+  const auto died = std::chrono::steady_clock::now();
+  auto waited = env.run({"workload", "wait", "victim", "--timeout", "60s"});
+  const auto noticed =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - died);
+  CHECK(waited.exit_code == 1);
+  CHECK(waited.err.find("worker 1 of node demo-0 (host " + host + ") was lost") !=
+        std::string::npos);
+  CHECK(waited.err.find("unreachable") != std::string::npos);
+  CHECK(noticed.count() <= 20); // 16 s documented, plus this machine's noise
+  CHECK(tagged(uid).empty());   // the live workers were stopped
 }
 
 TEST_CASE("workload delete: no process with the workload's tag is left on any worker") {
