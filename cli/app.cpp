@@ -210,6 +210,12 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     out << app->help();
     return k_exit_ok;
   }
+  if (args[1] == "__complete") {
+    return run_complete(*app, args, out);
+  }
+  if (args[1] == "__man") {
+    return run_man(*app, args, out, err);
+  }
   std::vector<const char*> argv;
   for (const auto& a : args) {
     argv.push_back(a.c_str());
