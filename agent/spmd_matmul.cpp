@@ -295,8 +295,8 @@ Expected<SpmdResult> run_spmd_matmul(const SpmdMatmulOptions& o, const EnvMap& e
                  "own address '{}' (TPU_WORKER_HOSTNAMES[{}])",
                  id.coordinator.host, id.own_host, id.worker);
   }
-  spdlog::info("spmd-matmul: process {} of {} (slice {}, worker {}), {}, ring at {}", id.process,
-               id.processes, id.slice, id.worker, describe_job(job), res.ring_address);
+  spdlog::debug("spmd-matmul: process {} of {} (slice {}, worker {}), {}, ring at {}", id.process,
+                id.processes, id.slice, id.worker, describe_job(job), res.ring_address);
   RendezvousOptions ro{job, ProcessEntry{id.process, id.slice, id.worker, id.own_host, ring_port},
                        id.slice_hostnames, id.coordinator, o.timeout};
   TPUCTL_TRY_ASSIGN(Rendezvous rv, rendezvous(ro));
@@ -318,8 +318,8 @@ Expected<SpmdResult> run_spmd_matmul(const SpmdMatmulOptions& o, const EnvMap& e
   if (auto st = compute_step(o, *ring, res); !st) {
     return fail(st.error());
   }
-  spdlog::info("spmd-matmul: process {}: compute {:.3f} ms, comm {:.3f} ms, checksum {}",
-               id.process, res.compute_ms, res.comm_ms, res.checksum.ok ? "ok" : "FAILED");
+  spdlog::debug("spmd-matmul: process {}: compute {:.3f} ms, comm {:.3f} ms, checksum {}",
+                id.process, res.compute_ms, res.comm_ms, res.checksum.ok ? "ok" : "FAILED");
 
   WorkerReport own{id.process, res.compute_ms, res.comm_ms, res.gops, res.checksum.ok, ""};
   if (!id.is_coordinator()) {
