@@ -228,6 +228,13 @@ void setup_agent(CLI::App& group, Registry& registry) {
   spmd->add_option("--threads", sf->threads,
                    "GEMM threads per process and for the baseline; 0 = all (default 1)")
       ->type_name("N");
+  spmd->footer(
+      "Run it on every worker of every slice at once; each process reads its place from the\n"
+      "worker environment and meets process 0 at JAX_COORDINATOR_ADDRESS. Exit status: 0 when\n"
+      "the gathered C passed the check, 1 when it did not or a peer was missing, 2 on bad "
+      "input.\n\n"
+      "Example:\n"
+      "  tpuctl ssh qr-1 --worker=all -- tpuctl agent spmd-matmul --m 1024 --n 1024 --k 1024\n");
 }
 
 } // namespace tpuctl::cli
