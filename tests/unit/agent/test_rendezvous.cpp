@@ -177,3 +177,22 @@ TEST_CASE("agent::rendezvous: another job or a taken process id is refused, with
     CHECK(refused == 1);
   }
 }
+
+TEST_CASE("agent::collect_reports names a process whose report never comes") {
+  auto out =
+      run_all({options_for(1, 3, 1, 20s), options_for(2, 3, 1, 20s), options_for(0, 3, 1, 20s)});
+  for (const auto& o : out) {
+    REQUIRE_MESSAGE(o.ok, o.error);
+  }
+  const JobSpec job = options_for(0, 3, 1, 20s).job;
+  WorkerReport failed{1, 0, 0, 0, false, "ring: something broke"};
+  REQUIRE(send_report(out[0].rendezvous, job, failed, 5s));
+  // Process 2 stays silent.
+  auto t0 = SteadyClock::now();
+  auto reports = collect_reports(out[2].rendezvous, job, WorkerReport{}, 300ms);
+  REQUIRE(!reports);
+  CHECK(reports.error().message ==
+        "no report from process 2 (slice 0, worker 2, 127.0.121.3): nothing received before the "
+        "deadline (0 of 64 bytes)");
+  CHECK(SteadyClock::now() - t0 < 3s);
+}
