@@ -8,6 +8,7 @@
 #include "agent/preflight.hpp"
 #include "agent/probe.hpp"
 #include "agent/spmd_matmul.hpp"
+#include "agent/supervise.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "provision/preflight_report.hpp"
@@ -149,6 +150,55 @@ void spmd_table(std::ostream& out, const Json& j) {
       << " ms, efficiency " << fixed(j["efficiency"].get<double>(), 3) << "\n";
 }
 
+struct SuperviseFlags {
+  agent::SuperviseOptions options;
+  std::string heartbeat = "2s";
+  std::string kill_grace = "2s";
+};
+
+// `agent supervise` (start a workload's command, detached) and `agent supervise-status`.
+void add_supervise(CLI::App& group, Registry& registry) {
+  auto sf = std::make_shared<SuperviseFlags>();
+  CLI::App* supervise = registry.add(
+      group, "supervise",
+      "run a workload's command detached: own process group, log, exit status, heartbeat",
+      [sf](Context& ctx) -> Expected<int> {
+        agent::SuperviseOptions o = sf->options;
+        TPUCTL_TRY_ASSIGN(o.heartbeat_interval,
+                          util::parse_duration(sf->heartbeat, "--heartbeat-interval"));
+        TPUCTL_TRY_ASSIGN(o.kill_grace, util::parse_duration(sf->kill_grace, "--kill-grace"));
+        TPUCTL_TRY_ASSIGN(auto started, agent::start_supervised(o));
+        emit(ctx, Json{{"supervisor_pid", started.supervisor_pid},
+                       {"pid", started.pid},
+                       {"dir", started.dir},
+                       {"attempt", o.attempt}});
+        return 0;
+      });
+  supervise->add_option("--dir", sf->options.dir, "the workload's directory on this worker")
+      ->required()
+      ->type_name("DIR");
+  supervise->add_option("--command", sf->options.command, "run by /bin/sh -c")
+      ->required()
+      ->type_name("CMD");
+  supervise->add_option("--attempt", sf->options.attempt, "attempt number (0 = first run)")
+      ->type_name("N");
+  supervise->add_option("--heartbeat-interval", sf->heartbeat, "heartbeat period (default 2s)")
+      ->type_name("D");
+  supervise->add_option("--kill-grace", sf->kill_grace, "TERM -> KILL delay on stop (default 2s)")
+      ->type_name("D");
+
+  auto dir = std::make_shared<std::string>();
+  CLI::App* status = registry.add(group, "supervise-status",
+                                  "print a supervised command's status, heartbeat and liveness",
+                                  [dir](Context& ctx) -> Expected<int> {
+                                    emit(ctx, agent::supervised_status(*dir));
+                                    return 0;
+                                  });
+  status->add_option("--dir", *dir, "the workload's directory on this worker")
+      ->required()
+      ->type_name("DIR");
+}
+
 } // namespace
 
 void setup_agent(CLI::App& group, Registry& registry) {
@@ -193,6 +243,8 @@ void setup_agent(CLI::App& group, Registry& registry) {
       ->type_name("D");
   preflight->add_flag("--kernel-check", pf->kernel_check,
                       "also run a 64x64x64 int8 gemm and compare it to the reference");
+
+  add_supervise(group, registry);
 
   auto sf = std::make_shared<SpmdFlags>();
   CLI::App* spmd = registry.add(

@@ -156,24 +156,12 @@ Expected<provision::CreateRequest> build_request(const CreateFlags& f, const std
   return r;
 }
 
-bool stable(const std::optional<QueuedResource>& qr) {
-  return !qr || qr->state == QrState::active || qr->state == QrState::failed ||
-         qr->state == QrState::suspended;
-}
-
-Expected<std::chrono::milliseconds> optional_timeout(const std::string& text) {
-  if (text.empty()) {
-    return std::chrono::milliseconds(0);
-  }
-  return util::parse_duration(text, "--timeout");
-}
-
 Expected<int> run_create(Context& ctx, const CreateFlags& f) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
   const auto clock = state::system_clock();
   TPUCTL_TRY_ASSIGN(auto request, build_request(f, pool, state::to_unix_ms(clock())));
-  TPUCTL_TRY_ASSIGN(auto timeout, optional_timeout(f.timeout));
+  TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
   TPUCTL_TRY_ASSIGN(auto outcome,
                     provision::create_queued_resource(*store, request, clock, f.dry_run));
@@ -209,7 +197,7 @@ Expected<int> run_create(Context& ctx, const CreateFlags& f) {
     TPUCTL_TRY(reconcile_and_spawn(ctx, *store));
     TPUCTL_TRY_ASSIGN(last, provision::load_queued_resource(*store, pool, f.id));
   } else {
-    TPUCTL_TRY_ASSIGN(auto followed, follow(ctx, *store, pool, f.id, stable, timeout, drive));
+    TPUCTL_TRY_ASSIGN(auto followed, follow(ctx, *store, pool, f.id, settled, timeout, drive));
     if (!followed.qr) {
       return Error(ErrorKind::failure, "queued resource '" + f.id + "' was deleted meanwhile");
     }

@@ -31,5 +31,7 @@ void setup_controller(CLI::App& group, Registry& registry);
 void setup_ssh(CLI::App& group, Registry& registry);
 void setup_env(CLI::App& group, Registry& registry);
 void setup_scp(CLI::App& group, Registry& registry);
+void setup_cluster(CLI::App& group, Registry& registry);
+void setup_workload(CLI::App& group, Registry& registry);
 
 } // namespace tpuctl::cli
