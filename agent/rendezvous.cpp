@@ -42,85 +42,6 @@ constexpr milliseconds k_worker_grace{2000};
 constexpr milliseconds k_reject_send{1000};
 constexpr size_t k_max_named = 8;
 
-struct CheckIn {
-  ProcessEntry self;
-  std::vector<std::string> slice_hostnames;
-};
-
-std::string encode_check_in(const CheckIn& c) {
-  ByteWriter w;
-  w.u32(static_cast<uint32_t>(c.self.process));
-  w.u32(static_cast<uint32_t>(c.self.slice));
-  w.u32(static_cast<uint32_t>(c.self.worker));
-  w.str(c.self.host);
-  w.u32(static_cast<uint32_t>(c.self.ring_port));
-  w.u32(static_cast<uint32_t>(c.slice_hostnames.size()));
-  for (const auto& h : c.slice_hostnames) {
-    w.str(h);
-  }
-  return w.bytes();
-}
-
-Expected<ProcessEntry> read_entry(ByteReader& r) {
-  ProcessEntry e;
-  TPUCTL_TRY_ASSIGN(uint32_t p, r.u32());
-  TPUCTL_TRY_ASSIGN(uint32_t s, r.u32());
-  TPUCTL_TRY_ASSIGN(uint32_t w, r.u32());
-  TPUCTL_TRY_ASSIGN(e.host, r.str());
-  TPUCTL_TRY_ASSIGN(uint32_t port, r.u32());
-  e.process = static_cast<int>(p);
-  e.slice = static_cast<int>(s);
-  e.worker = static_cast<int>(w);
-  e.ring_port = static_cast<int>(port);
-  return e;
-}
-
-Expected<CheckIn> decode_check_in(const std::string& payload) {
-  ByteReader r(payload);
-  CheckIn c;
-  TPUCTL_TRY_ASSIGN(c.self, read_entry(r));
-  TPUCTL_TRY_ASSIGN(uint32_t count, r.u32());
-  if (count > 100000) {
-    return make_error(ErrorKind::failure, "a check-in lists too many hostnames");
-  }
-  for (uint32_t i = 0; i < count; ++i) {
-    TPUCTL_TRY_ASSIGN(auto h, r.str());
-    c.slice_hostnames.push_back(std::move(h));
-  }
-  return c;
-}
-
-std::string encode_table(const std::vector<ProcessEntry>& table) {
-  ByteWriter w;
-  w.u32(static_cast<uint32_t>(table.size()));
-  for (const auto& e : table) {
-    w.u32(static_cast<uint32_t>(e.process));
-    w.u32(static_cast<uint32_t>(e.slice));
-    w.u32(static_cast<uint32_t>(e.worker));
-    w.str(e.host);
-    w.u32(static_cast<uint32_t>(e.ring_port));
-  }
-  return w.bytes();
-}
-
-Expected<std::vector<ProcessEntry>> decode_table(const std::string& payload, int processes) {
-  ByteReader r(payload);
-  TPUCTL_TRY_ASSIGN(uint32_t count, r.u32());
-  if (static_cast<int>(count) != processes) {
-    return make_error(ErrorKind::failure, "the coordinator's table lists " + std::to_string(count) +
-                                              " processes, not " + std::to_string(processes));
-  }
-  std::vector<ProcessEntry> table;
-  for (uint32_t i = 0; i < count; ++i) {
-    TPUCTL_TRY_ASSIGN(auto e, read_entry(r));
-    if (e.process != static_cast<int>(i)) {
-      return make_error(ErrorKind::failure, "the coordinator's table is out of order");
-    }
-    table.push_back(std::move(e));
-  }
-  return table;
-}
-
 FrameHeader header(FrameType type, const JobSpec& job, int sender) {
   FrameHeader h;
   h.type = type;
@@ -447,15 +368,8 @@ Status send_report(const Rendezvous& r, const JobSpec& job, const WorkerReport& 
   if (r.links.empty() || !r.links[0].valid()) {
     return make_error(ErrorKind::failure, "no connection to the coordinator");
   }
-  ByteWriter w;
-  w.u32(static_cast<uint32_t>(report.process));
-  w.f64(report.compute_ms);
-  w.f64(report.comm_ms);
-  w.f64(report.gops);
-  w.u32(report.checksum_ok ? 1 : 0);
-  w.str(report.error);
-  return write_frame(r.links[0], header(FrameType::report, job, report.process), w.bytes(),
-                     SteadyClock::now() + timeout);
+  return write_frame(r.links[0], header(FrameType::report, job, report.process),
+                     encode_report(report), SteadyClock::now() + timeout);
 }
 
 Expected<std::vector<WorkerReport>> collect_reports(const Rendezvous& r, const JobSpec& job,
@@ -471,25 +385,15 @@ Expected<std::vector<WorkerReport>> collect_reports(const Rendezvous& r, const J
     if (!frame) {
       why = frame.error().message;
     } else if (frame->header.type != FrameType::report || frame->header.job != job) {
-      why = std::string("sent a ") + to_string(frame->header.type) + " frame instead";
+      why = std::string("sent a ") + to_string(frame->header.type) + " frame instead of its report";
     } else {
-      ByteReader in(frame->payload);
-      auto& rep = reports[p];
-      auto read = [&]() -> Status {
-        TPUCTL_TRY_ASSIGN(uint32_t id, in.u32());
-        TPUCTL_TRY_ASSIGN(rep.compute_ms, in.f64());
-        TPUCTL_TRY_ASSIGN(rep.comm_ms, in.f64());
-        TPUCTL_TRY_ASSIGN(rep.gops, in.f64());
-        TPUCTL_TRY_ASSIGN(uint32_t okay, in.u32());
-        TPUCTL_TRY_ASSIGN(rep.error, in.str());
-        rep.process = static_cast<int>(id);
-        rep.checksum_ok = okay != 0;
-        return ok();
-      };
-      if (auto st = read(); !st) {
-        why = st.error().message;
-      } else if (rep.process != static_cast<int>(p)) {
-        why = "its report names process " + std::to_string(rep.process);
+      auto rep = decode_report(frame->payload);
+      if (!rep) {
+        why = rep.error().message;
+      } else if (rep->process != static_cast<int>(p)) {
+        why = "its report names process " + std::to_string(rep->process);
+      } else {
+        reports[p] = std::move(*rep);
       }
     }
     if (!why.empty()) {

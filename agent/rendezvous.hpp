@@ -13,15 +13,6 @@
 
 namespace tpuctl::agent {
 
-// One process of the job and the address its ring listener is bound to.
-struct ProcessEntry {
-  int process = 0;
-  int slice = 0;
-  int worker = 0;
-  std::string host;
-  int ring_port = 0;
-};
-
 // "process 3 (slice 0, worker 3, 127.120.1.5)": how errors name a peer.
 std::string describe_process(const ProcessEntry& entry);
 
@@ -52,16 +43,6 @@ struct Rendezvous {
 //   worker: the coordinator unreachable (naming process 0 and its address), a reject or abort
 //     from it (its reason), no table in time; usage when the listen address is not usable.
 Expected<Rendezvous> rendezvous(const RendezvousOptions& options);
-
-// What each process reports to process 0 after the gather and the check.
-struct WorkerReport {
-  int process = 0;
-  double compute_ms = 0;
-  double comm_ms = 0;
-  double gops = 0;
-  bool checksum_ok = false;
-  std::string error; // set when this process failed after the rendezvous
-};
 
 // Sends `report` to the coordinator (best effort for a failing process). Errors: as write_frame.
 Status send_report(const Rendezvous& rendezvous, const JobSpec& job, const WorkerReport& report,

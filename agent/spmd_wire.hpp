@@ -90,6 +90,41 @@ Status write_frame(const Socket& socket, const FrameHeader& header, const std::s
 Expected<Frame> read_frame(const Socket& socket, Deadline deadline,
                            uint64_t max_payload = k_max_control_payload);
 
+// One process of the job and the address its ring listener is bound to.
+struct ProcessEntry {
+  int process = 0;
+  int slice = 0;
+  int worker = 0;
+  std::string host;
+  int ring_port = 0;
+};
+
+// A hello frame's payload: who checks in, and its slice's hostnames (so that the coordinator can
+// name the address of a missing peer of that slice).
+struct CheckIn {
+  ProcessEntry self;
+  std::vector<std::string> slice_hostnames;
+};
+
+// What each process reports to process 0 after the gather and the check.
+struct WorkerReport {
+  int process = 0;
+  double compute_ms = 0;
+  double comm_ms = 0;
+  double gops = 0;
+  bool checksum_ok = false;
+  std::string error; // set when this process failed after the rendezvous
+};
+
+// Payloads of hello, table and report frames. Decoding fails with a failure naming what is
+// wrong (truncated, too many hostnames, a table of the wrong size or out of process order).
+std::string encode_check_in(const CheckIn& check_in);
+Expected<CheckIn> decode_check_in(const std::string& payload);
+std::string encode_table(const std::vector<ProcessEntry>& table);
+Expected<std::vector<ProcessEntry>> decode_table(const std::string& payload, int processes);
+std::string encode_report(const WorkerReport& report);
+Expected<WorkerReport> decode_report(const std::string& payload);
+
 // Little-endian payload building: u32/u64/f64 and strings (u32 length + bytes).
 class ByteWriter {
 public:
