@@ -13,6 +13,8 @@ packages=(
   doctest-dev openssh-server openssh-client procps
   # completion and man page tests: real shells and man
   bash-completion zsh man-db groff-base
+  # packaging test (cpack's dpkg-shlibdeps)
+  dpkg-dev file
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(libopenblas-dev pdsh clustershell)

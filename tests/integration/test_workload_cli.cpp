@@ -240,6 +240,16 @@ TEST_CASE("cluster of two slices: every worker of both slices runs, with MEGASCA
        {"[demo-0/0] 0/2 0", "[demo-0/3] 0/2 3", "[demo-1/0] 1/2 0", "[demo-1/3] 1/2 3"}) {
     CHECK(logs.out.find(std::string(line) + " coord=" + coord + "\n") != std::string::npos);
   }
+
+  // The multi-controller program as a workload: 8 processes meet, compute and all-gather.
+  env.create("spmd", "tpuctl agent spmd-matmul --m 256 --n 256 --k 128 --dtype int8 --mesh 4,2 "
+                     "--timeout 30s --format json");
+  auto done = env.run({"workload", "wait", "spmd", "--timeout", "120s"});
+  REQUIRE_MESSAGE(done.exit_code == 0, done.err);
+  auto out = env.run({"workload", "logs", "spmd", "--worker", "0", "--node", "demo-0"});
+  auto report = json::parse(out.out);
+  CHECK(report["processes"] == 8);
+  CHECK(report["all_checksums_ok"] == true);
 }
 
 TEST_CASE("cluster and workload: bad input is refused with the value named; nothing changes") {
