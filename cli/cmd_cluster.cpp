@@ -167,14 +167,14 @@ Expected<int> run_list(Context& ctx) {
                         {"running_workloads", j["running_workloads"]},
                         {"created_at", j["created_at"]}});
   }
-  emit_list(ctx, rows,
-            {{"name", "name"},
-             {"tpu type", "tpu_type"},
-             {"slices", "num_slices"},
-             {"tier", "tier"},
-             {"state", "state"},
-             {"workloads", "running_workloads"},
-             {"created", "created_at"}});
+  TPUCTL_TRY(emit_list(ctx, rows,
+                       {{"name", "name"},
+                        {"tpu type", "tpu_type"},
+                        {"slices", "num_slices"},
+                        {"tier", "tier"},
+                        {"state", "state"},
+                        {"workloads", "running_workloads"},
+                        {"created", "created_at"}}));
   return 0;
 }
 

@@ -223,14 +223,14 @@ void add_check(CLI::App& group, Registry& registry) {
           }
           rows.push_back(row);
         }
-        emit_list(ctx, rows,
-                  {{"host", "host"},
-                   {"status", "status"},
-                   {"host_key", "host_key"},
-                   {"os", "os"},
-                   {"cores", "cores"},
-                   {"memory_total_mib", "memory_total_mib"},
-                   {"disk_free_mib", "disk_free_mib"}});
+        TPUCTL_TRY(emit_list(ctx, rows,
+                             {{"host", "host"},
+                              {"status", "status"},
+                              {"host_key", "host_key"},
+                              {"os", "os"},
+                              {"cores", "cores"},
+                              {"memory_total_mib", "memory_total_mib"},
+                              {"disk_free_mib", "disk_free_mib"}}));
         if (!ctx.machine_format()) {
           ctx.stderr_stream() << failure_report(results);
         }

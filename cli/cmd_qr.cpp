@@ -280,56 +280,10 @@ void add_create(CLI::App& group, Registry& registry) {
 
 // ---- list / describe ----
 
-struct ListFlags {
-  std::string filter;
-};
-
-Expected<bool> matches(const QueuedResource& qr, const std::string& filter) {
-  for (const auto& term : util::split(filter, ',')) {
-    std::string t(util::trim(term));
-    if (t.empty()) {
-      continue;
-    }
-    auto eq = t.find('=');
-    if (eq == std::string::npos) {
-      return usage_error("--filter '" + util::printable(t) +
-                         "' is not FIELD=VALUE (fields: state, tier, accelerator_type, "
-                         "labels.KEY)");
-    }
-    std::string key = t.substr(0, eq), value = t.substr(eq + 1);
-    if (key == "state") {
-      if (!provision::parse_qr_state(value)) {
-        return usage_error("--filter: unknown state '" + util::printable(value) + "'");
-      }
-      if (*provision::parse_qr_state(value) != qr.state) {
-        return false;
-      }
-    } else if (key == "tier") {
-      if (to_string(qr.tier) != value) {
-        return false;
-      }
-    } else if (key == "accelerator_type") {
-      if (qr.accelerator_type != value) {
-        return false;
-      }
-    } else if (util::starts_with(key, "labels.")) {
-      auto it = qr.labels.find(key.substr(7));
-      if (it == qr.labels.end() || it->second != value) {
-        return false;
-      }
-    } else {
-      return usage_error("--filter: unknown field '" + util::printable(key) +
-                         "' (fields: state, tier, accelerator_type, labels.KEY)");
-    }
-  }
-  return true;
-}
-
 void add_list(CLI::App& group, Registry& registry) {
-  auto f = std::make_shared<ListFlags>();
   CLI::App* cmd = registry.add(
       group, "list", "queued resources of the pool, oldest first",
-      [f](Context& ctx) -> Expected<int> {
+      [](Context& ctx) -> Expected<int> {
         TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
         TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
         TPUCTL_TRY_ASSIGN(auto all, provision::list_queued_resources(*store, pool));
@@ -338,17 +292,17 @@ void add_list(CLI::App& group, Registry& registry) {
         });
         Json rows = Json::array();
         for (const auto& q : all) {
-          TPUCTL_TRY_ASSIGN(bool keep, matches(q, f->filter));
-          if (keep) {
-            rows.push_back(ctx.machine_format() ? qr_json(q) : qr_row(q));
+          Json row = qr_json(q); // every field, so --filter can use any (labels.team=...)
+          if (!ctx.machine_format()) {
+            row.update(qr_row(q)); // the table's cells: node count, reason
           }
+          rows.push_back(std::move(row));
         }
-        emit_list(ctx, rows, k_qr_columns);
+        TPUCTL_TRY(emit_list(ctx, rows, k_qr_columns));
         return 0;
       });
-  cmd->add_option("--filter", f->filter,
-                  "FIELD=VALUE,... (state, tier, accelerator_type, labels.KEY)")
-      ->type_name("EXPR");
+  cmd->footer("Filter with the global --filter (e.g. --filter 'state=ACTIVE AND "
+              "labels.team=ml') and print fields with --format 'value(id,state)'.");
 }
 
 void add_describe(CLI::App& group, Registry& registry) {

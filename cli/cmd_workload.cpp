@@ -124,13 +124,13 @@ Expected<int> run_list(Context& ctx, const WorkloadFlags& f) {
         {"created_at", time_text(w.created_at_ms)},
         {"message", w.message}});
   }
-  emit_list(ctx, rows,
-            {{"name", "name"},
-             {"cluster", "cluster"},
-             {"state", "state"},
-             {"running", "workers"},
-             {"restarts", "restarts"},
-             {"created", "created_at"}});
+  TPUCTL_TRY(emit_list(ctx, rows,
+                       {{"name", "name"},
+                        {"cluster", "cluster"},
+                        {"state", "state"},
+                        {"running", "workers"},
+                        {"restarts", "restarts"},
+                        {"created", "created_at"}}));
   return 0;
 }
 

@@ -100,11 +100,11 @@ Expected<int> copy_files(Context& ctx, const std::vector<remote::SshTarget>& tar
       break;
     }
   }
-  emit_list(ctx, summary,
-            {{"source", "source"},
-             {"destination", "destination"},
-             {"hosts", "hosts"},
-             {"copied", "copied"}});
+  TPUCTL_TRY(emit_list(ctx, summary,
+                       {{"source", "source"},
+                        {"destination", "destination"},
+                        {"hosts", "hosts"},
+                        {"copied", "copied"}}));
   return status;
 }
 
