@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
+#include "cli/config.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/list_filter.hpp"
 #include "util/log.hpp"
@@ -222,6 +223,16 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   Context ctx;
   ctx.out = &out;
   ctx.err = &err;
+  // Defaults from the config file, before the flags (and their environment variables) that
+  // override them are declared and parsed.
+  auto config = Config::load(config_path());
+  if (!config) {
+    return report(err, config.error());
+  }
+  ctx.globals.pool = config->get("pool").value_or(ctx.globals.pool);
+  ctx.globals.state = config->get("state").value_or(ctx.globals.state);
+  ctx.globals.format = config->get("format").value_or(ctx.globals.format);
+  set_active_config(std::move(*config));
   std::unique_ptr<CLI::App> app = build_app(registry, ctx.globals);
 
   if (args.size() <= 1) {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/config.hpp"
 #include "cli/output.hpp"
 #include "cli/pool_view.hpp"
 #include "cli/state_access.hpp"
@@ -158,7 +159,10 @@ void add_add_hosts(CLI::App& group, Registry& registry) {
       });
   cmd->add_option("SPEC", o->specs, "hosts: [user@]host[:port], e.g. node[01-16] or 10.0.0.[1-4]")
       ->required();
-  cmd->add_option("--user", o->user, "login user (default: the current user)")->type_name("U");
+  o->user = active_config().get("ssh.user").value_or("");
+  o->identity_file = active_config().get("ssh.identity_file").value_or("");
+  cmd->add_option("--user", o->user, "login user (default: config ssh.user, else the current user)")
+      ->type_name("U");
   cmd->add_option("--port", o->port, "SSH port (default 22)")
       ->type_name("N")
       ->check(CLI::Range(1, 65535));

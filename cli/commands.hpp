@@ -35,6 +35,7 @@ void setup_scp(CLI::App& group, Registry& registry);
 void setup_cluster(CLI::App& group, Registry& registry);
 void setup_workload(CLI::App& group, Registry& registry);
 void setup_completion(CLI::App& group, Registry& registry);
+void setup_config(CLI::App& group, Registry& registry);
 
 // Hidden entry points handled before parsing (cli/app.cpp), given the whole command table:
 // `tpuctl __complete -- WORDS...` (cmd_completion.cpp) and `tpuctl __man DIR` (man_page.cpp).

@@ -39,6 +39,7 @@ Json host_json(const provision::HostEntry& h, const std::string& claimed_by) {
               {"address", h.address},
               {"port", h.port},
               {"user", h.user},
+              {"identity_file", h.identity_file},
               {"workdir", h.workdir},
               {"coords", provision::format_position(h.coords)},
               {"state", state},

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <iterator>
 
+#include "cli/config.hpp"
 #include "remote/fanout.hpp"
 #include "util/strings.hpp"
 
@@ -12,6 +13,11 @@ namespace tpuctl::cli {
 
 void add_ssh_policy_flags(CLI::App& app, SshFlags& f) {
   const char* group = "SSH";
+  // Defaults from `tpuctl config` (checked when they were set); the flags override them.
+  if (auto n = active_config().get("ssh.batch_size")) {
+    f.batch_size = static_cast<int>(util::parse_int(*n, "ssh.batch_size").value_or(f.batch_size));
+  }
+  f.strict = active_config().get("ssh.strict_host_key_checking").value_or(f.strict);
   app.add_option("--batch-size", f.batch_size, "hosts in flight at once (default 64)")
       ->type_name("N")
       ->group(group);

@@ -1,0 +1,201 @@
+#include "cli/config.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/list_filter.hpp"
+#include "provision/pools.hpp"
+#include "state/location.hpp"
+#include "util/strings.hpp"
+
+namespace tpuctl::cli {
+
+namespace {
+
+Config& config_slot() {
+  static Config config;
+  return config;
+}
+
+std::vector<std::string> key_names() {
+  std::vector<std::string> out;
+  for (const auto& k : config_keys()) {
+    out.push_back(k.name);
+  }
+  return out;
+}
+
+Status known_key(const std::string& key) {
+  for (const auto& k : config_keys()) {
+    if (k.name == key) {
+      return tpuctl::ok();
+    }
+  }
+  auto near = util::nearest(key, key_names(), 1);
+  return usage_error("'" + util::printable(key) + "' is not a configuration key" +
+                     (near.empty() ? "" : " (did you mean '" + near.front() + "'?)") +
+                     "; keys: " + util::join(key_names(), ", "));
+}
+
+} // namespace
+
+const std::vector<ConfigKey>& config_keys() {
+  static const std::vector<ConfigKey> k_keys = {
+      {"pool", "--pool", "the host pool commands use"},
+      {"state", "--state", "the state store URL (sqlite:PATH or etcd://HOST:PORT[,...])"},
+      {"format", "--format", "the output format: table, json, yaml or value(...)"},
+      {"ssh.user", "--user", "login user for hosts added with 'pool add-hosts'"},
+      {"ssh.identity_file", "--identity-file", "private key for hosts added with 'pool add-hosts'"},
+      {"ssh.batch_size", "--batch-size", "hosts in flight at once"},
+      {"ssh.strict_host_key_checking", "--strict-host-key-checking", "yes, accept-new or no"},
+  };
+  return k_keys;
+}
+
+std::string config_path() {
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  if (xdg && xdg[0] == '/') {
+    return std::string(xdg) + "/tpuctl/config.json";
+  }
+  const char* home = std::getenv("HOME");
+  if (home && home[0] != '\0') {
+    return std::string(home) + "/.config/tpuctl/config.json";
+  }
+  return "";
+}
+
+Status validate_config_value(const std::string& key, const std::string& value) {
+  TPUCTL_TRY(known_key(key));
+  auto bad = [&](const std::string& why) {
+    return usage_error("config " + key + ": '" + util::printable(value) + "' " + why);
+  };
+  if (value.empty()) {
+    return bad("is empty (use 'tpuctl config unset " + key + "' to remove a setting)");
+  }
+  if (key == "pool") {
+    return provision::validate_pool_name(value);
+  }
+  if (key == "state") {
+    auto loc = state::parse_state_url(value, state::PathEnvironment::from_process());
+    return loc ? tpuctl::ok() : Status(loc.error());
+  }
+  if (key == "format") {
+    if (value == "table" || value == "json" || value == "yaml") {
+      return tpuctl::ok();
+    }
+    auto fields = parse_value_format(value);
+    if (!fields) {
+      return fields.error();
+    }
+    return fields->empty() ? bad("is not an output format (table, json, yaml or value(F,...))")
+                           : tpuctl::ok();
+  }
+  if (key == "ssh.batch_size") {
+    auto n = util::parse_int(value, "config ssh.batch_size", 1, 4096);
+    return n ? tpuctl::ok() : Status(n.error());
+  }
+  if (key == "ssh.strict_host_key_checking") {
+    return value == "yes" || value == "accept-new" || value == "no"
+               ? tpuctl::ok()
+               : bad("is not a policy (yes, accept-new or no)");
+  }
+  if (key == "ssh.user") {
+    const bool ok =
+        value.find_first_of(" \t\n;'\"`$\\@:/") == std::string::npos && value.front() != '-';
+    return ok ? tpuctl::ok() : bad("is not a login name");
+  }
+  return tpuctl::ok(); // ssh.identity_file: any path
+}
+
+Expected<Config> Config::load(const std::string& path) {
+  Config c;
+  c.m_path = path;
+  std::ifstream in(path);
+  if (!in) {
+    return c;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string fix = " (fix the file, or delete it to start over)";
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text.str());
+  } catch (const std::exception& e) {
+    return usage_error("config file " + path + " is not valid JSON: " + e.what() + fix);
+  }
+  if (!doc.is_object()) {
+    return usage_error("config file " + path + " must hold a JSON object" + fix);
+  }
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    if (!it.value().is_string()) {
+      return usage_error("config file " + path + ": '" + it.key() + "' must be a string" + fix);
+    }
+    if (auto valid = validate_config_value(it.key(), it.value().get<std::string>()); !valid) {
+      Error e = valid.error();
+      e.message = "config file " + path + ": " + e.message + fix;
+      return e;
+    }
+    c.m_values[it.key()] = it.value().get<std::string>();
+  }
+  return c;
+}
+
+std::optional<std::string> Config::get(const std::string& key) const {
+  auto it = m_values.find(key);
+  return it == m_values.end() ? std::nullopt : std::optional<std::string>(it->second);
+}
+
+Status Config::set(const std::string& key, const std::string& value) {
+  TPUCTL_TRY(validate_config_value(key, value));
+  m_values[key] = value;
+  return tpuctl::ok();
+}
+
+Status Config::unset(const std::string& key) {
+  TPUCTL_TRY(known_key(key));
+  m_values.erase(key);
+  return tpuctl::ok();
+}
+
+Status Config::save() const {
+  if (m_path.empty()) {
+    return make_error(ErrorKind::failure,
+                      "no configuration directory: set HOME or XDG_CONFIG_HOME");
+  }
+  const std::filesystem::path path(m_path);
+  TPUCTL_TRY(state::make_private_directories(path.parent_path().string()));
+  nlohmann::json doc = nlohmann::json::object();
+  for (const auto& [k, v] : m_values) {
+    doc[k] = v;
+  }
+  const std::string tmp = m_path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << doc.dump(2) << "\n";
+    if (!out) {
+      return make_error(ErrorKind::failure, "cannot write the config file " + tmp);
+    }
+  }
+  ::chmod(tmp.c_str(), 0600);
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    return make_error(ErrorKind::failure,
+                      "cannot write the config file " + m_path + ": " + ec.message());
+  }
+  return tpuctl::ok();
+}
+
+const Config& active_config() {
+  return config_slot();
+}
+void set_active_config(Config config) {
+  config_slot() = std::move(config);
+}
+
+} // namespace tpuctl::cli

@@ -1,0 +1,115 @@
+// tpuctl config through the real binary with a scratch HOME: set/get/unset/list, values checked
+// like their flags, the file private, and the precedence flag > environment > config > default.
+#include <filesystem>
+#include <fstream>
+#include <sys/stat.h>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/helpers.hpp"
+
+using tpuctl::test::run_tpuctl;
+using tpuctl::test::TempDir;
+
+TEST_SUITE_BEGIN("integration");
+
+namespace {
+
+struct Home {
+  TempDir dir;
+  std::map<std::string, std::string> env;
+  Home() {
+    env["HOME"] = dir.path().string();
+    env["XDG_CONFIG_HOME"] = (dir.path() / "config").string();
+    env["XDG_STATE_HOME"] = (dir.path() / "state").string();
+  }
+  std::filesystem::path file() const { return dir.path() / "config" / "tpuctl" / "config.json"; }
+  tpuctl::util::ProcessResult run(const std::vector<std::string>& args,
+                                  std::map<std::string, std::string> extra = {}) const {
+    auto e = env;
+    e.insert(extra.begin(), extra.end());
+    return run_tpuctl(args, e);
+  }
+};
+
+} // namespace
+
+TEST_CASE("config: set, get, list, unset; the file is 0600 in a 0700 directory") {
+  Home h;
+  REQUIRE(h.run({"config", "set", "ssh.batch_size", "16"}).exit_code == 0);
+  REQUIRE(h.run({"config", "set", "state", "etcd://127.0.0.1:23999"}).exit_code == 0);
+  auto got = h.run({"config", "get", "ssh.batch_size"});
+  CHECK(got.exit_code == 0);
+  CHECK(got.out == "16\n");
+  auto list = h.run({"config", "list", "--format", "json"});
+  REQUIRE(list.exit_code == 0);
+  auto rows = nlohmann::json::parse(list.out);
+  CHECK(rows.size() == 7);
+  CHECK(rows[1]["key"] == "state");
+  CHECK(rows[1]["value"] == "etcd://127.0.0.1:23999");
+  struct stat st {};
+  REQUIRE(::stat(h.file().c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  REQUIRE(::stat(h.file().parent_path().c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  REQUIRE(h.run({"config", "unset", "state"}).exit_code == 0);
+  auto gone = h.run({"config", "get", "state"});
+  CHECK(gone.exit_code == 4);
+  CHECK(gone.err.find("config state is not set") != std::string::npos);
+}
+
+TEST_CASE("config: bad keys and values are refused like their flags; the file is unchanged") {
+  Home h;
+  REQUIRE(h.run({"config", "set", "pool", "team-a"}).exit_code == 0);
+  std::ifstream before_in(h.file());
+  const std::string before((std::istreambuf_iterator<char>(before_in)), {});
+  for (auto [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"ssh.batch_size", "0"},
+                                                        {"ssh.strict_host_key_checking", "maybe"},
+                                                        {"format", "xml"},
+                                                        {"state", "ftp://x"},
+                                                        {"pool", "Bad Pool"},
+                                                        {"ssh.user", "root;id"},
+                                                        {"colour", "red"}}) {
+    CAPTURE(key);
+    auto r = h.run({"config", "set", key, value});
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(value == "red" ? "'colour'" : value) != std::string::npos);
+  }
+  std::ifstream after_in(h.file());
+  CHECK(std::string((std::istreambuf_iterator<char>(after_in)), {}) == before);
+  // A broken file is an error naming it, never silently ignored.
+  std::ofstream(h.file()) << "{ not json";
+  auto broken = h.run({"version"});
+  CHECK(broken.exit_code == 2);
+  CHECK(broken.err.find(h.file().string()) != std::string::npos);
+}
+
+TEST_CASE("config: a flag beats its environment variable, which beats the config file") {
+  Home h;
+  REQUIRE(h.run({"config", "set", "pool", "from-config"}).exit_code == 0);
+  REQUIRE(h.run({"config", "set", "format", "json"}).exit_code == 0);
+  auto cfg = h.run({"pool", "describe"});
+  CHECK(cfg.err.find("'from-config'") != std::string::npos);
+  auto env = h.run({"pool", "describe"}, {{"TPUCTL_POOL", "from-env"}});
+  CHECK(env.err.find("'from-env'") != std::string::npos);
+  auto flag = h.run({"pool", "describe", "--pool", "from-flag"}, {{"TPUCTL_POOL", "from-env"}});
+  CHECK(flag.err.find("'from-flag'") != std::string::npos);
+  CHECK(nlohmann::json::parse(h.run({"version"}).out).contains("version")); // json by config
+  CHECK(h.run({"version", "--format", "table"}).out.rfind("tpuctl ", 0) == 0);
+}
+
+TEST_CASE("config: ssh.user and ssh.identity_file are the defaults of pool add-hosts") {
+  Home h;
+  REQUIRE(h.run({"config", "set", "ssh.user", "deploy"}).exit_code == 0);
+  REQUIRE(h.run({"config", "set", "ssh.identity_file", "/keys/team_ed25519"}).exit_code == 0);
+  REQUIRE(h.run({"pool", "create", "p", "--generation", "v5e"}).exit_code == 0);
+  REQUIRE(h.run({"pool", "add-hosts", "node1"}).exit_code == 0);
+  REQUIRE(h.run({"pool", "add-hosts", "node2", "--user", "ops"}).exit_code == 0);
+  auto hosts = nlohmann::json::parse(h.run({"pool", "hosts", "--format", "json"}).out);
+  REQUIRE(hosts.size() == 2);
+  CHECK(hosts[0]["user"] == "deploy");
+  CHECK(hosts[1]["user"] == "ops");
+  CHECK(hosts[0]["identity_file"] == "/keys/team_ed25519");
+}
