@@ -312,6 +312,7 @@ TEST_CASE("state::SqliteStore: processes opening a new file at once migrate it e
       [&](int i) {
         auto s = open_path(path);
         if (!s) {
+          std::fprintf(stderr, "child %d: %s\n", i, s.error().message.c_str());
           return 2;
         }
         return (*s)->create(pool_key("p" + std::to_string(i)), Json::object()) ? 0 : 3;
