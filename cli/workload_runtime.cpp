@@ -3,15 +3,16 @@
 #include <ostream>
 
 #include "cli/qr_runtime.hpp"
+#include "cli/terminal.hpp"
 
 namespace tpuctl::cli {
 
 Expected<provision::MonitorOptions> monitor_options(const Context& ctx, const SshFlags& flags) {
   provision::MonitorOptions o;
   TPUCTL_TRY_ASSIGN(o.ssh, ssh_options(flags));
-  if (!ctx.globals.quiet) {
-    std::ostream* err = ctx.err;
-    o.progress = [err](const std::string& line) { *err << "tpuctl: " << line << "\n"; };
+  auto progress = make_progress(ctx);
+  if (progress->enabled()) {
+    o.progress = [progress](const std::string& line) { progress->line(line); };
   }
   return o;
 }
