@@ -31,5 +31,6 @@ void setup_controller(CLI::App& group, Registry& registry);
 void setup_ssh(CLI::App& group, Registry& registry);
 void setup_env(CLI::App& group, Registry& registry);
 void setup_scp(CLI::App& group, Registry& registry);
+void setup_state(CLI::App& group, Registry& registry);
 
 } // namespace tpuctl::cli

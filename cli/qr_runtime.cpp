@@ -58,6 +58,18 @@ void spawn_driver(const Context& ctx, const std::string& pool, const SshFlags& f
   if (!ctx.globals.state.empty()) {
     args.insert(args.end(), {"--state", ctx.globals.state});
   }
+  // The same etcd access (TPUCTL_ETCD_PASSWORD, if used, is inherited with the environment).
+  const GlobalOptions& g = ctx.globals;
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string&>{"--etcd-user", g.etcd_user},
+        {"--etcd-password-file", g.etcd_password_file},
+        {"--etcd-cacert", g.etcd_cacert},
+        {"--etcd-cert", g.etcd_cert},
+        {"--etcd-key", g.etcd_key}}) {
+    if (!value.empty()) {
+      args.insert(args.end(), {flag, value});
+    }
+  }
   args.insert(args.end(), {"--pool", pool, "--quiet", "--verbosity", "info"});
   if (!log_dir.empty()) {
     args.insert(args.end(), {"--log-file", log_dir + "/driver.log"});
@@ -159,8 +171,7 @@ Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, cons
       result.done = true;
       return result;
     }
-    TPUCTL_TRY_ASSIGN(int carried,
-                      provision::drive_pending(store, pool, options, {}, &cancel, 4));
+    TPUCTL_TRY_ASSIGN(int carried, provision::drive_pending(store, pool, options, {}, &cancel, 4));
     if (carried > 0) {
       continue; // show the new state at once
     }

@@ -163,6 +163,14 @@ Client::Attempt Client::perform(void* handle, const std::string& endpoint, std::
       a.what = "no connection within " + seconds_text(m_options.connect_timeout);
     } else {
       a.outcome = never_sent(rc) || sent == 0 ? Attempt::Outcome::unsent : Attempt::Outcome::lost;
+      if (rc == CURLE_COULDNT_CONNECT) {
+        a.what = "connection refused";
+      } else if (rc == CURLE_COULDNT_RESOLVE_HOST) {
+        a.what = "cannot resolve the host name";
+      } else if (rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_PEER_FAILED_VERIFICATION ||
+                 rc == CURLE_SSL_CERTPROBLEM || rc == CURLE_SSL_CACERT_BADFILE) {
+        a.what = "TLS: " + a.what + " (check --etcd-cacert, --etcd-cert and --etcd-key)";
+      }
     }
     return a;
   }
@@ -223,7 +231,15 @@ Error rejection(const std::string& endpoint, std::string_view path, int http, in
                std::string(reason::k_invalid));
 }
 
-Error unreachable(const std::vector<std::string>& failures) {
+// `answered`: some member was reached but could not serve (an election, or no quorum).
+Error unreachable(const std::vector<std::string>& failures, bool answered) {
+  if (answered) {
+    return Error(ErrorKind::failure,
+                 "the etcd state store has no quorum or no leader (most of its members are down "
+                 "or cut off): " +
+                     util::join(failures, "; ") + "; start the stopped members and retry",
+                 std::string(reason::k_unavailable));
+  }
   return Error(ErrorKind::failure,
                "cannot reach the etcd state store: " + util::join(failures, "; ") +
                    "; check that etcd runs there, or choose the store with --state",
@@ -241,6 +257,7 @@ Expected<Json> Client::post(std::string_view path, const Json& body, Retry retry
   const auto deadline = Clock::now() + m_options.request_timeout;
   bool logged_in_again = false;
   for (;;) {
+    const auto pass_start = Clock::now();
     std::vector<std::string> failures;
     bool transient = false;
     for (size_t i = 0; i < n; ++i) {
@@ -278,8 +295,10 @@ Expected<Json> Client::post(std::string_view path, const Json& body, Retry retry
                          !m_options.user.empty());
       }
     }
-    if (!transient || Clock::now() >= deadline) {
-      return unreachable(failures);
+    // Another pass helps during an election (members answer "no leader" at once), not when a
+    // pass is as slow as the time left (members time out waiting for a quorum).
+    if (!transient || Clock::now() + (Clock::now() - pass_start) >= deadline) {
+      return unreachable(failures, transient);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200)); // an election, most likely
   }
@@ -310,7 +329,7 @@ Status Client::authenticate() {
     }
     failures.push_back(ep + " (" + a.what + ")");
   }
-  return unreachable(failures);
+  return unreachable(failures, false);
 }
 
 Expected<WatchEnd> Client::watch(const Json& create_request, std::chrono::milliseconds timeout,
@@ -366,7 +385,7 @@ Expected<WatchEnd> Client::watch(const Json& create_request, std::chrono::millis
     if (tried % n == 0) {
       if (unsent_in_pass == n) {
         return unreachable(
-            std::vector<std::string>(failures.end() - static_cast<long>(n), failures.end()));
+            std::vector<std::string>(failures.end() - static_cast<long>(n), failures.end()), false);
       }
       unsent_in_pass = 0;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
