@@ -629,6 +629,7 @@ Expected<CommitResult> EtcdStore::commit(const std::vector<Op>& ops) {
   for (int attempt = 1; attempt <= attempts; ++attempt) {
     Internals in(*this, now_ms());
     TPUCTL_TRY(in.read(ops));
+    m_last_view = in.read_revision;
     for (const auto& op : ops) {
       Status st = std::visit([&](const auto& o) { return in.apply(o); }, op);
       if (!st) {

@@ -3,7 +3,9 @@
 #include "state/etcd_store.hpp"
 
 #include <algorithm>
+#include <random>
 #include <set>
+#include <thread>
 #include <tuple>
 
 #include "state/etcd_values.hpp"
@@ -134,6 +136,7 @@ Expected<std::optional<Record>> EtcdStore::find(const Key& key) {
   TPUCTL_TRY(validate_op(CheckOp{key, k_absent}));
   TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range", etcd::range_request(m_keys.record(key)),
                                            etcd::Retry::anywhere));
+  saw(etcd::header_revision(r));
   TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
   if (kvs.empty()) {
     return std::optional<Record>{};
@@ -153,6 +156,7 @@ Expected<Listing> EtcdStore::list(Kind kind, const std::string& pool) {
   TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
   Listing out;
   out.revision = etcd::header_revision(r);
+  saw(out.revision);
   for (const auto& kv : kvs) {
     TPUCTL_TRY_ASSIGN(Record rec, etcd::decode_record(m_keys, kv));
     out.records.push_back(std::move(rec));
@@ -177,6 +181,7 @@ Expected<PoolSnapshot> EtcdStore::snapshot(const std::string& pool) {
   TPUCTL_TRY_ASSIGN(auto read, read_ranges(ranges));
   PoolSnapshot snap;
   snap.revision = read.second;
+  saw(snap.revision);
   TPUCTL_TRY_ASSIGN(auto pool_kvs, kvs_of(read.first[0]));
   if (pool_kvs.empty()) {
     return make(ErrorKind::not_found, "pool '" + pool + "' does not exist", reason::k_not_found);
@@ -211,6 +216,7 @@ Expected<std::vector<Claim>> EtcdStore::claims(const std::string& pool) {
   TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range",
                                            etcd::range_request(prefix, {etcd::prefix_end(prefix)}),
                                            etcd::Retry::anywhere));
+  saw(etcd::header_revision(r));
   TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
   std::vector<Claim> out;
   int64_t now = now_ms();
@@ -233,6 +239,7 @@ Expected<std::vector<Event>> EtcdStore::events(const EventQuery& q) {
   opt.min_create_revision = q.after_revision + 1;
   TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range", etcd::range_request(prefix, opt),
                                            etcd::Retry::anywhere));
+  saw(etcd::header_revision(r));
   TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
   // Oldest first: by revision, then by the index in the key within one commit.
   std::sort(kvs.begin(), kvs.end(), [](const KeyValue& a, const KeyValue& b) {
@@ -266,6 +273,7 @@ Expected<std::vector<Heartbeat>> EtcdStore::live_heartbeats(const std::string& p
   TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range",
                                            etcd::range_request(prefix, {etcd::prefix_end(prefix)}),
                                            etcd::Retry::anywhere));
+  saw(etcd::header_revision(r));
   TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
   std::vector<Heartbeat> out;
   int64_t now = now_ms();
@@ -278,6 +286,40 @@ Expected<std::vector<Heartbeat>> EtcdStore::live_heartbeats(const std::string& p
   std::sort(out.begin(), out.end(),
             [](const Heartbeat& a, const Heartbeat& b) { return a.host < b.host; });
   return out;
+}
+
+Expected<CommitResult> EtcdStore::transact(const TransactFn& fn, const TransactOptions& options) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const int attempts = std::max(1, options.max_attempts);
+  auto backoff = options.base_backoff;
+  for (int attempt = 1;; ++attempt) {
+    m_tracking = true;
+    m_first_read = 0;
+    auto ops = fn(*this);
+    m_tracking = false;
+    if (!ops) {
+      return std::move(ops).error();
+    }
+    m_last_view = 0;
+    auto result = commit(*ops);
+    if (result) {
+      return result;
+    }
+    const Error& e = result.error();
+    bool conflict = has_reason(e, reason::k_conflict);
+    bool stale = m_first_read != 0 && m_last_view > m_first_read &&
+                 (has_reason(e, reason::k_hosts_busy) || has_reason(e, reason::k_not_owner) ||
+                  has_reason(e, reason::k_already_exists) || has_reason(e, reason::k_not_found));
+    if (!conflict && !stale) {
+      return result;
+    }
+    if (attempt >= attempts) {
+      return conflict ? gave_up_after(std::move(result).error(), attempt) : result;
+    }
+    std::uniform_int_distribution<int64_t> dist(0, std::max<int64_t>(backoff.count(), 1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(dist(rng)));
+    backoff = std::min(options.max_backoff, backoff * 2);
+  }
 }
 
 Expected<int64_t> EtcdStore::grant_lease(int64_t ttl_seconds) {

@@ -77,6 +77,11 @@ public:
   Expected<CommitResult> commit(const std::vector<Op>& ops) override;
   Status put_heartbeat(const std::string& pool, const std::string& host, const Json& payload,
                        std::chrono::seconds ttl) override;
+  // The optimistic loop, which here also re-runs fn when its commit failed hosts_busy,
+  // not_owner, already_exists or not_found and the store changed after fn's first read: fn
+  // decided on a stale view, as it never can inside SQLite's write lock.
+  Expected<CommitResult> transact(const TransactFn& fn,
+                                  const TransactOptions& options = {}) override;
 
   // The store's current revision. Errors: k_unavailable.
   Expected<int64_t> revision();
@@ -95,6 +100,12 @@ private:
   // revision they were read at.
   Expected<std::pair<std::vector<Json>, int64_t>> read_ranges(const std::vector<Json>& ranges);
   Expected<int64_t> grant_lease(int64_t ttl_seconds);
+  // Notes the revision a read inside transact's fn was made at.
+  void saw(int64_t revision) {
+    if (m_tracking && revision > 0 && (m_first_read == 0 || revision < m_first_read)) {
+      m_first_read = revision;
+    }
+  }
   Expected<int64_t> marker_lease();
 
   friend struct Internals;
@@ -104,6 +115,9 @@ private:
   int m_schema_version = 0;
   int64_t m_marker_lease = 0;
   std::chrono::steady_clock::time_point m_marker_granted{};
+  bool m_tracking = false;  // inside transact's fn
+  int64_t m_first_read = 0; // the oldest revision fn read at
+  int64_t m_last_view = 0;  // the revision the last commit read its view at
 };
 
 } // namespace tpuctl::state

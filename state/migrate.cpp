@@ -138,7 +138,8 @@ Expected<MigrationReport> migrate_store(StateStore& from, StateStore& to,
       }
     }
   }
-  // Events last, oldest first, one source commit per target commit when it fits.
+  // Events last, oldest first, one target commit per source commit (when it fits), so events
+  // that happened together stay together and apart ones stay apart.
   TPUCTL_TRY_ASSIGN(auto events, from.events({}));
   size_t i = 0;
   while (i < events.size()) {
@@ -153,6 +154,7 @@ Expected<MigrationReport> migrate_store(StateStore& from, StateStore& to,
     }
     report.events += group.size();
     TPUCTL_TRY(batch.add(std::move(group), bytes));
+    TPUCTL_TRY(batch.flush());
     i = j;
   }
   TPUCTL_TRY(batch.flush());
