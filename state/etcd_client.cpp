@@ -128,6 +128,7 @@ Client::Attempt Client::perform(void* handle, const std::string& endpoint, std::
   sink.stream = stream;
   char errbuf[CURL_ERROR_SIZE] = {0};
   curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
+  headers = curl_slist_append(headers, "Expect:"); // no 100-continue round trip for big bodies
   std::string auth;
   if (with_token && !m_token.empty()) {
     auth = "Authorization: " + m_token;
