@@ -170,10 +170,13 @@ Status validate_globals(Context& ctx) {
     ctx.format = Format::yaml;
   } else if (f == "dotenv") {
     ctx.format = Format::table; // `tpuctl env` only: its table form is the dotenv text
+  } else if (f == "jsonl") {
+    ctx.format = Format::json; // `qr list --watch` only: one JSON object per line
+    ctx.json_lines = true;
   } else {
     problems.add(ErrorKind::usage, "--format: '" + f +
                                        "' is not an output format (use table, json or yaml; "
-                                       "dotenv for tpuctl env)");
+                                       "dotenv for tpuctl env, jsonl for qr list --watch)");
   }
   auto level = util::parse_verbosity(ctx.globals.verbosity);
   if (!level) {

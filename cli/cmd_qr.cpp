@@ -17,6 +17,10 @@
 
 namespace tpuctl::cli {
 
+Expected<int> watch_queued_resources(Context& ctx, state::StateStore& store,
+                                     const std::string& pool,
+                                     std::chrono::milliseconds timeout); // cmd_qr_watch.cpp
+
 namespace {
 
 using provision::QrState;
@@ -294,6 +298,8 @@ void add_create(CLI::App& group, Registry& registry) {
 
 struct ListFlags {
   std::string filter;
+  bool watch = false;
+  std::string timeout;
 };
 
 Expected<bool> matches(const QueuedResource& qr, const std::string& filter) {
@@ -342,8 +348,21 @@ void add_list(CLI::App& group, Registry& registry) {
   CLI::App* cmd = registry.add(
       group, "list", "queued resources of the pool, oldest first",
       [f](Context& ctx) -> Expected<int> {
+        std::chrono::milliseconds timeout{0};
+        if (!f->timeout.empty()) {
+          if (!f->watch) {
+            return usage_error("--timeout goes with --watch: it says how long to watch");
+          }
+          TPUCTL_TRY_ASSIGN(timeout, util::parse_duration(f->timeout, "--timeout"));
+        }
+        if (ctx.json_lines && !f->watch) {
+          return usage_error("--format jsonl is for qr list --watch; use --format json");
+        }
         TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
         TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+        if (f->watch) {
+          return watch_queued_resources(ctx, *store, pool, timeout);
+        }
         TPUCTL_TRY_ASSIGN(auto all, provision::list_queued_resources(*store, pool));
         std::sort(all.begin(), all.end(), [](const QueuedResource& a, const QueuedResource& b) {
           return a.create_revision < b.create_revision;
@@ -361,6 +380,10 @@ void add_list(CLI::App& group, Registry& registry) {
   cmd->add_option("--filter", f->filter,
                   "FIELD=VALUE,... (state, tier, accelerator_type, labels.KEY)")
       ->type_name("EXPR");
+  cmd->add_flag("--watch", f->watch,
+                "print each state change as it happens (--format jsonl: one JSON object a line)");
+  cmd->add_option("--timeout", f->timeout, "with --watch: stop after this long (default: never)")
+      ->type_name("DURATION");
 }
 
 void add_describe(CLI::App& group, Registry& registry) {

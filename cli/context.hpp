@@ -28,6 +28,7 @@ struct GlobalOptions {
 struct Context {
   GlobalOptions globals;
   Format format = Format::table;
+  bool json_lines = false;     // --format jsonl (streams such as qr list --watch)
   std::ostream* out = nullptr; // results only
   std::ostream* err = nullptr; // errors, progress and notices
 

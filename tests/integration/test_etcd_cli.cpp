@@ -17,6 +17,7 @@
 #include "state/location.hpp"
 #include "tests/support/etcd_fixture.hpp"
 #include "tests/support/local_pool_fixture.hpp"
+#include "util/strings.hpp"
 
 using nlohmann::json;
 using namespace tpuctl;
@@ -331,4 +332,51 @@ TEST_CASE("etcd cli: token authentication with a password file; bad or missing c
                              {"TPUCTL_ETCD_PASSWORD", "s3cret-pw"}});
   CHECK(outside.exit_code == 5);
   CHECK(outside.err.find("denied permission") != std::string::npos);
+}
+
+TEST_CASE("qr list --watch --format jsonl prints each state change once, with initiator and "
+          "error, on etcd and on SQLite") {
+  Machine watcher, creator;
+  std::string url;
+  SUBCASE("etcd: the creator is another machine") {
+    url = cluster().url(unique_prefix());
+  }
+  SUBCASE("sqlite: the same file, polled") {
+    url = "sqlite:" + (watcher.dir.path() / "shared.db").string();
+  }
+  // Hosts where nothing listens: provisioning fails fast, naming the worker.
+  REQUIRE(
+      creator.run({"--state", url, "pool", "create", "p", "--generation", "v5e", "--shape", "4x4"})
+          .exit_code == 0);
+  REQUIRE(creator.run({"--state", url, "pool", "add-hosts", "127.130.255.[2-5]", "--port", "2222"})
+              .exit_code == 0);
+  util::ProcessResult watched;
+  std::thread watch([&] {
+    watched = watcher.run(
+        {"--state", url, "qr", "list", "--watch", "--format", "jsonl", "--timeout", "5s"});
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto created = creator.run({"--state", url, "qr", "create", "q1", "--accelerator-type",
+                              "v5litepod-4", "--async", "--quiet"});
+  CHECK_MESSAGE(created.exit_code == 0, created.err);
+  watch.join();
+  CHECK_MESSAGE(watched.exit_code == 0, watched.err);
+  std::vector<json> lines;
+  for (const auto& line : util::split(watched.out, '\n')) {
+    if (!line.empty()) {
+      lines.push_back(json::parse(line));
+    }
+  }
+  REQUIRE(lines.size() >= 4);
+  std::vector<std::string> states;
+  for (const auto& l : lines) {
+    CHECK(l["queued_resource"] == "q1");
+    states.push_back(l["to"]);
+  }
+  CHECK(states ==
+        std::vector<std::string>{"ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "FAILED"});
+  CHECK(lines[0]["initiator"] == "USER");
+  CHECK(lines[2]["initiator"] == "SERVICE");
+  CHECK(lines[3]["error"].get<std::string>().find("127.130.255.2") != std::string::npos);
+  CHECK(lines[3]["revision"].get<int64_t>() > lines[0]["revision"].get<int64_t>());
 }
