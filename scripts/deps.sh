@@ -10,7 +10,7 @@ packages=(
   g++ cmake ninja-build pkg-config git
   libcli11-dev libspdlog-dev nlohmann-json3-dev libssh-dev libcurl4-openssl-dev libsqlite3-dev
   # tests
-  doctest-dev openssh-server openssh-client procps etcd-server etcd-client
+  doctest-dev openssh-server openssh-client procps etcd-server etcd-client openssl
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(libopenblas-dev pdsh clustershell)

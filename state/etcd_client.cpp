@@ -171,6 +171,10 @@ Client::Attempt Client::perform(void* handle, const std::string& endpoint, std::
       } else if (rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_PEER_FAILED_VERIFICATION ||
                  rc == CURLE_SSL_CERTPROBLEM || rc == CURLE_SSL_CACERT_BADFILE) {
         a.what = "TLS: " + a.what + " (check --etcd-cacert, --etcd-cert and --etcd-key)";
+      } else if (util::starts_with(endpoint, "https://") &&
+                 (rc == CURLE_SEND_ERROR || rc == CURLE_RECV_ERROR) && a.http == 0) {
+        a.what = "the server closed the TLS connection (" + a.what +
+                 "): does it want a client certificate? check --etcd-cert and --etcd-key";
       }
     }
     return a;

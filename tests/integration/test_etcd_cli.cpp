@@ -380,3 +380,38 @@ TEST_CASE("qr list --watch --format jsonl prints each state change once, with in
   CHECK(lines[3]["error"].get<std::string>().find("127.130.255.2") != std::string::npos);
   CHECK(lines[3]["revision"].get<int64_t>() > lines[0]["revision"].get<int64_t>());
 }
+
+TEST_CASE("etcd cli: an etcd+https store with client certificates; without the CA or the client "
+          "certificate it is exit 1 naming the endpoint") {
+  EtcdCluster secure(1, true);
+  Machine m;
+  std::string url = secure.url("/tls/");
+  std::vector<std::string> tls{"--etcd-cacert",      secure.ca_file(), "--etcd-cert",
+                               secure.client_cert(), "--etcd-key",     secure.client_key()};
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), tls.begin(), tls.end());
+    args.insert(args.begin(), {"--state", url});
+    return m.run(args);
+  };
+  auto made = with({"pool", "create", "p", "--generation", "v5e"});
+  CHECK_MESSAGE(made.exit_code == 0, made.err);
+  auto listed = with({"pool", "list", "--format", "json"});
+  REQUIRE(listed.exit_code == 0);
+  CHECK(json::parse(listed.out).size() == 1);
+
+  std::string endpoint = secure.endpoints()[0];
+  auto no_ca = m.run({"--state", url, "--etcd-cert", secure.client_cert(), "--etcd-key",
+                      secure.client_key(), "pool", "list"});
+  CHECK(no_ca.exit_code == 1);
+  CHECK(no_ca.err.find(endpoint) != std::string::npos);
+  CHECK(no_ca.err.find("--etcd-cacert") != std::string::npos);
+
+  auto no_cert = m.run({"--state", url, "--etcd-cacert", secure.ca_file(), "pool", "list"});
+  CHECK(no_cert.exit_code == 1);
+  CHECK(no_cert.err.find(endpoint) != std::string::npos);
+  CHECK(no_cert.err.find("--etcd-cert") != std::string::npos);
+
+  auto plain = m.run({"--state", "etcd://" + endpoint.substr(8) + "/tls/", "--etcd-cacert",
+                      secure.ca_file(), "pool", "list"});
+  CHECK(plain.exit_code == 2); // TLS files with a plain etcd:// URL: a usage error
+}

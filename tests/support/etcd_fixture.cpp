@@ -41,9 +41,6 @@ bool can_bind(const std::string& address, uint16_t port) {
   return ok;
 }
 
-std::string client_url(const std::string& address) {
-  return "http://" + address + ":" + std::to_string(k_client_port);
-}
 std::string peer_url(const std::string& address) {
   return "http://" + address + ":" + std::to_string(k_peer_port);
 }
@@ -55,7 +52,81 @@ std::string unique_prefix() {
   return "/t-" + std::to_string(::getpid()) + "-" + std::to_string(++counter) + "/";
 }
 
-EtcdCluster::EtcdCluster(int members) {
+std::string EtcdCluster::client_url(const std::string& address) const {
+  return std::string(m_tls ? "https://" : "http://") + address + ":" +
+         std::to_string(k_client_port);
+}
+
+state::etcd::ClientOptions EtcdCluster::client_options() const {
+  state::etcd::ClientOptions o;
+  o.endpoints = endpoints();
+  if (m_tls) {
+    o.cacert = ca_file();
+    o.cert = client_cert();
+    o.key = client_key();
+  }
+  return o;
+}
+
+void EtcdCluster::make_certificates() {
+  std::string openssl = util::find_program("openssl");
+  if (openssl.empty()) {
+    throw std::runtime_error("openssl is not installed: run scripts/deps.sh");
+  }
+  std::string d = m_tmp.path().string();
+  std::vector<std::string> sans;
+  for (const auto& m : m_members) {
+    sans.push_back("IP:" + m.address);
+  }
+  std::ofstream(d + "/server.ext") << "subjectAltName=" << util::join(sans, ",") << "\n";
+  std::vector<std::string> ec = {"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                                 "-nodes"};
+  auto run = [&](std::vector<std::string> argv) {
+    argv.insert(argv.begin(), openssl);
+    auto r = util::run_process(argv);
+    if (!r || r->exit_code != 0) {
+      throw std::runtime_error("openssl " + argv[1] +
+                               " failed: " + (r ? r->err : r.error().message));
+    }
+  };
+  auto req = [&](const std::string& name, const std::string& subject, bool self_signed) {
+    std::vector<std::string> argv{"req"};
+    if (self_signed) {
+      argv.push_back("-x509");
+    }
+    argv.insert(argv.end(), ec.begin(), ec.end());
+    argv.insert(argv.end(), {"-keyout", d + "/" + name + ".key", "-subj", subject, "-days", "2",
+                             "-out", d + "/" + name + (self_signed ? ".pem" : ".csr")});
+    run(argv);
+  };
+  auto sign = [&](const std::string& name, bool server) {
+    std::vector<std::string> argv{"x509",
+                                  "-req",
+                                  "-in",
+                                  d + "/" + name + ".csr",
+                                  "-CA",
+                                  d + "/ca.pem",
+                                  "-CAkey",
+                                  d + "/ca.key",
+                                  "-CAcreateserial",
+                                  "-days",
+                                  "2",
+                                  "-out",
+                                  d + "/" + name + ".pem"};
+    if (server) {
+      argv.insert(argv.end(), {"-extfile", d + "/server.ext"});
+    }
+    run(argv);
+  };
+  req("ca", "/O=tpuctl-test-ca", true);
+  req("server", "/O=tpuctl-test-server", false);
+  sign("server", true);
+  // No CommonName: etcd's gateway refuses CN-bearing client certificates when auth is on.
+  req("client", "/O=tpuctl", false);
+  sign("client", false);
+}
+
+EtcdCluster::EtcdCluster(int members, bool tls) : m_tls(tls) {
   m_etcd = util::find_program("etcd");
   if (m_etcd.empty()) {
     throw std::runtime_error("etcd is not installed (no 'etcd' in PATH): run scripts/deps.sh, "
@@ -81,6 +152,9 @@ EtcdCluster::EtcdCluster(int members) {
   }
   if (m_members.empty()) {
     throw std::runtime_error("EtcdCluster: no free addresses in 127.130.0.0/16");
+  }
+  if (m_tls) {
+    make_certificates();
   }
   for (size_t i = 0; i < m_members.size(); ++i) {
     spawn(i);
@@ -128,6 +202,11 @@ void EtcdCluster::spawn(size_t i) {
                                 "--election-timeout",
                                 "500",
                                 "--enable-v2=false"};
+  if (m_tls) {
+    std::string d = m_tmp.path().string();
+    args.insert(args.end(), {"--cert-file", d + "/server.pem", "--key-file", d + "/server.key",
+                             "--trusted-ca-file", d + "/ca.pem", "--client-cert-auth"});
+  }
   std::vector<char*> argv;
   for (auto& a : args) {
     argv.push_back(a.data());
@@ -190,7 +269,7 @@ std::string EtcdCluster::url(const std::string& prefix) const {
   for (const auto& m : m_members) {
     hosts.push_back(m.address + ":" + std::to_string(k_client_port));
   }
-  return "etcd://" + util::join(hosts, ",") + prefix;
+  return std::string(m_tls ? "etcd+https://" : "etcd://") + util::join(hosts, ",") + prefix;
 }
 
 int EtcdCluster::leader() const {
@@ -198,7 +277,7 @@ int EtcdCluster::leader() const {
     if (m_members[i].pid <= 0) {
       continue;
     }
-    state::etcd::ClientOptions o;
+    state::etcd::ClientOptions o = client_options();
     o.endpoints = {client_url(m_members[i].address)};
     o.request_timeout = std::chrono::seconds(2);
     state::etcd::Client c(o);
@@ -238,7 +317,7 @@ void EtcdCluster::wait_ready(std::chrono::milliseconds timeout) const {
       if (::waitpid(m_members[i].pid, &status, WNOHANG) == m_members[i].pid) {
         throw std::runtime_error("etcd member " + m_members[i].name + " exited: " + log_tail(i));
       }
-      state::etcd::ClientOptions o;
+      state::etcd::ClientOptions o = client_options();
       o.endpoints = {client_url(m_members[i].address)};
       o.connect_timeout = std::chrono::milliseconds(300);
       o.request_timeout = std::chrono::seconds(1);
