@@ -249,9 +249,11 @@ struct EtcdStore::Internals {
     return p != hosts_present.end() && p->second.count(host) > 0;
   }
 
-  // The live claim in `s`, if any.
-  Expected<std::optional<etcd::ClaimValue>> live_claim(const std::string& key, Slot& s) {
-    s.consulted = s.consulted || !s.dirty;
+  // The live claim in `s`, if any. `consult`: guard the decision with a compare on this key
+  // (a pool removal guards all its claims with one range compare instead).
+  Expected<std::optional<etcd::ClaimValue>> live_claim(const std::string& key, Slot& s,
+                                                       bool consult = true) {
+    s.consulted = s.consulted || (consult && !s.dirty);
     if (!s.exists) {
       return std::optional<etcd::ClaimValue>{};
     }
@@ -333,7 +335,7 @@ struct EtcdStore::Internals {
       if (key.kind == Kind::host && it->first != prefix) {
         continue;
       }
-      TPUCTL_TRY_ASSIGN(auto c, live_claim(it->first, it->second));
+      TPUCTL_TRY_ASSIGN(auto c, live_claim(it->first, it->second, key.kind == Kind::host));
       if (c) {
         busy.push_back(in_quotes(it->first.substr(it->first.rfind('/') + 1)) + " is claimed by " +
                        in_quotes(c->owner));
