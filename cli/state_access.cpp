@@ -6,6 +6,7 @@
 #include "cli/qr_runtime.hpp"
 #include "provision/reconcile.hpp"
 #include "state/location.hpp"
+#include "util/strings.hpp"
 
 namespace tpuctl::cli {
 
@@ -29,6 +30,11 @@ Expected<state::OpenOptions> open_options(const Context& ctx) {
     o.etcd.password = line;
   } else if (const char* p = std::getenv("TPUCTL_ETCD_PASSWORD"); p && *p) {
     o.etcd.password = p;
+  }
+  // For an etcd whose members run with a --max-txn-ops other than the default 128.
+  if (const char* n = std::getenv("TPUCTL_ETCD_MAX_TXN_OPS"); n && *n) {
+    TPUCTL_TRY_ASSIGN(int64_t ops, util::parse_int(n, "TPUCTL_ETCD_MAX_TXN_OPS", 8, 1 << 20));
+    o.etcd.max_txn_ops = static_cast<size_t>(ops);
   }
   return o;
 }
