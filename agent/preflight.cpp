@@ -18,17 +18,14 @@
 #include "agent/preflight.hpp"
 
 #include <algorithm>
-#include <arpa/inet.h>
 #include <cerrno>
-#include <cstring>
-#include <fcntl.h>
-#include <map>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <set>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "agent/tcp.hpp"
 
 namespace tpuctl::agent {
 
@@ -40,37 +37,21 @@ using std::chrono::milliseconds;
 constexpr milliseconds k_retry_delay{100};
 constexpr size_t k_max_line = 256;
 
+// A peer's address, or why it has none.
 struct Resolved {
-  sockaddr_storage addr{};
-  socklen_t len = 0;
+  SocketAddress address;
   std::string error;
 };
 
 Resolved resolve(const std::string& host, int port) {
   Resolved r;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  std::string service = std::to_string(port);
-  int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res);
-  if (rc != 0 || res == nullptr) {
-    r.error = std::string("name not resolved: ") + ::gai_strerror(rc);
-    return r;
+  auto a = resolve_address(host, port);
+  if (a) {
+    r.address = *a;
+  } else {
+    r.error = a.error().message;
   }
-  std::memcpy(&r.addr, res->ai_addr, res->ai_addrlen);
-  r.len = res->ai_addrlen;
-  ::freeaddrinfo(res);
   return r;
-}
-
-std::string join_address(const std::string& host, int port) {
-  bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
-void set_nonblocking(int fd) {
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL, 0) | O_NONBLOCK);
 }
 
 // A connection in progress: outgoing (to a peer) or incoming (from one).
@@ -122,15 +103,6 @@ void send_all(int fd, const std::string& text) {
     }
     off += static_cast<size_t>(n);
   }
-}
-
-// strerror's text with a lowercase first letter ("connection refused").
-std::string error_text(int err) {
-  std::string s = std::strerror(err);
-  if (!s.empty() && s[0] >= 'A' && s[0] <= 'Z') {
-    s[0] = static_cast<char>(s[0] - 'A' + 'a');
-  }
-  return s;
 }
 
 int64_t unix_ms() {
@@ -221,16 +193,17 @@ Expected<PreflightResult> run_preflight(const PreflightOptions& options) {
 
   // Listen on our own address.
   const auto& own = addrs[static_cast<size_t>(self)];
-  result.bind_address = join_address(options.hostnames[static_cast<size_t>(self)], options.port);
+  result.bind_address = join_host_port(options.hostnames[static_cast<size_t>(self)], options.port);
   int listener = -1;
   if (!own.error.empty()) {
     result.bind_error = own.error;
   } else {
-    listener = ::socket(own.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    listener = ::socket(own.address.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (listener < 0 ||
-        ::bind(listener, reinterpret_cast<const sockaddr*>(&own.addr), own.len) != 0 ||
+        ::bind(listener, reinterpret_cast<const sockaddr*>(&own.address.addr), own.address.len) !=
+            0 ||
         ::listen(listener, 256) != 0) {
       result.bind_error = "cannot listen on " + result.bind_address + ": " + error_text(errno);
       if (listener >= 0) {
@@ -272,7 +245,7 @@ Expected<PreflightResult> run_preflight(const PreflightOptions& options) {
       }
       const auto& a = addrs[static_cast<size_t>(j)];
       Conn c;
-      c.fd = ::socket(a.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      c.fd = ::socket(a.address.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
       c.peer = j;
       c.outgoing = true;
       if (c.fd < 0) {
@@ -282,7 +255,7 @@ Expected<PreflightResult> run_preflight(const PreflightOptions& options) {
       }
       set_nonblocking(c.fd);
       o.phase = Outgoing::Phase::busy;
-      if (::connect(c.fd, reinterpret_cast<const sockaddr*>(&a.addr), a.len) == 0) {
+      if (::connect(c.fd, reinterpret_cast<const sockaddr*>(&a.address.addr), a.address.len) == 0) {
         send_all(c.fd, preflight_hello(self));
       } else if (errno == EINPROGRESS) {
         c.connecting = true;
@@ -385,8 +358,9 @@ Expected<PreflightResult> run_preflight(const PreflightOptions& options) {
   for (int j = 0; j < n; ++j) {
     const auto& o = out[static_cast<size_t>(j)];
     if (o.phase != Outgoing::Phase::done) {
-      result.unreachable.push_back(PeerProblem{
-          j, join_address(options.hostnames[static_cast<size_t>(j)], options.port), o.last_error});
+      result.unreachable.push_back(
+          PeerProblem{j, join_host_port(options.hostnames[static_cast<size_t>(j)], options.port),
+                      o.last_error});
     }
   }
   std::sort(result.reached.begin(), result.reached.end());

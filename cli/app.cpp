@@ -6,6 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/exit_codes.hpp"
+#include "cli/list_filter.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
 
@@ -18,7 +19,8 @@ constexpr const char* k_description =
 
 void add_global_flags(CLI::App& app, GlobalOptions& g) {
   const char* group = "Global flags";
-  app.add_option("--format", g.format, "output format: table (default), json or yaml")
+  app.add_option("--format", g.format,
+                 "output format: table (default), json, yaml, or value(FIELD,...) for lists")
       ->type_name("FORMAT")
       ->group(group);
   app.add_flag("-q,--quiet", g.quiet, "no progress or notices on stderr")->group(group);
@@ -32,6 +34,10 @@ void add_global_flags(CLI::App& app, GlobalOptions& g) {
   app.add_option("--state", g.state, "state store URL: sqlite:PATH or etcd://HOST:PORT[,...]")
       ->envname("TPUCTL_STATE")
       ->type_name("URL")
+      ->group(group);
+  app.add_option("--filter", g.filter,
+                 "list commands: only rows matching EXPR, e.g. 'state=ACTIVE AND name:train'")
+      ->type_name("EXPR")
       ->group(group);
   app.add_option("--pool", g.pool, "host pool to use (default: the only pool, or 'default')")
       ->envname("TPUCTL_POOL")
@@ -168,15 +174,27 @@ Status validate_globals(Context& ctx) {
     ctx.format = Format::json;
   } else if (f == "yaml") {
     ctx.format = Format::yaml;
+  } else if (util::starts_with(f, "value(")) {
+    auto fields = parse_value_format(f);
+    if (!fields) {
+      problems.add(fields.error());
+    } else {
+      ctx.format = Format::value;
+      ctx.value_fields = *fields;
+    }
   } else if (f == "dotenv") {
     ctx.format = Format::table; // `tpuctl env` only: its table form is the dotenv text
   } else if (f == "jsonl") {
     ctx.format = Format::json; // `qr list --watch` only: one JSON object per line
     ctx.json_lines = true;
   } else {
-    problems.add(ErrorKind::usage, "--format: '" + f +
-                                       "' is not an output format (use table, json or yaml; "
-                                       "dotenv for tpuctl env, jsonl for qr list --watch)");
+    problems.add(ErrorKind::usage,
+                 "--format: '" + f +
+                     "' is not an output format (use table, json, yaml or value(FIELD,...); "
+                     "dotenv for tpuctl env, jsonl for qr list --watch)");
+  }
+  if (auto filter = RowFilter::parse(ctx.globals.filter); !filter) {
+    problems.add(filter.error());
   }
   auto level = util::parse_verbosity(ctx.globals.verbosity);
   if (!level) {
@@ -233,6 +251,12 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   if (args.size() <= 1) {
     out << app->help();
     return k_exit_ok;
+  }
+  if (args[1] == "__complete") {
+    return run_complete(*app, args, out);
+  }
+  if (args[1] == "__man") {
+    return run_man(*app, args, out, err);
   }
   std::vector<const char*> argv;
   for (const auto& a : args) {

@@ -1,10 +1,14 @@
 // tpuctl agent: the commands that run on a worker, shipped there by tpuctl itself. Hidden from
 // `tpuctl --help` because users do not call them directly; their json output is an interface
 // between the controller and the agent, so its field names are stable.
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "agent/preflight.hpp"
 #include "agent/probe.hpp"
+#include "agent/spmd_matmul.hpp"
+#include "agent/supervise.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "provision/preflight_report.hpp"
@@ -36,6 +40,164 @@ struct PreflightFlags {
   std::string timeout = "20s";
   bool kernel_check = false;
 };
+
+struct SpmdFlags {
+  int m = 0, n = 0, k = 0;
+  std::string dtype = "int8";
+  std::string mesh;
+  std::string timeout = "30s";
+  uint64_t seed = 1;
+  int threads = 1;
+};
+
+double rounded(double v, double scale) {
+  return std::round(v * scale) / scale;
+}
+
+Json spmd_json(const agent::SpmdResult& r) {
+  const auto& id = r.identity;
+  const auto& job = r.job;
+  Json j{{"worker", id.worker},
+         {"slice", id.slice},
+         {"process", id.process},
+         {"processes", id.processes},
+         {"m", job.m},
+         {"n", job.n},
+         {"k", job.k},
+         {"dtype", kernels::to_string(job.dtype)},
+         {"mesh", Json{{"data", job.data}, {"model", job.model}}},
+         {"seed", job.seed},
+         {"threads", r.threads},
+         {"isa", r.isa},
+         {"block", Json{{"row", r.block.row},
+                        {"col", r.block.col},
+                        {"rows", r.block.rows},
+                        {"cols", r.block.cols}}},
+         {"ring_address", r.ring_address},
+         {"generate_ms", rounded(r.generate_ms, 1e3)},
+         {"compute_ms", rounded(r.compute_ms, 1e3)},
+         {"comm_ms", rounded(r.comm_ms, 1e3)},
+         {"check_ms", rounded(r.check_ms, 1e3)},
+         {"gops", rounded(r.gops, 1e2)},
+         {"checksum_ok", r.checksum.ok},
+         {"checksum", Json{{"method", "freivalds"},
+                           {"bad_rows", r.checksum.bad_rows},
+                           {"worst_ratio", rounded(r.checksum.worst_ratio, 1e6)}}}};
+  if (r.has_summary) {
+    j["aggregate_gops"] = rounded(r.aggregate_gops, 1e2);
+    j["parallel_ms"] = rounded(r.parallel_ms, 1e3);
+    j["single_ms"] = rounded(r.single_ms, 1e3);
+    j["efficiency"] = rounded(r.efficiency, 1e3);
+    j["all_checksums_ok"] = r.ok();
+    Json peers = Json::array();
+    for (size_t p = 0; p < r.reports.size(); ++p) {
+      const auto& rep = r.reports[p];
+      const auto& e = r.table[p];
+      peers.push_back(Json{{"process", e.process},
+                           {"slice", e.slice},
+                           {"worker", e.worker},
+                           {"host", e.host},
+                           {"compute_ms", rounded(rep.compute_ms, 1e3)},
+                           {"comm_ms", rounded(rep.comm_ms, 1e3)},
+                           {"gops", rounded(rep.gops, 1e2)},
+                           {"checksum_ok", rep.checksum_ok},
+                           {"error", rep.error}});
+    }
+    j["peers"] = peers;
+  }
+  return j;
+}
+
+std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+void spmd_table(std::ostream& out, const Json& j) {
+  const auto block = j["block"];
+  const int r0 = block["row"].get<int>() * block["rows"].get<int>();
+  const int c0 = block["col"].get<int>() * block["cols"].get<int>();
+  out << "process " << j["process"].get<int>() << " of " << j["processes"].get<int>() << " (slice "
+      << j["slice"].get<int>() << ", worker " << j["worker"].get<int>() << "): C[" << r0 << ":"
+      << r0 + block["rows"].get<int>() << ", " << c0 << ":" << c0 + block["cols"].get<int>()
+      << "] of " << j["m"].get<int>() << "x" << j["n"].get<int>() << "x" << j["k"].get<int>() << " "
+      << j["dtype"].get<std::string>() << ", mesh " << j["mesh"]["data"].get<int>() << ","
+      << j["mesh"]["model"].get<int>() << "\n";
+  out << "  compute " << fixed(j["compute_ms"].get<double>(), 3) << " ms ("
+      << fixed(j["gops"].get<double>(), 2) << " GOP/s), comm "
+      << fixed(j["comm_ms"].get<double>(), 3) << " ms, checksum "
+      << (j["checksum_ok"].get<bool>() ? "ok" : "FAILED") << "\n";
+  if (!j.contains("peers")) {
+    return;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& p : j["peers"]) {
+    rows.push_back({std::to_string(p["process"].get<int>()), std::to_string(p["slice"].get<int>()),
+                    std::to_string(p["worker"].get<int>()), p["host"].get<std::string>(),
+                    fixed(p["compute_ms"].get<double>(), 3), fixed(p["comm_ms"].get<double>(), 3),
+                    fixed(p["gops"].get<double>(), 2),
+                    p["error"].get<std::string>().empty()
+                        ? (p["checksum_ok"].get<bool>() ? "ok" : "FAILED")
+                        : "error: " + p["error"].get<std::string>()});
+  }
+  out << render_table(
+      {"process", "slice", "worker", "host", "compute_ms", "comm_ms", "gops", "checksum"}, rows);
+  out << "aggregate " << fixed(j["aggregate_gops"].get<double>(), 2) << " GOP/s over "
+      << j["processes"].get<int>() << " processes: parallel "
+      << fixed(j["parallel_ms"].get<double>(), 3)
+      << " ms (slowest compute + comm), one worker alone " << fixed(j["single_ms"].get<double>(), 3)
+      << " ms, efficiency " << fixed(j["efficiency"].get<double>(), 3) << "\n";
+}
+
+struct SuperviseFlags {
+  agent::SuperviseOptions options;
+  std::string heartbeat = "2s";
+  std::string kill_grace = "2s";
+};
+
+// `agent supervise` (start a workload's command, detached) and `agent supervise-status`.
+void add_supervise(CLI::App& group, Registry& registry) {
+  auto sf = std::make_shared<SuperviseFlags>();
+  CLI::App* supervise = registry.add(
+      group, "supervise",
+      "run a workload's command detached: own process group, log, exit status, heartbeat",
+      [sf](Context& ctx) -> Expected<int> {
+        agent::SuperviseOptions o = sf->options;
+        TPUCTL_TRY_ASSIGN(o.heartbeat_interval,
+                          util::parse_duration(sf->heartbeat, "--heartbeat-interval"));
+        TPUCTL_TRY_ASSIGN(o.kill_grace, util::parse_duration(sf->kill_grace, "--kill-grace"));
+        TPUCTL_TRY_ASSIGN(auto started, agent::start_supervised(o));
+        emit(ctx, Json{{"supervisor_pid", started.supervisor_pid},
+                       {"pid", started.pid},
+                       {"dir", started.dir},
+                       {"attempt", o.attempt}});
+        return 0;
+      });
+  supervise->add_option("--dir", sf->options.dir, "the workload's directory on this worker")
+      ->required()
+      ->type_name("DIR");
+  supervise->add_option("--command", sf->options.command, "run by /bin/sh -c")
+      ->required()
+      ->type_name("CMD");
+  supervise->add_option("--attempt", sf->options.attempt, "attempt number (0 = first run)")
+      ->type_name("N");
+  supervise->add_option("--heartbeat-interval", sf->heartbeat, "heartbeat period (default 2s)")
+      ->type_name("D");
+  supervise->add_option("--kill-grace", sf->kill_grace, "TERM -> KILL delay on stop (default 2s)")
+      ->type_name("D");
+
+  auto dir = std::make_shared<std::string>();
+  CLI::App* status = registry.add(group, "supervise-status",
+                                  "print a supervised command's status, heartbeat and liveness",
+                                  [dir](Context& ctx) -> Expected<int> {
+                                    emit(ctx, agent::supervised_status(*dir));
+                                    return 0;
+                                  });
+  status->add_option("--dir", *dir, "the workload's directory on this worker")
+      ->required()
+      ->type_name("DIR");
+}
 
 } // namespace
 
@@ -81,6 +243,50 @@ void setup_agent(CLI::App& group, Registry& registry) {
       ->type_name("D");
   preflight->add_flag("--kernel-check", pf->kernel_check,
                       "also run a 64x64x64 int8 gemm and compare it to the reference");
+
+  add_supervise(group, registry);
+
+  auto sf = std::make_shared<SpmdFlags>();
+  CLI::App* spmd = registry.add(
+      group, "spmd-matmul",
+      "multi-controller matmul: run on every worker; rendezvous, shard, ring all-gather, check",
+      [sf](Context& ctx) -> Expected<int> {
+        agent::SpmdMatmulOptions o;
+        o.m = sf->m;
+        o.n = sf->n;
+        o.k = sf->k;
+        TPUCTL_TRY_ASSIGN(o.dtype, agent::parse_spmd_dtype(sf->dtype));
+        o.mesh = sf->mesh;
+        TPUCTL_TRY_ASSIGN(o.timeout, util::parse_duration(sf->timeout, "--timeout"));
+        o.seed = sf->seed;
+        o.threads = sf->threads;
+        const char* corrupt = std::getenv("TPUCTL_DEBUG_CORRUPT_RESULT");
+        o.corrupt = corrupt && std::string(corrupt) == "1";
+        TPUCTL_TRY_ASSIGN(auto result, agent::run_spmd_matmul(o, agent::read_spmd_env()));
+        emit(ctx, spmd_json(result), spmd_table);
+        return result.ok() ? 0 : 1;
+      });
+  spmd->add_option("--m", sf->m, "rows of A and C")->required()->type_name("M");
+  spmd->add_option("--n", sf->n, "columns of B and C")->required()->type_name("N");
+  spmd->add_option("--k", sf->k, "columns of A, rows of B")->required()->type_name("K");
+  spmd->add_option("--dtype", sf->dtype, "int8 (exact, default), bf16 or fp32")->type_name("TYPE");
+  spmd->add_option("--mesh", sf->mesh,
+                   "data,model: process p computes C block (p / model, p % model) (default P,1)")
+      ->type_name("D,M");
+  spmd->add_option("--timeout", sf->timeout,
+                   "deadline of the rendezvous and of each ring step (default 30s)")
+      ->type_name("D");
+  spmd->add_option("--seed", sf->seed, "seed of A and B (default 1)")->type_name("S");
+  spmd->add_option("--threads", sf->threads,
+                   "GEMM threads per process and for the baseline; 0 = all (default 1)")
+      ->type_name("N");
+  spmd->footer(
+      "Run it on every worker of every slice at once; each process reads its place from the\n"
+      "worker environment and meets process 0 at JAX_COORDINATOR_ADDRESS. Exit status: 0 when\n"
+      "the gathered C passed the check, 1 when it did not or a peer was missing, 2 on bad "
+      "input.\n\n"
+      "Example:\n"
+      "  tpuctl ssh qr-1 --worker=all -- tpuctl agent spmd-matmul --m 1024 --n 1024 --k 1024\n");
 }
 
 } // namespace tpuctl::cli

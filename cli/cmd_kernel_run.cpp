@@ -287,17 +287,17 @@ Expected<int> run_kernel_bench(Context& ctx, const BenchFlags& f) {
       rows.push_back(row);
     }
   }
-  emit_list(ctx, rows,
-            {{"dtype", "dtype"},
-             {"m", "m"},
-             {"n", "n"},
-             {"k", "k"},
-             {"threads", "threads"},
-             {"gops_median", "gops_median"},
-             {"peak_gops", "peak_gops"},
-             {"pct_of_peak", "pct_of_peak"},
-             {"seconds_median", "seconds_median"},
-             {"isa", "isa"}});
+  TPUCTL_TRY(emit_list(ctx, rows,
+                       {{"dtype", "dtype"},
+                        {"m", "m"},
+                        {"n", "n"},
+                        {"k", "k"},
+                        {"threads", "threads"},
+                        {"gops_median", "gops_median"},
+                        {"peak_gops", "peak_gops"},
+                        {"pct_of_peak", "pct_of_peak"},
+                        {"seconds_median", "seconds_median"},
+                        {"isa", "isa"}}));
   return 0;
 }
 

@@ -73,14 +73,14 @@ void add_list(CLI::App& group, Registry& registry) {
       row["free"] = view.grid.count(provision::CellState::free);
       rows.push_back(row);
     }
-    emit_list(ctx, rows,
-              {{"name", "name"},
-               {"generation", "generation"},
-               {"shape", "shape"},
-               {"hosts", "hosts"},
-               {"free", "free"},
-               {"capacity", "capacity"},
-               {"local", "local"}});
+    TPUCTL_TRY(emit_list(ctx, rows,
+                         {{"name", "name"},
+                          {"generation", "generation"},
+                          {"shape", "shape"},
+                          {"hosts", "hosts"},
+                          {"free", "free"},
+                          {"capacity", "capacity"},
+                          {"local", "local"}}));
     return 0;
   });
 }
@@ -153,7 +153,7 @@ void add_add_hosts(CLI::App& group, Registry& registry) {
         for (const auto& h : added) {
           rows.push_back(host_json(h, ""));
         }
-        emit_list(ctx, rows, k_host_columns);
+        TPUCTL_TRY(emit_list(ctx, rows, k_host_columns));
         return 0;
       });
   cmd->add_option("SPEC", o->specs, "hosts: [user@]host[:port], e.g. node[01-16] or 10.0.0.[1-4]")
@@ -189,7 +189,7 @@ void add_hosts_list(CLI::App& group, Registry& registry) {
     TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
     TPUCTL_TRY_ASSIGN(auto pool, pool_name(ctx, *store));
     TPUCTL_TRY_ASSIGN(auto view, provision::load_pool(*store, pool));
-    emit_list(ctx, pool_view_json(view)["host_list"], k_host_columns);
+    TPUCTL_TRY(emit_list(ctx, pool_view_json(view)["host_list"], k_host_columns));
     return 0;
   });
 }
@@ -248,7 +248,7 @@ void add_import(CLI::App& group, Registry& registry) {
         for (const auto& h : added) {
           rows.push_back(host_json(h, ""));
         }
-        emit_list(ctx, rows, k_host_columns);
+        TPUCTL_TRY(emit_list(ctx, rows, k_host_columns));
         return 0;
       });
   cmd->add_option("FILE", *file, "JSON inventory: {\"pool\": {...}?, \"hosts\": [...]}")

@@ -115,19 +115,19 @@ struct ScpOptions {
 
 void add_scp(CLI::App& group, Registry& registry) {
   auto o = std::make_shared<ScpOptions>();
-  CLI::App* cmd = registry.add(
-      group, "scp", "copy local files to the pool's hosts (verified by sha256)",
-      [o](Context& ctx) -> Expected<int> {
-        if (o->paths.size() < 2) {
-          return usage_error(
-              "give at least one SRC and a DEST (e.g. tpuctl pool scp a.txt ~/data/)");
-        }
-        std::string dest = o->paths.back();
-        std::vector<std::string> sources(o->paths.begin(), o->paths.end() - 1);
-        TPUCTL_TRY_ASSIGN(auto options, ssh_options(o->ssh));
-        TPUCTL_TRY_ASSIGN(auto sel, select_hosts(ctx, o->hosts));
-        return copy_files(ctx, sel.targets, sources, dest, o->recurse, options);
-      });
+  CLI::App* cmd =
+      registry.add(group, "scp", "copy local files to the pool's hosts (verified by sha256)",
+                   [o](Context& ctx) -> Expected<int> {
+                     if (o->paths.size() < 2) {
+                       return usage_error(
+                           "give at least one SRC and a DEST (e.g. tpuctl pool scp a.txt ~/data/)");
+                     }
+                     std::string dest = o->paths.back();
+                     std::vector<std::string> sources(o->paths.begin(), o->paths.end() - 1);
+                     TPUCTL_TRY_ASSIGN(auto options, ssh_options(o->ssh));
+                     TPUCTL_TRY_ASSIGN(auto sel, select_hosts(ctx, o->hosts));
+                     return copy_files(ctx, sel.targets, sources, dest, o->recurse, options);
+                   });
   cmd->add_option("PATHS", o->paths, "SRC... DEST: local files, then the remote path")->required();
   cmd->add_option("--hosts", o->hosts, "hosts to use: names, ranges, comma lists (default all)")
       ->type_name("SPEC");
@@ -183,7 +183,8 @@ void add_check(CLI::App& group, Registry& registry) {
               r.outcome != remote::Outcome::host_key_changed &&
               r.outcome != remote::Outcome::auth && r.outcome != remote::Outcome::error;
           Json row{{"host", r.host},
-                   {"status", r.outcome == remote::Outcome::ok ? std::string("ok") : remote::short_reason(r)},
+                   {"status",
+                    r.outcome == remote::Outcome::ok ? std::string("ok") : remote::short_reason(r)},
                    {"reachable", r.outcome != remote::Outcome::refused &&
                                      r.outcome != remote::Outcome::unreachable},
                    {"authenticated", connected},
@@ -222,14 +223,14 @@ void add_check(CLI::App& group, Registry& registry) {
           }
           rows.push_back(row);
         }
-        emit_list(ctx, rows,
-                  {{"host", "host"},
-                   {"status", "status"},
-                   {"host_key", "host_key"},
-                   {"os", "os"},
-                   {"cores", "cores"},
-                   {"memory_total_mib", "memory_total_mib"},
-                   {"disk_free_mib", "disk_free_mib"}});
+        TPUCTL_TRY(emit_list(ctx, rows,
+                             {{"host", "host"},
+                              {"status", "status"},
+                              {"host_key", "host_key"},
+                              {"os", "os"},
+                              {"cores", "cores"},
+                              {"memory_total_mib", "memory_total_mib"},
+                              {"disk_free_mib", "disk_free_mib"}}));
         if (!ctx.machine_format()) {
           ctx.stderr_stream() << failure_report(results);
         }

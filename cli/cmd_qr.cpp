@@ -160,24 +160,12 @@ Expected<provision::CreateRequest> build_request(const CreateFlags& f, const std
   return r;
 }
 
-bool stable(const std::optional<QueuedResource>& qr) {
-  return !qr || qr->state == QrState::active || qr->state == QrState::failed ||
-         qr->state == QrState::suspended;
-}
-
-Expected<std::chrono::milliseconds> optional_timeout(const std::string& text) {
-  if (text.empty()) {
-    return std::chrono::milliseconds(0);
-  }
-  return util::parse_duration(text, "--timeout");
-}
-
 Expected<int> run_create(Context& ctx, const CreateFlags& f) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
   const auto clock = state::system_clock();
   TPUCTL_TRY_ASSIGN(auto request, build_request(f, pool, state::to_unix_ms(clock())));
-  TPUCTL_TRY_ASSIGN(auto timeout, optional_timeout(f.timeout));
+  TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
   TPUCTL_TRY_ASSIGN(auto outcome,
                     provision::create_queued_resource(*store, request, clock, f.dry_run));
@@ -213,7 +201,7 @@ Expected<int> run_create(Context& ctx, const CreateFlags& f) {
     TPUCTL_TRY(reconcile_and_spawn(ctx, *store));
     TPUCTL_TRY_ASSIGN(last, provision::load_queued_resource(*store, pool, f.id));
   } else {
-    TPUCTL_TRY_ASSIGN(auto followed, follow(ctx, *store, pool, f.id, stable, timeout, drive));
+    TPUCTL_TRY_ASSIGN(auto followed, follow(ctx, *store, pool, f.id, settled, timeout, drive));
     if (!followed.qr) {
       return Error(ErrorKind::failure, "queued resource '" + f.id + "' was deleted meanwhile");
     }
@@ -297,51 +285,9 @@ void add_create(CLI::App& group, Registry& registry) {
 // ---- list / describe ----
 
 struct ListFlags {
-  std::string filter;
   bool watch = false;
   std::string timeout;
 };
-
-Expected<bool> matches(const QueuedResource& qr, const std::string& filter) {
-  for (const auto& term : util::split(filter, ',')) {
-    std::string t(util::trim(term));
-    if (t.empty()) {
-      continue;
-    }
-    auto eq = t.find('=');
-    if (eq == std::string::npos) {
-      return usage_error("--filter '" + util::printable(t) +
-                         "' is not FIELD=VALUE (fields: state, tier, accelerator_type, "
-                         "labels.KEY)");
-    }
-    std::string key = t.substr(0, eq), value = t.substr(eq + 1);
-    if (key == "state") {
-      if (!provision::parse_qr_state(value)) {
-        return usage_error("--filter: unknown state '" + util::printable(value) + "'");
-      }
-      if (*provision::parse_qr_state(value) != qr.state) {
-        return false;
-      }
-    } else if (key == "tier") {
-      if (to_string(qr.tier) != value) {
-        return false;
-      }
-    } else if (key == "accelerator_type") {
-      if (qr.accelerator_type != value) {
-        return false;
-      }
-    } else if (util::starts_with(key, "labels.")) {
-      auto it = qr.labels.find(key.substr(7));
-      if (it == qr.labels.end() || it->second != value) {
-        return false;
-      }
-    } else {
-      return usage_error("--filter: unknown field '" + util::printable(key) +
-                         "' (fields: state, tier, accelerator_type, labels.KEY)");
-    }
-  }
-  return true;
-}
 
 void add_list(CLI::App& group, Registry& registry) {
   auto f = std::make_shared<ListFlags>();
@@ -369,21 +315,21 @@ void add_list(CLI::App& group, Registry& registry) {
         });
         Json rows = Json::array();
         for (const auto& q : all) {
-          TPUCTL_TRY_ASSIGN(bool keep, matches(q, f->filter));
-          if (keep) {
-            rows.push_back(ctx.machine_format() ? qr_json(q) : qr_row(q));
+          Json row = qr_json(q); // every field, so --filter can use any (labels.team=...)
+          if (!ctx.machine_format()) {
+            row.update(qr_row(q)); // the table's cells: node count, reason
           }
+          rows.push_back(std::move(row));
         }
-        emit_list(ctx, rows, k_qr_columns);
+        TPUCTL_TRY(emit_list(ctx, rows, k_qr_columns));
         return 0;
       });
-  cmd->add_option("--filter", f->filter,
-                  "FIELD=VALUE,... (state, tier, accelerator_type, labels.KEY)")
-      ->type_name("EXPR");
   cmd->add_flag("--watch", f->watch,
                 "print each state change as it happens (--format jsonl: one JSON object a line)");
   cmd->add_option("--timeout", f->timeout, "with --watch: stop after this long (default: never)")
       ->type_name("DURATION");
+  cmd->footer("Filter with the global --filter (e.g. --filter 'state=ACTIVE AND "
+              "labels.team=ml') and print fields with --format 'value(id,state)'.");
 }
 
 void add_describe(CLI::App& group, Registry& registry) {

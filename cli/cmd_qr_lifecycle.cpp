@@ -24,18 +24,11 @@ struct LifecycleFlags {
   SshFlags ssh;
 };
 
-Expected<std::chrono::milliseconds> timeout_of(const std::string& text) {
-  if (text.empty()) {
-    return std::chrono::milliseconds(0);
-  }
-  return util::parse_duration(text, "--timeout");
-}
-
 Expected<int> run_delete(Context& ctx, const LifecycleFlags& f) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
-  TPUCTL_TRY_ASSIGN(auto timeout, timeout_of(f.timeout));
+  TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   const auto clock = state::system_clock();
   TPUCTL_TRY_ASSIGN(auto deleting,
                     provision::begin_delete(*store, pool, f.id, f.force, clock, !f.async));
@@ -67,7 +60,7 @@ Expected<int> run_reset(Context& ctx, const LifecycleFlags& f) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
-  TPUCTL_TRY_ASSIGN(auto timeout, timeout_of(f.timeout));
+  TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   TPUCTL_TRY_ASSIGN(auto qr,
                     provision::reset_queued_resource(*store, pool, f.id, state::system_clock()));
   if (f.async) {
@@ -110,7 +103,7 @@ Expected<WaitCondition> parse_for(const std::string& text) {
 
 Expected<int> run_wait(Context& ctx, const LifecycleFlags& f) {
   TPUCTL_TRY_ASSIGN(auto cond, parse_for(f.for_condition));
-  TPUCTL_TRY_ASSIGN(auto timeout, timeout_of(f.timeout));
+  TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));

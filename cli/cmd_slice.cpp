@@ -10,8 +10,8 @@
 #include "provision/pools.hpp"
 #include "provision/queued_resource.hpp"
 #include "provision/slice_env.hpp"
+#include "provision/slice_workers.hpp"
 #include "provision/worker_env.hpp"
-#include "provision/worker_select.hpp"
 #include "remote/fanout.hpp"
 #include "util/shell_quote.hpp"
 #include "util/strings.hpp"
@@ -33,81 +33,18 @@ struct SliceFlags {
   SshFlags ssh;
 };
 
-// One worker to reach: its ssh target and its environment.
-struct WorkerPlan {
-  std::string node;
-  int worker = 0;
-  remote::SshTarget target;
-  provision::EnvVars env;
-  std::string agent_dir;
-};
-
-Expected<provision::EnvVars> parse_user_env(const std::vector<std::string>& items) {
-  provision::EnvVars out;
-  ErrorList problems;
-  for (const auto& item : items) {
-    auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      problems.add(ErrorKind::usage, "--env '" + util::printable(item) +
-                                         "' is not KEY=VALUE (e.g. --env XLA_FLAGS=--xla_dump_to=/tmp)");
-      continue;
-    }
-    out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
-  }
-  if (!problems.empty()) {
-    return problems.combined();
-  }
-  return out;
-}
-
-// The workers `f` selects, each with its environment. Refuses a slice that is not ACTIVE.
-Expected<std::vector<WorkerPlan>> plan_workers(Context& ctx, const SliceFlags& f) {
-  TPUCTL_TRY_ASSIGN(auto user_env, parse_user_env(f.env));
-  TPUCTL_TRY_ASSIGN(auto profile, provision::parse_env_profile(f.env_profile));
+// The workers `f` selects, each with its environment (provision/slice_workers).
+Expected<std::vector<provision::WorkerPlan>> plan_workers(Context& ctx, const SliceFlags& f) {
+  provision::WorkerSelection selection;
+  selection.worker = f.worker;
+  selection.node = f.node;
+  TPUCTL_TRY_ASSIGN(selection.user_env, provision::parse_env_items(f.env));
+  TPUCTL_TRY_ASSIGN(selection.profile, provision::parse_env_profile(f.env_profile));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
   TPUCTL_TRY_ASSIGN(auto target, provision::resolve_target(*store, pool, f.target));
-  const provision::QueuedResource& qr = target.qr;
-  if (qr.state != provision::QrState::active || qr.nodes.empty()) {
-    return Error(ErrorKind::failure,
-                 "queued resource '" + qr.id + "' is " + std::string(to_string(qr.state)) +
-                     ", not ACTIVE: its workers cannot be reached (see 'tpuctl qr describe " +
-                     qr.id + "')");
-  }
-  std::vector<int> nodes = target.node_indices;
-  if (f.node != "all") {
-    nodes.clear();
-    for (int i : target.node_indices) {
-      if (qr.nodes[static_cast<size_t>(i)].id == f.node) {
-        nodes.push_back(i);
-      }
-    }
-    if (nodes.empty()) {
-      return Error(ErrorKind::not_found,
-                   "--node '" + util::printable(f.node) + "' is not a node of '" + f.target +
-                       "' (nodes: " + util::join(qr.node_ids, ", ") + ")",
-                   "not_found");
-    }
-  }
   TPUCTL_TRY_ASSIGN(auto view, provision::load_pool(*store, pool));
-  const int workers = static_cast<int>(qr.nodes[static_cast<size_t>(nodes[0])].workers.size());
-  TPUCTL_TRY_ASSIGN(auto selected, provision::parse_worker_selection(f.worker, workers));
-  std::vector<WorkerPlan> plans;
-  for (int n : nodes) {
-    for (int w : selected) {
-      TPUCTL_TRY_ASSIGN(auto input, provision::slice_env_input(qr, n, w, view));
-      TPUCTL_TRY_ASSIGN(auto host, provision::worker_host(qr, n, w, view));
-      TPUCTL_TRY_ASSIGN(auto env, provision::worker_env(input, w, profile, user_env));
-      WorkerPlan p;
-      p.node = qr.nodes[static_cast<size_t>(n)].id;
-      p.worker = w;
-      p.target = provision::ssh_target(view.info, host);
-      p.env = std::move(env);
-      p.agent_dir = input.agent_dir;
-      plans.push_back(std::move(p));
-    }
-  }
-  return plans;
+  return provision::plan_workers(target, view, selection);
 }
 
 // --worker and --node: which workers of the target a command reaches.

@@ -159,14 +159,14 @@ Expected<int> run_list(Context& ctx, const std::string& generation) {
   for (const auto& t : types) {
     rows.push_back(describe_json(t));
   }
-  emit_list(ctx, rows,
-            {{"type", "type"},
-             {"generation", "generation"},
-             {"chips", "chips"},
-             {"cores", "cores"},
-             {"hosts", "hosts"},
-             {"topology", "topology"},
-             {"wrap", "wrap"}});
+  TPUCTL_TRY(emit_list(ctx, rows,
+                       {{"type", "type"},
+                        {"generation", "generation"},
+                        {"chips", "chips"},
+                        {"cores", "cores"},
+                        {"hosts", "hosts"},
+                        {"topology", "topology"},
+                        {"wrap", "wrap"}}));
   return 0;
 }
 

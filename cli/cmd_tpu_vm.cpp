@@ -65,7 +65,7 @@ void setup_tpu_vm(CLI::App& group, Registry& registry) {
             rows.push_back(node_json(q, n));
           }
         }
-        emit_list(ctx, rows, k_node_columns);
+        TPUCTL_TRY(emit_list(ctx, rows, k_node_columns));
         return 0;
       });
 

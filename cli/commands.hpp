@@ -1,6 +1,7 @@
 // The command table: one row per top-level command (group). See commands.cpp for how to add one.
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -32,5 +33,14 @@ void setup_ssh(CLI::App& group, Registry& registry);
 void setup_env(CLI::App& group, Registry& registry);
 void setup_scp(CLI::App& group, Registry& registry);
 void setup_state(CLI::App& group, Registry& registry);
+void setup_cluster(CLI::App& group, Registry& registry);
+void setup_workload(CLI::App& group, Registry& registry);
+void setup_completion(CLI::App& group, Registry& registry);
+
+// Hidden entry points handled before parsing (cli/app.cpp), given the whole command table:
+// `tpuctl __complete -- WORDS...` (cmd_completion.cpp) and `tpuctl __man DIR` (man_page.cpp).
+int run_complete(const CLI::App& root, const std::vector<std::string>& args, std::ostream& out);
+int run_man(const CLI::App& root, const std::vector<std::string>& args, std::ostream& out,
+            std::ostream& err);
 
 } // namespace tpuctl::cli

@@ -3,10 +3,12 @@
 
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 namespace tpuctl::cli {
 
-enum class Format { table, json, yaml };
+// value: --format 'value(f1,f2)', the named fields tab-separated, one row per line (gcloud).
+enum class Format { table, json, yaml, value };
 
 // Global flags; each is accepted before or after the command words.
 struct GlobalOptions {
@@ -23,14 +25,16 @@ struct GlobalOptions {
   std::string etcd_cacert;        // --etcd-cacert, env TPUCTL_ETCD_CACERT
   std::string etcd_cert;          // --etcd-cert, env TPUCTL_ETCD_CERT
   std::string etcd_key;           // --etcd-key, env TPUCTL_ETCD_KEY
+  std::string filter;             // --filter=EXPR (list commands; cli/list_filter.hpp)
 };
 
 struct Context {
   GlobalOptions globals;
   Format format = Format::table;
-  bool json_lines = false;     // --format jsonl (streams such as qr list --watch)
-  std::ostream* out = nullptr; // results only
-  std::ostream* err = nullptr; // errors, progress and notices
+  std::vector<std::string> value_fields; // Format::value: the fields to print
+  bool json_lines = false;               // --format jsonl (streams such as qr list --watch)
+  std::ostream* out = nullptr;           // results only
+  std::ostream* err = nullptr;           // errors, progress and notices
 
   std::ostream& stdout_stream() const { return *out; }
   std::ostream& stderr_stream() const { return *err; }

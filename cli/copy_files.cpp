@@ -57,8 +57,8 @@ Expected<std::vector<FileCopy>> plan_copies(const std::vector<std::string>& sour
     std::vector<FileCopy> tree;
     for (const auto& entry : fs::recursive_directory_iterator(p)) {
       if (entry.is_regular_file()) {
-        tree.push_back({entry.path(), base + name + "/" +
-                                          fs::relative(entry.path(), p).generic_string()});
+        tree.push_back(
+            {entry.path(), base + name + "/" + fs::relative(entry.path(), p).generic_string()});
       }
     }
     std::sort(tree.begin(), tree.end(),
@@ -85,9 +85,8 @@ Expected<int> copy_files(Context& ctx, const std::vector<remote::SshTarget>& tar
     remote::PushOptions push;
     push.local_path = c.local;
     FanoutPrinter printer(FanoutOutput::prefixed, ctx.stdout_stream(), ctx.stderr_stream());
-    TPUCTL_TRY_ASSIGN(auto results,
-                      remote::push_file(remote::make_push_jobs(targets, c.remote), push, options,
-                                        printer.callbacks(), &token));
+    TPUCTL_TRY_ASSIGN(auto results, remote::push_file(remote::make_push_jobs(targets, c.remote),
+                                                      push, options, printer.callbacks(), &token));
     printer.finish(results);
     int s = guard.interrupted() ? 130 : broadcast_exit_status(results);
     status = status ? status : s;
@@ -101,9 +100,11 @@ Expected<int> copy_files(Context& ctx, const std::vector<remote::SshTarget>& tar
       break;
     }
   }
-  emit_list(ctx, summary,
-            {{"source", "source"}, {"destination", "destination"}, {"hosts", "hosts"},
-             {"copied", "copied"}});
+  TPUCTL_TRY(emit_list(ctx, summary,
+                       {{"source", "source"},
+                        {"destination", "destination"},
+                        {"hosts", "hosts"},
+                        {"copied", "copied"}}));
   return status;
 }
 

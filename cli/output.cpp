@@ -4,6 +4,9 @@
 #include <regex>
 #include <sstream>
 
+#include "cli/list_filter.hpp"
+#include "util/strings.hpp"
+
 namespace tpuctl::cli {
 
 std::string cell_text(const Json& value) {
@@ -55,6 +58,16 @@ void emit(const Context& ctx, const Json& data, const TableRenderer& table) {
   case Format::yaml:
     os << to_yaml(data);
     break;
+  case Format::value:
+    if (data.is_object()) {
+      for (size_t i = 0; i < ctx.value_fields.size(); ++i) {
+        os << (i ? "\t" : "") << cell_text(field_of(data, ctx.value_fields[i]));
+      }
+      os << "\n";
+    } else {
+      default_table(os, data);
+    }
+    break;
   case Format::table:
     if (table) {
       table(os, data);
@@ -99,8 +112,66 @@ std::string render_table(const std::vector<std::string>& headers,
   return os.str();
 }
 
-void emit_list(const Context& ctx, const Json& rows, const std::vector<Column>& columns) {
-  emit(ctx, rows, [&](std::ostream& os, const Json& data) {
+namespace {
+
+// The top-level field names a list offers: its columns' and every row's keys.
+std::vector<std::string> known_fields(const Json& rows, const std::vector<Column>& columns) {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& f) {
+    if (std::find(out.begin(), out.end(), f) == out.end()) {
+      out.push_back(f);
+    }
+  };
+  for (const auto& c : columns) {
+    add(c.field);
+  }
+  for (const auto& row : rows) {
+    if (row.is_object()) {
+      for (auto it = row.begin(); it != row.end(); ++it) {
+        add(it.key());
+      }
+    }
+  }
+  return out;
+}
+
+Status check_fields(const std::vector<std::string>& wanted, const std::vector<std::string>& known,
+                    const std::string& flag) {
+  for (const auto& key : wanted) {
+    const std::string top = key.substr(0, key.find('.'));
+    if (std::find(known.begin(), known.end(), top) == known.end()) {
+      return usage_error(flag + ": this list has no field '" + key +
+                         "' (fields: " + util::join(known, ", ") + ")");
+    }
+  }
+  return tpuctl::ok();
+}
+
+} // namespace
+
+Status emit_list(const Context& ctx, const Json& rows, const std::vector<Column>& columns) {
+  const std::vector<std::string> known = known_fields(rows, columns);
+  TPUCTL_TRY_ASSIGN(RowFilter filter, RowFilter::parse(ctx.globals.filter));
+  TPUCTL_TRY(check_fields(filter.keys(), known, "--filter"));
+  Json kept = Json::array();
+  for (const auto& row : rows) {
+    if (filter.matches(row)) {
+      kept.push_back(row);
+    }
+  }
+  if (ctx.format == Format::value) {
+    TPUCTL_TRY(check_fields(ctx.value_fields, known, "--format value(...)"));
+    std::ostream& os = ctx.stdout_stream();
+    for (const auto& row : kept) {
+      for (size_t i = 0; i < ctx.value_fields.size(); ++i) {
+        os << (i ? "\t" : "") << cell_text(field_of(row, ctx.value_fields[i]));
+      }
+      os << "\n";
+    }
+    os.flush();
+    return tpuctl::ok();
+  }
+  emit(ctx, kept, [&](std::ostream& os, const Json& data) {
     std::vector<std::string> headers;
     for (const auto& c : columns) {
       std::string h = c.header;
@@ -117,6 +188,7 @@ void emit_list(const Context& ctx, const Json& rows, const std::vector<Column>& 
     }
     os << render_table(headers, cells);
   });
+  return tpuctl::ok();
 }
 
 // ---- YAML ----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/context.hpp"
+#include "util/expected.hpp"
 
 namespace tpuctl::cli {
 
@@ -26,8 +27,11 @@ struct Column {
   std::string field;  // key in each row object
 };
 
-// Emits a list: json/yaml as an array of objects, table as aligned columns.
-void emit_list(const Context& ctx, const Json& rows, const std::vector<Column>& columns);
+// Emits a list: json/yaml as an array of objects, table as aligned columns, value(...) as the
+// named fields tab-separated; only the rows that pass --filter. Errors: usage when --filter or
+// value(...) names a field the rows do not have (nothing is printed then).
+[[nodiscard]] Status emit_list(const Context& ctx, const Json& rows,
+                               const std::vector<Column>& columns);
 
 // Aligned columns with two spaces between them and a header row.
 std::string render_table(const std::vector<std::string>& headers,

@@ -11,6 +11,7 @@
 
 #include "provision/reconcile.hpp"
 #include "state/location.hpp"
+#include "util/strings.hpp"
 
 namespace tpuctl::cli {
 
@@ -45,7 +46,9 @@ Expected<provision::DriveOptions> drive_options(const Context& ctx, const SshFla
   return o;
 }
 
-void spawn_driver(const Context& ctx, const std::string& pool, const SshFlags& flags) {
+void spawn_detached(const Context& ctx, const std::string& pool,
+                    const std::vector<std::string>& command, const SshFlags& flags,
+                    const std::string& log_name) {
   std::string log_dir;
   if (auto dir = state_dir(ctx)) {
     log_dir = *dir + "/logs";
@@ -72,9 +75,10 @@ void spawn_driver(const Context& ctx, const std::string& pool, const SshFlags& f
   }
   args.insert(args.end(), {"--pool", pool, "--quiet", "--verbosity", "info"});
   if (!log_dir.empty()) {
-    args.insert(args.end(), {"--log-file", log_dir + "/driver.log"});
+    args.insert(args.end(), {"--log-file", log_dir + "/" + log_name});
   }
-  args.insert(args.end(), {"controller", "drive", "--strict-host-key-checking", flags.strict});
+  args.insert(args.end(), command.begin(), command.end());
+  args.insert(args.end(), {"--strict-host-key-checking", flags.strict});
   if (!flags.ssh_config.empty()) {
     args.insert(args.end(), {"--ssh-config", flags.ssh_config});
   }
@@ -87,7 +91,7 @@ void spawn_driver(const Context& ctx, const std::string& pool, const SshFlags& f
   std::cerr.flush();
   pid_t child = fork();
   if (child < 0) {
-    spdlog::warn("could not start a driver for pool '{}': fork failed", pool);
+    spdlog::warn("could not start '{}' for pool '{}': fork failed", util::join(command, " "), pool);
     return;
   }
   if (child == 0) {
@@ -110,7 +114,11 @@ void spawn_driver(const Context& ctx, const std::string& pool, const SshFlags& f
   }
   int status = 0;
   waitpid(child, &status, 0);
-  spdlog::info("started a driver for pool '{}'", pool);
+  spdlog::info("started '{}' for pool '{}'", util::join(command, " "), pool);
+}
+
+void spawn_driver(const Context& ctx, const std::string& pool, const SshFlags& flags) {
+  spawn_detached(ctx, pool, {"controller", "drive"}, flags, "driver.log");
 }
 
 Status reconcile_and_spawn(const Context& ctx, state::StateStore& store) {
@@ -126,6 +134,12 @@ Status reconcile_and_spawn(const Context& ctx, state::StateStore& store) {
     spawn_driver(ctx, pool, defaults);
   }
   return tpuctl::ok();
+}
+
+bool settled(const std::optional<provision::QueuedResource>& qr) {
+  using provision::QrState;
+  return !qr || qr->state == QrState::active || qr->state == QrState::failed ||
+         qr->state == QrState::suspended;
 }
 
 Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, const std::string& pool,

@@ -26,6 +26,12 @@ Expected<provision::DriveOptions> drive_options(const Context& ctx, const SshFla
 // a failure to start is logged, and the next command that reconciles tries again.
 void spawn_driver(const Context& ctx, const std::string& pool, const SshFlags& flags);
 
+// Starts `tpuctl <globals> COMMAND... --strict-host-key-checking P [--ssh-config F]` detached,
+// as spawn_driver does, logging to <state dir>/logs/<log_name>. Best effort.
+void spawn_detached(const Context& ctx, const std::string& pool,
+                    const std::vector<std::string>& command, const SshFlags& flags,
+                    const std::string& log_name);
+
 // Reconciles every pool and spawns a driver for each pool with requests that need one. Called
 // by open_state(). Errors: the store's.
 Status reconcile_and_spawn(const Context& ctx, state::StateStore& store);
@@ -40,6 +46,8 @@ struct FollowResult {
   bool done = false;
 };
 using DoneFn = std::function<bool(const std::optional<provision::QueuedResource>&)>;
+// The DoneFn of create: the request is gone, ACTIVE, FAILED or SUSPENDED.
+bool settled(const std::optional<provision::QueuedResource>& qr);
 Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, const std::string& pool,
                               const std::string& id, const DoneFn& done,
                               std::chrono::milliseconds timeout,

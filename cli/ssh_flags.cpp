@@ -6,7 +6,6 @@
 #include <iterator>
 
 #include "remote/fanout.hpp"
-
 #include "util/strings.hpp"
 
 namespace tpuctl::cli {
@@ -89,7 +88,6 @@ Expected<remote::SshOptions> ssh_options(const SshFlags& f) {
   }
   return o;
 }
-
 
 namespace {
 

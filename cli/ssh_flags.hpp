@@ -34,7 +34,6 @@ void add_ssh_policy_flags(CLI::App& app, SshFlags& flags);
 // Checks the flags (every problem reported) and builds the engine's options.
 Expected<remote::SshOptions> ssh_options(const SshFlags& flags);
 
-
 // Runs a user's command broadcast (`pool ssh`, `tpuctl ssh`) with the options and output mode
 // the caller parsed from its flags: reads stdin first when `stdin_broadcast`, prints live, then
 // the failure report. Returns the broadcast exit status (130 when interrupted). Errors: the

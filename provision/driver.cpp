@@ -8,11 +8,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-Json lease_json(const Lease& l) {
-  return Json{
-      {"host", l.host}, {"pid", l.pid}, {"taken_ms", l.taken_ms}, {"expires_ms", l.expires_ms}};
-}
-
 bool transient(QrState s) {
   return s == QrState::provisioning || s == QrState::suspending || s == QrState::deleting;
 }
@@ -34,7 +29,7 @@ Expected<std::optional<QueuedResource>> take_lease(state::StateStore& store,
     if (lease && lease_alive(*lease, now) && !is_own_lease(*lease)) {
       return std::vector<state::Op>{};
     }
-    qr.provisioning["lease"] = lease_json(own_lease(now, options.lease_ttl));
+    qr.provisioning["lease"] = to_json(own_lease(now, options.lease_ttl));
     taken = qr;
     return std::vector<state::Op>{
         state::UpdateOp{state::queued_resource_key(pool, id), to_json(qr), qr.version}};

@@ -357,11 +357,16 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
 }
 
 std::string stop_processes_script(const std::string& uid, int64_t grace_ms) {
+  return stop_tagged_processes_script("TPUCTL_QR_UID", uid, grace_ms);
+}
+
+std::string stop_tagged_processes_script(const std::string& variable, const std::string& value,
+                                         int64_t grace_ms) {
   int64_t rounds = std::max<int64_t>(1, (grace_ms + 99) / 100);
-  return "u=" + util::shell_quote(uid) +
+  return "u=" + util::shell_quote(variable + "=" + value) +
          "; me=$$\n"
          "pids() {\n"
-         "  for f in $(grep -lzx \"TPUCTL_QR_UID=$u\" /proc/[0-9]*/environ 2>/dev/null); do\n"
+         "  for f in $(grep -lzxF -e \"$u\" /proc/[0-9]*/environ 2>/dev/null); do\n"
          "    f=${f#/proc/}; f=${f%%/*}; [ \"$f\" = \"$me\" ] || echo \"$f\"\n"
          "  done\n"
          "}\n"

@@ -82,5 +82,9 @@ stop_slice_processes(const QueuedResource& qr, const PoolView& pool, const remot
 // The POSIX sh script stop_slice_processes runs (exposed for tests). `grace_ms` is the wait
 // between TERM and KILL. Precondition: uid is validated.
 std::string stop_processes_script(const std::string& uid, int64_t grace_ms);
+// The same for any tag: kills every process whose environment holds exactly `variable=value`
+// (fixed-string match, so the value needs no escaping beyond the shell quoting done here).
+std::string stop_tagged_processes_script(const std::string& variable, const std::string& value,
+                                         int64_t grace_ms);
 
 } // namespace tpuctl::provision

@@ -1,7 +1,6 @@
 #include "provision/qr_ops.hpp"
 
 #include <algorithm>
-#include <random>
 
 #include "provision/pools.hpp"
 #include "provision/reconcile.hpp"
@@ -11,19 +10,6 @@
 namespace tpuctl::provision {
 
 namespace {
-
-std::string random_uid() {
-  std::random_device rd;
-  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
-  static constexpr char k_hex[] = "0123456789abcdef";
-  std::string uid;
-  uint64_t v = gen();
-  for (int i = 0; i < 16; ++i) {
-    uid += k_hex[v & 15];
-    v >>= 4;
-  }
-  return uid;
-}
 
 Expected<topology::AcceleratorType> request_type(const CreateRequest& req, ErrorList& errors) {
   const bool by_name = !req.accelerator_type.empty();
@@ -91,7 +77,7 @@ QueuedResource new_record(const CreateRequest& req, const topology::AcceleratorT
   QueuedResource qr;
   qr.id = req.id;
   qr.pool = req.pool;
-  qr.uid = random_uid();
+  qr.uid = util::random_hex_id();
   qr.accelerator_type = type.name;
   qr.node_ids = std::move(node_ids);
   qr.runtime_version = req.runtime_version;
@@ -191,6 +177,7 @@ Expected<CreateOutcome> create_queued_resource(state::StateStore& store, const C
         state::CreateOp{state::queued_resource_key(req.pool, req.id), to_json(outcome.qr)});
     ops.push_back(event_op(outcome.qr, "CREATED", QrState::accepted, QrState::accepted,
                            state::Initiator::user, now, "created"));
+    ops.insert(ops.end(), req.also_commit.begin(), req.also_commit.end());
     return ops;
   });
   if (!committed) {

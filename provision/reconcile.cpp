@@ -37,17 +37,29 @@ bool pid_running(int pid) {
 
 } // namespace
 
-std::optional<Lease> lease_of(const QueuedResource& qr) {
-  auto it = qr.provisioning.find("lease");
-  if (it == qr.provisioning.end() || !it->is_object()) {
+nlohmann::json to_json(const Lease& l) {
+  return nlohmann::json{
+      {"host", l.host}, {"pid", l.pid}, {"taken_ms", l.taken_ms}, {"expires_ms", l.expires_ms}};
+}
+
+std::optional<Lease> lease_from_json(const nlohmann::json& doc) {
+  if (!doc.is_object()) {
     return std::nullopt;
   }
   Lease l;
-  l.host = it->value("host", "");
-  l.pid = it->value("pid", 0);
-  l.taken_ms = it->value("taken_ms", int64_t{0});
-  l.expires_ms = it->value("expires_ms", int64_t{0});
+  l.host = doc.value("host", "");
+  l.pid = doc.value("pid", 0);
+  l.taken_ms = doc.value("taken_ms", int64_t{0});
+  l.expires_ms = doc.value("expires_ms", int64_t{0});
   return l;
+}
+
+std::optional<Lease> lease_of(const QueuedResource& qr) {
+  auto it = qr.provisioning.find("lease");
+  if (it == qr.provisioning.end()) {
+    return std::nullopt;
+  }
+  return lease_from_json(*it);
 }
 
 Lease own_lease(int64_t now_ms, std::chrono::milliseconds ttl) {

@@ -30,6 +30,10 @@ struct Lease {
   int64_t expires_ms = 0; // for holders on other machines, which cannot be checked by pid
 };
 
+// {"host", "pid", "taken_ms", "expires_ms"}: how a lease is stored (queued resources, workloads).
+nlohmann::json to_json(const Lease& lease);
+// The lease stored in `doc`, or nullopt when it is not an object.
+std::optional<Lease> lease_from_json(const nlohmann::json& doc);
 // The lease recorded in qr.provisioning["lease"], or nullopt when none.
 std::optional<Lease> lease_of(const QueuedResource& qr);
 // This process's lease, valid for `ttl` from now_ms.

@@ -1,21 +1,12 @@
 #include "provision/slice_env.hpp"
 
+#include "provision/slice_workers.hpp"
 #include "topology/accelerator_type.hpp"
 
 namespace tpuctl::provision {
 
 std::string agent_dir(const HostEntry& host, const std::string& sha256) {
-  if (sha256.empty()) {
-    return "";
-  }
-  std::string base = host.workdir.empty() ? std::string(k_default_workdir) : host.workdir;
-  if (base.front() != '/' && base.rfind("~/", 0) != 0) {
-    base = "~/" + base;
-  }
-  while (base.size() > 1 && base.back() == '/') {
-    base.pop_back();
-  }
-  return base + "/agent/" + sha256;
+  return sha256.empty() ? std::string() : host_workdir(host) + "/agent/" + sha256;
 }
 
 std::string agent_path(const HostEntry& host, const std::string& sha256) {

@@ -33,20 +33,30 @@ step "$tpuctl" pool local-up --hosts 8 --generation v5e --address-base 127.0.0.2
 step "$tpuctl" pool check
 
 echo
-echo "== A queued resource: a v5litepod-16 slice (4 workers), placed, provisioned, preflighted"
-step "$tpuctl" qr create demo-slice --accelerator-type v5litepod-16
-step "$tpuctl" env demo-slice --worker 1
+echo "== A cluster (xpk's 'cluster create'): a v5litepod-16 slice, queued, placed, provisioned"
+step "$tpuctl" cluster create --cluster demo --tpu-type v5litepod-16
+step "$tpuctl" env demo --worker 1
 
 echo
 echo "== --worker=all: the same program on every worker, each with its own TPU_WORKER_ID"
-step "$tpuctl" ssh demo-slice --worker=all --command 'echo "worker $TPU_WORKER_ID of $TPU_WORKER_HOSTNAMES, coordinator $JAX_COORDINATOR_ADDRESS"'
-step "$tpuctl" ssh demo-slice --worker=all --output grouped -- tpuctl kernel run --m 512 --n 512 --k 512 --dtype int8 --check
+step "$tpuctl" ssh demo --worker=all --command 'echo "worker $TPU_WORKER_ID of $TPU_WORKER_HOSTNAMES, coordinator $JAX_COORDINATOR_ADDRESS"'
+
+echo
+echo "== A workload: the SPMD matmul on all 4 workers at once (ring all-gather over TCP)"
+step "$tpuctl" workload create --cluster demo --workload matmul \
+  --command 'tpuctl agent spmd-matmul --m 1024 --n 1024 --k 1024 --dtype int8 --timeout 60s'
+step "$tpuctl" workload wait matmul --timeout 5m
+step "$tpuctl" workload logs matmul
+step "$tpuctl" workload list
 
 echo
 echo "== Drain a free host; the grid shows it"
 step "$tpuctl" pool drain 127.0.0.8 --reason "demo: bad disk"
 step "$tpuctl" pool describe
-step "$tpuctl" qr delete demo-slice --force
+
+echo
+echo "== Delete everything the cluster holds: workloads, slices, host claims"
+step "$tpuctl" cluster delete demo --force
 
 echo
 echo "== Tear down"

@@ -11,6 +11,10 @@ packages=(
   libcli11-dev libspdlog-dev nlohmann-json3-dev libssh-dev libcurl4-openssl-dev libsqlite3-dev
   # tests
   doctest-dev openssh-server openssh-client procps etcd-server etcd-client openssl
+  # completion and man page tests: real shells and man
+  bash-completion zsh man-db groff-base
+  # packaging test (cpack's dpkg-shlibdeps)
+  dpkg-dev file
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(libopenblas-dev pdsh clustershell)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <random>
 
 namespace tpuctl::util {
 
@@ -193,6 +194,57 @@ std::string printable(std::string_view text) {
     }
   }
   return out;
+}
+
+Expected<std::chrono::milliseconds> parse_optional_duration(std::string_view text,
+                                                            std::string_view what) {
+  if (text.empty()) {
+    return std::chrono::milliseconds(0);
+  }
+  return parse_duration(text, what);
+}
+
+std::string format_duration(std::chrono::milliseconds duration) {
+  int64_t ms = duration.count();
+  if (ms < 1000) {
+    return std::to_string(ms) + "ms";
+  }
+  std::string out;
+  const int64_t h = ms / 3'600'000;
+  const int64_t m = (ms / 60'000) % 60;
+  const int64_t s = (ms / 1000) % 60;
+  const int64_t rest = ms % 1000;
+  if (h > 0) {
+    out += std::to_string(h) + "h";
+  }
+  if (m > 0) {
+    out += std::to_string(m) + "m";
+  }
+  if (s > 0 || rest > 0) {
+    out += std::to_string(s);
+    if (rest > 0 && h == 0 && m == 0) {
+      std::string frac = std::to_string(rest + 1000).substr(1);
+      while (frac.back() == '0') {
+        frac.pop_back();
+      }
+      out += "." + frac;
+    }
+    out += "s";
+  }
+  return out;
+}
+
+std::string random_hex_id() {
+  std::random_device rd;
+  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
+  static constexpr char k_hex[] = "0123456789abcdef";
+  std::string id;
+  uint64_t v = gen();
+  for (int i = 0; i < 16; ++i) {
+    id += k_hex[v & 15];
+    v >>= 4;
+  }
+  return id;
 }
 
 } // namespace tpuctl::util

@@ -31,6 +31,11 @@ Expected<std::vector<int64_t>> parse_int_list(std::string_view text, std::string
 
 // Parses a duration such as "90s", "15m", "2h", "1d", "1h30m" or a bare number of seconds.
 Expected<std::chrono::milliseconds> parse_duration(std::string_view text, std::string_view what);
+// An optional --timeout: "" is 0 (no limit), anything else as parse_duration.
+Expected<std::chrono::milliseconds> parse_optional_duration(std::string_view text,
+                                                            std::string_view what);
+// The inverse, for messages: 1500 -> "1.5s", 90000 -> "1m30s", 7200000 -> "2h", 250 -> "250ms".
+std::string format_duration(std::chrono::milliseconds duration);
 
 // Levenshtein edit distance (for "did you mean").
 size_t edit_distance(std::string_view a, std::string_view b);
@@ -38,5 +43,9 @@ size_t edit_distance(std::string_view a, std::string_view b);
 // The candidates closest to `word` (distance <= max(2, |word|/3), or a prefix match), best first.
 std::vector<std::string> nearest(std::string_view word, const std::vector<std::string>& candidates,
                                  size_t limit = 3);
+
+// 16 random lowercase hex digits (std::random_device seeded): unique ids such as the uid of a
+// queued resource or a workload, which tag every process they start.
+std::string random_hex_id();
 
 } // namespace tpuctl::util

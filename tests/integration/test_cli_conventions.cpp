@@ -5,6 +5,7 @@
 
 #include "cli/commands.hpp"
 #include "tests/support/helpers.hpp"
+#include "util/strings.hpp"
 
 using tpuctl::test::check_golden;
 using tpuctl::test::run_tpuctl;
@@ -61,8 +62,8 @@ TEST_CASE("cli: every invalid global flag is reported, each on its own error lin
   auto r = run_tpuctl({"version", "--format", "xml", "--verbosity", "loud"});
   CHECK(r.exit_code == 2);
   CHECK(r.out.empty());
-  CHECK(r.err == "tpuctl: error: --format: 'xml' is not an output format (use table, json or "
-                 "yaml; dotenv for tpuctl env, jsonl for qr list --watch)\n"
+  CHECK(r.err == "tpuctl: error: --format: 'xml' is not an output format (use table, json, "
+                 "yaml or value(FIELD,...); dotenv for tpuctl env, jsonl for qr list --watch)\n"
                  "tpuctl: error: --verbosity: 'loud' is not a level (use debug, info, warning, "
                  "error or none)\n");
 }
@@ -92,3 +93,39 @@ TEST_CASE("cli: tpuctl with no arguments prints the help and succeeds") {
 }
 
 TEST_SUITE_END();
+
+TEST_CASE("cli: every list command takes --filter and --format value(...) (no jq needed)") {
+  tpuctl::test::TempDir home;
+  std::map<std::string, std::string> env{{"HOME", home.path().string()},
+                                         {"XDG_STATE_HOME", (home.path() / "state").string()},
+                                         {"XDG_CONFIG_HOME", (home.path() / "config").string()}};
+  REQUIRE(run_tpuctl({"pool", "create", "team", "--generation", "v5e"}, env).exit_code == 0);
+  REQUIRE(run_tpuctl({"pool", "add-hosts", "node[01-04]", "--label", "rack=r1"}, env).exit_code ==
+          0);
+  REQUIRE(run_tpuctl({"pool", "add-hosts", "node[05-08]", "--label", "rack=r2"}, env).exit_code ==
+          0);
+  // Each list command, with a field its rows have.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> lists = {
+      {{"topology", "list"}, "type"}, {{"pool", "list"}, "name"},   {{"pool", "hosts"}, "name"},
+      {{"qr", "list"}, "id"},         {{"tpu-vm", "list"}, "name"}, {{"cluster", "list"}, "name"},
+      {{"workload", "list"}, "name"}};
+  for (const auto& [words, field] : lists) {
+    auto args = words;
+    CAPTURE(tpuctl::util::join(args, " "));
+    args.insert(args.end(), {"--format", "value(" + field + ")", "--filter", field + ":*"});
+    auto ok = run_tpuctl(args, env);
+    CHECK_MESSAGE(ok.exit_code == 0, ok.err);
+    auto bad = words;
+    bad.insert(bad.end(), {"--filter", "no_such_field=1"});
+    auto refused = run_tpuctl(bad, env);
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.err.find("no field 'no_such_field'") != std::string::npos);
+  }
+  auto r2 = run_tpuctl({"pool", "hosts", "--filter", "labels.rack=r2 AND name>node06", "--format",
+                        "value(name,labels.rack)"},
+                       env);
+  CHECK(r2.out == "node07\tr2\nnode08\tr2\n");
+  auto v5p = run_tpuctl({"topology", "list", "--filter", "generation=v5p chips<=16", "--format",
+                         "value(type,hosts)"});
+  CHECK(v5p.out == "v5p-8\t1\nv5p-16\t2\nv5p-32\t4\n");
+}

@@ -14,78 +14,19 @@
 
 #include "tests/support/helpers.hpp"
 #include "tests/support/local_pool_fixture.hpp"
+#include "tests/support/qr_env.hpp"
 #include "util/process.hpp"
 #include "util/sha256.hpp"
 #include "util/strings.hpp"
 
 using nlohmann::json;
 using tpuctl::test::run_tpuctl;
+using tpuctl::test::QrEnv;
 using tpuctl::test::TempDir;
+using tpuctl::test::worker_hosts;
 
 namespace {
 
-// A scratch HOME and state directory with a local pool of `hosts` sshd servers; stops them and
-// every background tpuctl left (found by this directory in their environment) at the end.
-struct QrEnv {
-  TempDir dir;
-  std::map<std::string, std::string> vars;
-
-  // `shape`: the pool's extent in chips; empty for local-up's compact default (8 v5e hosts:
-  // 8x4 chips). Placement never rotates a slice, so a v5litepod-32 (4x8) needs "4x8".
-  QrEnv(int hosts, const std::string& address_base, const std::string& shape = "") {
-    vars["HOME"] = dir.path().string();
-    vars["XDG_STATE_HOME"] = (dir.path() / "state").string();
-    vars["XDG_CONFIG_HOME"] = (dir.path() / "config").string();
-    std::vector<std::string> args{"pool", "local-up", "--hosts", std::to_string(hosts),
-                                  "--generation", "v5e", "--address-base", address_base,
-                                  "--port", "2222"};
-    if (!shape.empty()) {
-      args.insert(args.end(), {"--shape", shape});
-    }
-    auto up = run(args);
-    REQUIRE_MESSAGE(up.exit_code == 0, up.err);
-  }
-  ~QrEnv() {
-    run({"pool", "local-down"});
-    for (int pid : tpuctl::test::processes_with_marker(dir.path().string())) {
-      ::kill(pid, SIGKILL);
-    }
-  }
-  tpuctl::util::ProcessResult run(std::vector<std::string> args) const {
-    return run_tpuctl(args, vars);
-  }
-  json run_json(std::vector<std::string> args) const {
-    args.push_back("--format");
-    args.push_back("json");
-    auto r = run(args);
-    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    return json::parse(r.out);
-  }
-  json describe(const std::string& id) const { return run_json({"qr", "describe", id}); }
-  json claims() const {
-    // host -> owner, from the pool's host list
-    json out = json::object();
-    for (const auto& h : run_json({"pool", "hosts"})) {
-      if (!h["claimed_by"].get<std::string>().empty()) {
-        out[h["name"].get<std::string>()] = h["claimed_by"];
-      }
-    }
-    return out;
-  }
-  std::filesystem::path pool_dir() const {
-    return dir.path() / "state" / "tpuctl" / "local-pools" / "local";
-  }
-};
-
-std::vector<std::string> worker_hosts(const json& qr) {
-  std::vector<std::string> hosts;
-  for (const auto& n : qr["nodes"]) {
-    for (const auto& w : n["workers"]) {
-      hosts.push_back(w["host"]);
-    }
-  }
-  return hosts;
-}
 
 const json* history_entry(const json& qr, const std::string& to) {
   for (const auto& h : qr["history"]) {

@@ -1,7 +1,14 @@
+#include <chrono>
+#include <fstream>
+#include <signal.h>
+#include <thread>
+
 #include <doctest/doctest.h>
 
 #include "provision/preflight_report.hpp"
 #include "provision/provisioning.hpp"
+#include "util/process.hpp"
+#include "util/strings.hpp"
 
 using namespace tpuctl::provision;
 using std::chrono::milliseconds;
@@ -90,10 +97,36 @@ TEST_CASE("provision::check_clock fails only a skew that is certain") {
 
 TEST_CASE("provision::stop_processes_script matches the uid exactly and escalates to KILL") {
   std::string s = stop_processes_script("0123456789abcdef", 1500);
-  CHECK(s.find("u='0123456789abcdef'") == 0);
-  CHECK(s.find("grep -lzx \"TPUCTL_QR_UID=$u\" /proc/[0-9]*/environ") != std::string::npos);
+  CHECK(s.find("u='TPUCTL_QR_UID=0123456789abcdef'") == 0);
   CHECK(s.find("kill -TERM") < s.find("kill -KILL"));
   CHECK(s.find("[ $i -lt 15 ]") != std::string::npos); // 1.5 s in 0.1 s steps
+}
+
+TEST_CASE("provision::stop_tagged_processes_script kills exactly the tagged processes (real sh)") {
+  // Two sleepers: one with the exact tag, one whose value only starts with it.
+  auto start = tpuctl::util::run_process(
+      {"/bin/sh", "-c",
+       "TPUCTL_TEST_TAG='t$(x)1' setsid sleep 30 >/dev/null 2>&1 & echo $!; "
+       "TPUCTL_TEST_TAG='t$(x)12' setsid sleep 30 >/dev/null 2>&1 & echo $!"},
+      tpuctl::util::ProcessOptions{});
+  REQUIRE(start);
+  auto pids = tpuctl::util::split(std::string(tpuctl::util::trim(start->out)), '\n');
+  REQUIRE(pids.size() == 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto stop = tpuctl::util::run_process(
+      {"/bin/sh", "-c", stop_tagged_processes_script("TPUCTL_TEST_TAG", "t$(x)1", 500)},
+      tpuctl::util::ProcessOptions{});
+  REQUIRE(stop);
+  CHECK(stop->out == "terminated 1 killed 0\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int exact = std::stoi(pids[0]);
+  const int prefixed = std::stoi(pids[1]);
+  std::ifstream gone("/proc/" + pids[0] + "/cmdline");
+  std::string cmd;
+  std::getline(gone, cmd);
+  CHECK((cmd.empty() || ::kill(exact, 0) != 0)); // reaped or a zombie: no cmdline
+  CHECK(::kill(prefixed, 0) == 0);               // the other value is left alone
+  ::kill(prefixed, SIGKILL);
 }
 
 TEST_CASE("provision::to_json(ProvisionReport) carries the failure and the timings") {

@@ -1,0 +1,295 @@
+// tpuctl cluster: xpk's `cluster create/list/describe/delete` on the team's own pool. A cluster
+// is one queued resource of --num-slices slices (provision/cluster.hpp); creating it follows the
+// request until ACTIVE exactly as `qr create` does, and deleting it stops its workloads first.
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "cli/qr_runtime.hpp"
+#include "cli/qr_view.hpp"
+#include "cli/state_access.hpp"
+#include "cli/workload_runtime.hpp"
+#include "provision/cluster.hpp"
+#include "provision/pools.hpp"
+#include "provision/qr_ops.hpp"
+#include "provision/workload.hpp"
+#include "util/strings.hpp"
+#include "util/time_text.hpp"
+
+namespace tpuctl::cli {
+
+namespace {
+
+using provision::Cluster;
+using provision::QrState;
+using provision::QueuedResource;
+
+struct ClusterFlags {
+  std::string name;
+  std::string tpu_type;
+  int num_slices = 1;
+  bool reserved = false;
+  bool spot = false;
+  bool async = false;
+  bool force = false;
+  std::string timeout;
+  SshFlags ssh;
+};
+
+std::string cluster_state(const std::optional<QueuedResource>& qr) {
+  return qr ? std::string(to_string(qr->state)) : "MISSING";
+}
+
+Json cluster_json(const Cluster& c, const std::optional<QueuedResource>& qr,
+                  const std::vector<provision::Workload>& workloads) {
+  Json slices = Json::array();
+  if (qr) {
+    for (const auto& n : qr->nodes) {
+      Json workers = Json::array();
+      for (const auto& w : n.workers) {
+        workers.push_back(Json{{"worker", w.worker}, {"host", w.host}, {"address", w.address}});
+      }
+      slices.push_back(Json{{"node", n.id}, {"workers", workers}});
+    }
+  }
+  Json wl = Json::array();
+  int running = 0;
+  for (const auto& w : workloads) {
+    wl.push_back(Json{{"name", w.name}, {"state", std::string(to_string(w.state))}});
+    running += provision::is_terminal(w.state) ? 0 : 1;
+  }
+  Json j{{"name", c.name},
+         {"pool", c.pool},
+         {"tpu_type", c.tpu_type},
+         {"num_slices", c.num_slices},
+         {"tier", std::string(to_string(c.tier))},
+         {"state", cluster_state(qr)},
+         {"queued_resource", c.queued_resource},
+         {"created_at", util::format_timestamp(c.created_at_ms)},
+         {"running_workloads", running},
+         {"slices", slices},
+         {"workloads", wl}};
+  if (qr && qr->error) {
+    j["error"] = qr->error->code + ": " + qr->error->message;
+  } else if (qr && !qr->pending_reason.empty() && qr->state != QrState::active) {
+    j["reason"] = qr->pending_reason;
+  }
+  return j;
+}
+
+void print_cluster(std::ostream& os, const Json& j) {
+  os << "cluster " << cell_text(j["name"]) << " (" << cell_text(j["tpu_type"]) << " x "
+     << cell_text(j["num_slices"]) << ", " << cell_text(j["tier"]) << ") in pool "
+     << cell_text(j["pool"]) << ": " << cell_text(j["state"]) << "\n";
+  if (j.contains("error")) {
+    os << "error: " << cell_text(j["error"]) << "\n";
+  }
+  if (j.contains("reason")) {
+    os << "waiting: " << cell_text(j["reason"]) << "\n";
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : j["slices"]) {
+    for (const auto& w : s["workers"]) {
+      rows.push_back({cell_text(s["node"]), cell_text(w["worker"]), cell_text(w["host"]),
+                      cell_text(w["address"])});
+    }
+  }
+  if (!rows.empty()) {
+    os << render_table({"SLICE", "WORKER", "HOST", "ADDRESS"}, rows);
+  }
+  if (!j["workloads"].empty()) {
+    std::vector<std::vector<std::string>> wrows;
+    for (const auto& w : j["workloads"]) {
+      wrows.push_back({cell_text(w["name"]), cell_text(w["state"])});
+    }
+    os << render_table({"WORKLOAD", "STATE"}, wrows);
+  }
+}
+
+Expected<Json> describe_json(state::StateStore& store, const Cluster& c) {
+  TPUCTL_TRY_ASSIGN(auto qr, provision::cluster_queued_resource(store, c));
+  TPUCTL_TRY_ASSIGN(auto workloads, provision::list_workloads(store, c.pool, c.name));
+  return cluster_json(c, qr, workloads);
+}
+
+Expected<int> run_create(Context& ctx, const ClusterFlags& f) {
+  if (f.reserved && f.spot) {
+    return usage_error("--reserved and --spot exclude each other: choose one tier");
+  }
+  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
+  TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
+  provision::ClusterRequest req;
+  req.name = f.name;
+  req.pool = pool;
+  req.tpu_type = f.tpu_type;
+  req.num_slices = f.num_slices;
+  req.tier = f.reserved ? provision::Tier::reserved
+                        : (f.spot ? provision::Tier::spot : provision::Tier::standard);
+  const auto clock = state::system_clock();
+  TPUCTL_TRY_ASSIGN(auto created, provision::create_cluster(*store, req, clock));
+  Cluster cluster = created.first;
+  if (f.async) {
+    TPUCTL_TRY(reconcile_and_spawn(ctx, *store));
+  } else {
+    TPUCTL_TRY_ASSIGN(auto followed,
+                      follow(ctx, *store, pool, cluster.queued_resource, settled, timeout, drive));
+    if (!followed.done && followed.qr) {
+      TPUCTL_TRY_ASSIGN(auto j, describe_json(*store, cluster));
+      emit(ctx, j, print_cluster);
+      return Error(ErrorKind::capacity,
+                   "cluster '" + f.name + "' is still " +
+                       std::string(to_string(followed.qr->state)) + " after --timeout " +
+                       f.timeout + " (its slices stay queued; see 'tpuctl cluster describe " +
+                       f.name + "')");
+    }
+  }
+  TPUCTL_TRY_ASSIGN(auto j, describe_json(*store, cluster));
+  emit(ctx, j, print_cluster);
+  if (!f.async && j["state"] != "ACTIVE") {
+    return Error(ErrorKind::failure, "cluster '" + f.name + "' is " + cell_text(j["state"]) +
+                                         (j.contains("error") ? ": " + cell_text(j["error"]) : ""));
+  }
+  return 0;
+}
+
+Expected<int> run_list(Context& ctx) {
+  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto clusters, provision::list_clusters(*store, pool));
+  Json rows = Json::array();
+  for (const auto& c : clusters) {
+    TPUCTL_TRY_ASSIGN(auto j, describe_json(*store, c));
+    rows.push_back(Json{{"name", j["name"]},
+                        {"tpu_type", j["tpu_type"]},
+                        {"num_slices", j["num_slices"]},
+                        {"tier", j["tier"]},
+                        {"state", j["state"]},
+                        {"running_workloads", j["running_workloads"]},
+                        {"created_at", j["created_at"]}});
+  }
+  TPUCTL_TRY(emit_list(ctx, rows,
+                       {{"name", "name"},
+                        {"tpu type", "tpu_type"},
+                        {"slices", "num_slices"},
+                        {"tier", "tier"},
+                        {"state", "state"},
+                        {"workloads", "running_workloads"},
+                        {"created", "created_at"}}));
+  return 0;
+}
+
+Expected<int> run_describe(Context& ctx, const ClusterFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto cluster, provision::load_cluster(*store, pool, f.name));
+  TPUCTL_TRY_ASSIGN(auto j, describe_json(*store, cluster));
+  emit(ctx, j, print_cluster);
+  return 0;
+}
+
+Expected<int> run_delete(Context& ctx, const ClusterFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto cluster, provision::load_cluster(*store, pool, f.name));
+  TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
+  TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
+  TPUCTL_TRY_ASSIGN(auto workloads, provision::list_workloads(*store, pool, cluster.name));
+  std::vector<std::string> running;
+  for (const auto& w : workloads) {
+    if (!provision::is_terminal(w.state)) {
+      running.push_back(w.name);
+    }
+  }
+  if (!running.empty() && !f.force) {
+    return Error(ErrorKind::failure,
+                 "cluster '" + f.name + "' has running workloads (" + util::join(running, ", ") +
+                     "): delete them first with 'tpuctl workload delete NAME', or add --force "
+                     "to stop them");
+  }
+  TPUCTL_TRY_ASSIGN(auto monitor, monitor_options(ctx, f.ssh));
+  for (const auto& w : workloads) {
+    if (!ctx.globals.quiet && !provision::is_terminal(w.state)) {
+      *ctx.err << "tpuctl: stopping workload '" << w.name << "'\n";
+    }
+    TPUCTL_TRY(provision::delete_workload(*store, pool, w.name, f.force, monitor));
+  }
+  const auto clock = state::system_clock();
+  TPUCTL_TRY_ASSIGN(auto qr, provision::cluster_queued_resource(*store, cluster));
+  if (qr) {
+    TPUCTL_TRY_ASSIGN(auto deleting, provision::begin_delete(*store, pool, cluster.queued_resource,
+                                                             true, clock, true));
+    if (deleting) {
+      TPUCTL_TRY_ASSIGN(auto followed,
+                        follow(
+                            ctx, *store, pool, cluster.queued_resource,
+                            [](const std::optional<QueuedResource>& q) { return !q.has_value(); },
+                            timeout, drive));
+      if (!followed.done) {
+        return Error(ErrorKind::capacity, "cluster '" + f.name +
+                                              "': its slices are still DELETING after --timeout " +
+                                              f.timeout + " (a background tpuctl finishes it)");
+      }
+    }
+  }
+  auto removed = store->remove(state::record_key(state::Kind::cluster, pool, cluster.name),
+                               state::k_any_version);
+  if (!removed && !state::has_reason(removed.error(), state::reason::k_not_found)) {
+    return removed.error();
+  }
+  TPUCTL_TRY(reconcile_and_spawn(ctx, *store)); // freed hosts may start waiting requests
+  Json j{{"name", cluster.name}, {"pool", pool}, {"deleted", true}};
+  emit(ctx, j, [&](std::ostream& os, const Json&) {
+    os << "deleted cluster '" << cluster.name << "' (" << workloads.size()
+       << " workload(s), queued resource '" << cluster.queued_resource << "')\n";
+  });
+  return 0;
+}
+
+} // namespace
+
+void setup_cluster(CLI::App& group, Registry& registry) {
+  group.require_subcommand(1);
+  auto f = std::make_shared<ClusterFlags>();
+  CLI::App* create = registry.add(group, "create",
+                                  "create a cluster of N slices through a queued resource; wait "
+                                  "until ACTIVE",
+                                  [f](Context& ctx) { return run_create(ctx, *f); });
+  create->add_option("--cluster", f->name, "the cluster's name (lowercase, digits, '-')")
+      ->required()
+      ->type_name("NAME");
+  create->add_option("--tpu-type", f->tpu_type, "accelerator type, e.g. v5litepod-16, v4-32")
+      ->required()
+      ->type_name("TYPE");
+  create->add_option("--num-slices", f->num_slices, "slices (default 1); MEGASCALE_* spans them")
+      ->type_name("N");
+  create->add_flag("--reserved", f->reserved, "reserved tier: queued before everything else");
+  create->add_flag("--spot", f->spot, "spot tier: preempted when a higher tier needs its hosts");
+  create->add_flag("--async", f->async, "return at once; a background tpuctl carries it on");
+  create->add_option("--timeout", f->timeout, "stop waiting after this long (exit 3)")
+      ->type_name("D");
+  add_ssh_policy_flags(*create, f->ssh);
+  create->footer("Waits until the cluster's slices are ACTIVE (exit 0) or FAILED (exit 1),\n"
+                 "printing each state on stderr.\n\nExamples:\n"
+                 "  tpuctl cluster create --cluster demo --tpu-type v5litepod-16\n"
+                 "  tpuctl cluster create --cluster big --tpu-type v5litepod-8 --num-slices 2");
+
+  registry.add(group, "list", "clusters of the pool: type, slices, state, running workloads",
+               [](Context& ctx) { return run_list(ctx); });
+
+  auto d = std::make_shared<ClusterFlags>();
+  CLI::App* describe = registry.add(group, "describe", "a cluster's slices, workers and workloads",
+                                    [d](Context& ctx) { return run_describe(ctx, *d); });
+  describe->add_option("NAME", d->name, "the cluster")->required();
+
+  auto del = std::make_shared<ClusterFlags>();
+  CLI::App* remove =
+      registry.add(group, "delete", "delete a cluster: its workloads, slices and hosts' claims",
+                   [del](Context& ctx) { return run_delete(ctx, *del); });
+  remove->add_option("NAME", del->name, "the cluster")->required();
+  remove->add_flag("--force", del->force, "stop running workloads first (else refused)");
+  remove->add_option("--timeout", del->timeout, "stop waiting after this long (exit 3)")
+      ->type_name("D");
+  add_ssh_policy_flags(*remove, del->ssh);
+}
+
+} // namespace tpuctl::cli

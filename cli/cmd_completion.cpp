@@ -1,0 +1,140 @@
+// tpuctl completion bash|zsh, and the hidden `tpuctl __complete -- WORDS...` the scripts call.
+// Live values come straight from the store (no reconciliation, no drivers): completion must be
+// fast and must never change anything.
+#include <cstdlib>
+
+#include "cli/commands.hpp"
+#include "cli/completion.hpp"
+#include "cli/output.hpp"
+#include "provision/cluster.hpp"
+#include "provision/pools.hpp"
+#include "provision/queued_resource.hpp"
+#include "provision/workload.hpp"
+#include "state/location.hpp"
+#include "util/strings.hpp"
+
+namespace tpuctl::cli {
+
+namespace {
+
+// The value of global flag `flag` among `words` ("--flag V" or "--flag=V"), else $env.
+std::string global_value(const std::vector<std::string>& words, const std::string& flag,
+                         const char* env) {
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (words[i] == flag && i + 1 < words.size()) {
+      return words[i + 1];
+    }
+    if (util::starts_with(words[i], flag + "=")) {
+      return words[i].substr(flag.size() + 1);
+    }
+  }
+  const char* v = std::getenv(env);
+  return v ? v : "";
+}
+
+std::vector<std::string> live_values(const std::vector<std::string>& words, LiveKind kind) {
+  std::vector<std::string> out;
+  auto store = state::open_store(global_value(words, "--state", "TPUCTL_STATE"));
+  if (!store) {
+    return out;
+  }
+  state::StateStore& s = **store;
+  if (kind == LiveKind::pools) {
+    if (auto pools = provision::list_pools(s)) {
+      for (const auto& p : *pools) {
+        out.push_back(p.name);
+      }
+    }
+    return out;
+  }
+  auto pool = provision::resolve_pool_name(s, global_value(words, "--pool", "TPUCTL_POOL"));
+  if (!pool) {
+    return out;
+  }
+  switch (kind) {
+  case LiveKind::hosts:
+    if (auto view = provision::load_pool(s, *pool)) {
+      for (const auto& h : view->hosts) {
+        out.push_back(h.name);
+      }
+    }
+    break;
+  case LiveKind::queued_resources:
+  case LiveKind::nodes:
+    if (auto all = provision::list_queued_resources(s, *pool)) {
+      for (const auto& q : *all) {
+        out.push_back(q.id);
+        if (kind == LiveKind::nodes) {
+          for (const auto& n : q.node_ids) {
+            if (n != q.id) {
+              out.push_back(n);
+            }
+          }
+        }
+      }
+    }
+    break;
+  case LiveKind::clusters:
+    if (auto all = provision::list_clusters(s, *pool)) {
+      for (const auto& c : *all) {
+        out.push_back(c.name);
+      }
+    }
+    break;
+  case LiveKind::workloads:
+    if (auto all = provision::list_workloads(s, *pool)) {
+      for (const auto& w : *all) {
+        out.push_back(w.name);
+      }
+    }
+    break;
+  case LiveKind::pools:
+    break;
+  }
+  return out;
+}
+
+} // namespace
+
+int run_complete(const CLI::App& root, const std::vector<std::string>& args, std::ostream& out) {
+  // args: tpuctl __complete [--] WORDS...
+  std::vector<std::string> words;
+  size_t i = 2;
+  if (i < args.size() && args[i] == "--") {
+    ++i;
+  }
+  words.assign(args.begin() + static_cast<std::ptrdiff_t>(std::min(i, args.size())), args.end());
+  if (words.empty()) {
+    words.push_back("");
+  }
+  auto candidates = complete(root, words, [&](LiveKind kind) { return live_values(words, kind); });
+  for (const auto& c : candidates) {
+    out << c.value;
+    if (!c.description.empty()) {
+      out << '\t' << c.description;
+    }
+    out << '\n';
+  }
+  return 0;
+}
+
+void setup_completion(CLI::App& group, Registry& registry) {
+  group.require_subcommand(1);
+  registry.add(group, "bash", "print the bash completion script (needs bash-completion)",
+               [](Context& ctx) -> Expected<int> {
+                 *ctx.out << bash_script();
+                 return 0;
+               });
+  registry.add(group, "zsh", "print the zsh completion script (save it as _tpuctl on $fpath)",
+               [](Context& ctx) -> Expected<int> {
+                 *ctx.out << zsh_script();
+                 return 0;
+               });
+  group.footer(
+      "Set-up:\n"
+      "  bash: tpuctl completion bash > ~/.local/share/bash-completion/completions/tpuctl\n"
+      "  zsh:  tpuctl completion zsh > \"${fpath[1]}/_tpuctl\"   (then: compinit)\n"
+      "Packages install both (completions/tpuctl.bash, completions/_tpuctl).");
+}
+
+} // namespace tpuctl::cli

@@ -1,0 +1,385 @@
+// tpuctl workload: xpk's `workload create/list/describe/delete` (plus logs and wait) on a
+// cluster. The command runs on every worker of every slice at once under `tpuctl agent
+// supervise`, detached from this client; a monitor applies the failure policy
+// (provision/workload_ops.hpp, provision/workload_policy.hpp).
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "cli/ssh_flags.hpp"
+#include "cli/state_access.hpp"
+#include "cli/workload_runtime.hpp"
+#include "provision/pools.hpp"
+#include "provision/slice_workers.hpp"
+#include "provision/worker_select.hpp"
+#include "provision/workload_ops.hpp"
+#include "provision/workload_remote.hpp"
+#include "util/strings.hpp"
+#include "util/time_text.hpp"
+
+namespace tpuctl::cli {
+
+namespace {
+
+using provision::Workload;
+using provision::WorkloadState;
+
+struct WorkloadFlags {
+  std::string cluster;
+  std::string name;
+  std::string command;
+  int max_restarts = 0;
+  std::vector<std::string> env;
+  std::string fail_policy = "any";
+  std::string timeout;
+  std::string worker = "all";
+  std::string node = "all";
+  bool follow = false;
+  bool force = false;
+  SshFlags ssh;
+};
+
+std::string time_text(int64_t ms) {
+  return ms > 0 ? util::format_timestamp(ms) : "";
+}
+
+Json workload_json(const Workload& w) {
+  Json j = Json(provision::to_json(w));
+  j.erase("monitor");
+  j["created_at"] = time_text(w.created_at_ms);
+  j["started_at"] = time_text(w.started_at_ms);
+  j["finished_at"] = time_text(w.finished_at_ms);
+  for (auto& x : j["workers"]) {
+    x["last_heartbeat"] = time_text(x["last_heartbeat_ms"].get<int64_t>());
+  }
+  return j;
+}
+
+int running_workers(const Workload& w) {
+  int n = 0;
+  for (const auto& x : w.workers) {
+    n += x.state == provision::WorkerState::running ? 1 : 0;
+  }
+  return n;
+}
+
+void print_workload(std::ostream& os, const Workload& w) {
+  os << "workload " << w.name << " on cluster " << w.cluster << ": " << to_string(w.state);
+  if (w.restarts > 0) {
+    os << " (restarts " << w.restarts << "/" << w.max_restarts << ")";
+  }
+  os << "\ncommand: " << util::printable(w.command) << "\n";
+  if (!w.message.empty()) {
+    os << (w.state == WorkloadState::failed ? "error: " : "") << w.message << "\n";
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& x : w.workers) {
+    rows.push_back({x.node, std::to_string(x.worker), x.host, std::string(to_string(x.state)),
+                    x.exit_code >= 0 ? std::to_string(x.exit_code) : "", std::to_string(x.attempt),
+                    time_text(x.last_heartbeat_ms), x.detail});
+  }
+  os << render_table(
+      {"SLICE", "WORKER", "HOST", "STATE", "EXIT", "ATTEMPT", "LAST HEARTBEAT", "DETAIL"}, rows);
+}
+
+Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
+  provision::WorkloadRequest r;
+  r.name = f.name;
+  r.cluster = f.cluster;
+  r.command = f.command;
+  r.max_restarts = f.max_restarts;
+  TPUCTL_TRY_ASSIGN(r.env, provision::parse_env_items(f.env));
+  TPUCTL_TRY_ASSIGN(r.fail_policy, provision::parse_fail_policy(f.fail_policy));
+  TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
+  r.timeout_ms = timeout.count();
+  TPUCTL_TRY_ASSIGN(auto options, monitor_options(ctx, f.ssh));
+  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+  TPUCTL_TRY_ASSIGN(r.pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto wl, provision::create_workload(*store, r, options));
+  if (!provision::is_terminal(wl.state)) {
+    ensure_monitor(ctx, wl, f.ssh);
+  }
+  emit(ctx, workload_json(wl), [&](std::ostream& os, const Json&) { print_workload(os, wl); });
+  if (wl.state == WorkloadState::failed) {
+    return Error(ErrorKind::failure, "workload '" + wl.name + "' FAILED: " + wl.message);
+  }
+  return 0;
+}
+
+Expected<int> run_list(Context& ctx, const WorkloadFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto all, provision::list_workloads(*store, pool, f.cluster));
+  ensure_monitors(ctx, all);
+  Json rows = Json::array();
+  for (const auto& w : all) {
+    rows.push_back(Json{
+        {"name", w.name},
+        {"cluster", w.cluster},
+        {"state", std::string(to_string(w.state))},
+        {"workers", std::to_string(running_workers(w)) + "/" + std::to_string(w.workers.size())},
+        {"restarts", w.restarts},
+        {"created_at", time_text(w.created_at_ms)},
+        {"message", w.message}});
+  }
+  TPUCTL_TRY(emit_list(ctx, rows,
+                       {{"name", "name"},
+                        {"cluster", "cluster"},
+                        {"state", "state"},
+                        {"running", "workers"},
+                        {"restarts", "restarts"},
+                        {"created", "created_at"}}));
+  return 0;
+}
+
+Expected<int> run_describe(Context& ctx, const WorkloadFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto wl, provision::load_workload(*store, pool, f.name));
+  ensure_monitor(ctx, wl, f.ssh);
+  emit(ctx, workload_json(wl), [&](std::ostream& os, const Json&) { print_workload(os, wl); });
+  return 0;
+}
+
+// Prints the complete lines of `text` (the rest stays in `partial`), prefixed when several
+// workers are shown.
+void print_log_chunk(Context& ctx, const std::string& prefix, std::string& partial,
+                     const std::string& text, bool flush) {
+  partial += text;
+  size_t start = 0;
+  for (size_t nl = partial.find('\n'); nl != std::string::npos; nl = partial.find('\n', start)) {
+    *ctx.out << prefix << std::string_view(partial).substr(start, nl - start) << "\n";
+    start = nl + 1;
+  }
+  partial.erase(0, start);
+  if (flush && !partial.empty()) {
+    *ctx.out << prefix << partial << "\n";
+    partial.clear();
+  }
+  ctx.out->flush();
+}
+
+Expected<int> run_logs(Context& ctx, const WorkloadFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto options, ssh_options(f.ssh));
+  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto wl, provision::load_workload(*store, pool, f.name));
+  TPUCTL_TRY_ASSIGN(auto all, provision::plan_workload(*store, wl));
+  int per_node = 0;
+  for (const auto& p : all) {
+    per_node = std::max(per_node, p.worker + 1);
+  }
+  TPUCTL_TRY_ASSIGN(auto picked, provision::parse_worker_selection(f.worker, per_node));
+  std::vector<provision::WorkerPlan> plans;
+  for (const auto& p : all) {
+    if ((f.node == "all" || p.node == f.node) &&
+        std::find(picked.begin(), picked.end(), p.worker) != picked.end()) {
+      plans.push_back(p);
+    }
+  }
+  if (plans.empty()) {
+    return Error(ErrorKind::not_found, "--node '" + util::printable(f.node) +
+                                           "' is not a slice of cluster '" + wl.cluster + "'");
+  }
+  if (f.follow) {
+    ensure_monitor(ctx, wl, f.ssh);
+  }
+  std::vector<uint64_t> offsets(plans.size(), 0);
+  std::vector<std::string> partial(plans.size());
+  remote::CancelToken cancel;
+  InterruptGuard guard(cancel);
+  for (;;) {
+    bool finished = !f.follow;
+    if (f.follow) {
+      auto now = provision::load_workload(*store, pool, f.name);
+      finished = !now || provision::is_terminal(now->state);
+    }
+    TPUCTL_TRY_ASSIGN(auto results, provision::read_logs(wl, plans, offsets, options));
+    for (const auto& r : results) {
+      const auto& p = plans[r.index];
+      if (!r.succeeded()) {
+        if (!ctx.globals.quiet) {
+          *ctx.err << "tpuctl: " << p.node << "/" << p.worker << ": cannot read the log: "
+                   << (r.error.empty() ? std::string(remote::to_string(r.outcome)) : r.error)
+                   << "\n";
+        }
+        continue;
+      }
+      offsets[r.index] += r.out.size();
+      const std::string prefix =
+          plans.size() > 1 ? "[" + p.node + "/" + std::to_string(p.worker) + "] " : "";
+      print_log_chunk(ctx, prefix, partial[r.index], r.out, finished);
+    }
+    if (finished || cancel.cancelled()) {
+      break;
+    }
+    for (int i = 0; i < 10 && !cancel.cancelled(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  return cancel.cancelled() ? 130 : 0;
+}
+
+Expected<int> run_wait(Context& ctx, const WorkloadFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
+  TPUCTL_TRY_ASSIGN(auto options, monitor_options(ctx, f.ssh));
+  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  remote::CancelToken cancel;
+  InterruptGuard guard(cancel);
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<Workload> wl;
+  for (;;) {
+    TPUCTL_TRY_ASSIGN(wl, provision::load_workload(*store, pool, f.name));
+    if (provision::is_terminal(wl->state)) {
+      break;
+    }
+    if (cancel.cancelled()) {
+      return Error(ErrorKind::interrupted, "interrupted; workload '" + f.name + "' runs on");
+    }
+    if (timeout.count() > 0 && std::chrono::steady_clock::now() - start > timeout) {
+      return Error(ErrorKind::capacity, "workload '" + f.name + "' is still " +
+                                            std::string(to_string(wl->state)) +
+                                            " after --timeout " + f.timeout);
+    }
+    if (provision::needs_monitor(*wl, state::to_unix_ms(state::system_clock()()))) {
+      // Nobody watches it: watch it here (a bounded slice at a time, to honour --timeout).
+      remote::CancelToken slice;
+      std::thread stopper([&] {
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+        while (std::chrono::steady_clock::now() < until && !cancel.cancelled()) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        slice.cancel();
+      });
+      auto watched = provision::monitor_workload(*store, pool, f.name, options, &slice);
+      stopper.join();
+      if (!watched) {
+        return watched.error();
+      }
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  emit(ctx, workload_json(*wl), [&](std::ostream& os, const Json&) { print_workload(os, *wl); });
+  if (wl->state == WorkloadState::failed) {
+    return Error(ErrorKind::failure, "workload '" + f.name + "' FAILED: " + wl->message);
+  }
+  return 0;
+}
+
+Expected<int> run_delete(Context& ctx, const WorkloadFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto options, monitor_options(ctx, f.ssh));
+  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto deleted,
+                    provision::delete_workload(*store, pool, f.name, f.force, options));
+  Json j{{"name", f.name},
+         {"pool", pool},
+         {"deleted", true},
+         {"state", std::string(to_string(deleted.workload.state))},
+         {"unreachable", deleted.unreachable}};
+  emit(ctx, j, [&](std::ostream& os, const Json&) {
+    os << "deleted workload '" << f.name << "' (was " << to_string(deleted.workload.state)
+       << "): its processes on " << deleted.workload.workers.size() << " workers are stopped\n";
+  });
+  return 0;
+}
+
+Expected<int> run_monitor(Context& ctx, const WorkloadFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto options, monitor_options(ctx, f.ssh));
+  options.progress = [](const std::string& line) { spdlog::info("{}", line); };
+  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx, Drivers::none));
+  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  remote::CancelToken cancel;
+  InterruptGuard guard(cancel);
+  TPUCTL_TRY(provision::monitor_workload(*store, pool, f.name, options, &cancel));
+  return 0;
+}
+
+} // namespace
+
+void setup_workload(CLI::App& group, Registry& registry) {
+  group.require_subcommand(1);
+  auto c = std::make_shared<WorkloadFlags>();
+  CLI::App* create =
+      registry.add(group, "create", "run a command on every worker of a cluster at once, detached",
+                   [c](Context& ctx) { return run_create(ctx, *c); });
+  create->add_option("--cluster", c->cluster, "the cluster to run on")->required()->type_name("C");
+  create->add_option("--workload", c->name, "the workload's name (lowercase, digits, '-')")
+      ->required()
+      ->type_name("W");
+  create->add_option("--command", c->command, "run by /bin/sh -c on every worker")
+      ->required()
+      ->type_name("CMD");
+  create
+      ->add_option("--max-restarts", c->max_restarts,
+                   "restart every worker together up to R times on a failure (default 0)")
+      ->type_name("R");
+  create->add_option("--env", c->env, "add KEY=VALUE to every worker's environment (repeatable)")
+      ->type_name("K=V");
+  create
+      ->add_option("--fail-policy", c->fail_policy,
+                   "any (default): one failing worker stops the others; all: fail once every "
+                   "worker has ended")
+      ->type_name("P");
+  create->add_option("--timeout", c->timeout, "fail the workload after it ran this long")
+      ->type_name("D");
+  add_ssh_policy_flags(*create, c->ssh);
+  create->footer("Returns once every worker has started (exit 0), or with exit 1 when one could\n"
+                 "not start (the others are stopped). Follow it with 'tpuctl workload logs W\n"
+                 "--follow' or 'tpuctl workload wait W'.\n\nExamples:\n"
+                 "  tpuctl workload create --cluster demo --workload mm \\\n"
+                 "    --command 'tpuctl agent spmd-matmul --m 512 --n 512 --k 512'\n"
+                 "  tpuctl workload create --cluster demo --workload train --max-restarts 2 \\\n"
+                 "    --env XLA_FLAGS=--xla_dump_to=/tmp/dump --command 'python3 train.py'");
+
+  auto l = std::make_shared<WorkloadFlags>();
+  CLI::App* list = registry.add(group, "list", "workloads of the pool: state, running workers",
+                                [l](Context& ctx) { return run_list(ctx, *l); });
+  list->add_option("--cluster", l->cluster, "only this cluster's workloads")->type_name("C");
+
+  auto d = std::make_shared<WorkloadFlags>();
+  CLI::App* describe =
+      registry.add(group, "describe", "state, per-worker state, exit codes, restarts, heartbeats",
+                   [d](Context& ctx) { return run_describe(ctx, *d); });
+  describe->add_option("W", d->name, "the workload")->required();
+
+  auto g = std::make_shared<WorkloadFlags>();
+  CLI::App* logs = registry.add(group, "logs", "print (or --follow) the workers' output",
+                                [g](Context& ctx) { return run_logs(ctx, *g); });
+  logs->add_option("W", g->name, "the workload")->required();
+  logs->add_option("--worker", g->worker, "all (default), N, a list (0,2) or a range (1-3)")
+      ->type_name("W");
+  logs->add_option("--node", g->node, "all (default) or one slice's node id")->type_name("ID");
+  logs->add_flag("--follow,-f", g->follow, "keep printing until the workload has ended");
+  add_ssh_policy_flags(*logs, g->ssh);
+
+  auto w = std::make_shared<WorkloadFlags>();
+  CLI::App* wait = registry.add(group, "wait", "wait until SUCCEEDED (exit 0) or FAILED (exit 1)",
+                                [w](Context& ctx) { return run_wait(ctx, *w); });
+  wait->add_option("W", w->name, "the workload")->required();
+  wait->add_option("--timeout", w->timeout, "stop waiting after this long (exit 3)")
+      ->type_name("D");
+  add_ssh_policy_flags(*wait, w->ssh);
+
+  auto x = std::make_shared<WorkloadFlags>();
+  CLI::App* remove =
+      registry.add(group, "delete", "stop every process of the workload on every worker; forget it",
+                   [x](Context& ctx) { return run_delete(ctx, *x); });
+  remove->add_option("W", x->name, "the workload")->required();
+  remove->add_flag("--force", x->force, "forget it even when some hosts cannot be reached");
+  add_ssh_policy_flags(*remove, x->ssh);
+
+  auto m = std::make_shared<WorkloadFlags>();
+  CLI::App* monitor =
+      registry.add(group, "monitor", "poll the workers and apply the failure policy (internal)",
+                   [m](Context& ctx) { return run_monitor(ctx, *m); });
+  monitor->add_option("W", m->name, "the workload")->required();
+  add_ssh_policy_flags(*monitor, m->ssh);
+  monitor->group(""); // hidden: started by create and by commands that find no monitor
+}
+
+} // namespace tpuctl::cli

@@ -1,0 +1,41 @@
+// Shell completion from the live command table. `tpuctl completion bash|zsh` prints a small
+// script whose only logic is to call the hidden `tpuctl __complete -- WORDS...` with the words
+// typed so far; this engine answers with one candidate per line (`value<TAB>description` for
+// zsh). So completion always matches the binary that runs: groups, commands, flags, fixed flag
+// values (formats, generations, accelerator types, dataflows, worker keywords...) and live values
+// from the store (pools, hosts, queued resources, nodes, clusters, workloads).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace tpuctl::cli {
+
+struct Candidate {
+  std::string value;
+  std::string description; // may be empty
+};
+
+// What the store holds, asked for lazily (only when a candidate list needs it).
+enum class LiveKind { pools, hosts, queued_resources, nodes, clusters, workloads };
+using LiveValues = std::function<std::vector<std::string>(LiveKind)>;
+
+// The candidates for the last element of `words` (the words after `tpuctl`, the last one being
+// the word under the cursor, possibly empty), filtered by its prefix, in a stable order.
+std::vector<Candidate> complete(const CLI::App& root, const std::vector<std::string>& words,
+                                const LiveValues& live);
+
+// The fixed values a flag takes (empty when it takes free text or a live value): --format,
+// --generation, --accelerator-type, --dataflow, --worker, ... Exposed so a test can check each
+// one against the flag's real parser.
+std::vector<std::string> fixed_values(std::string_view long_name);
+
+// The scripts `tpuctl completion bash|zsh` print (also completions/tpuctl.bash, _tpuctl).
+std::string bash_script();
+std::string zsh_script();
+
+} // namespace tpuctl::cli

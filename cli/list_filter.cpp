@@ -1,0 +1,318 @@
+#include "cli/list_filter.hpp"
+
+#include <cctype>
+#include <regex>
+
+#include "util/strings.hpp"
+
+namespace tpuctl::cli {
+
+using Json = nlohmann::ordered_json;
+
+struct RowFilter::Node {
+  enum class Kind { term, all, any, negate } kind = Kind::term;
+  std::string key, op, value;
+  std::regex regex;
+  std::vector<std::shared_ptr<const Node>> children;
+};
+
+namespace {
+
+using NodePtr = std::shared_ptr<const RowFilter::Node>;
+using Node = RowFilter::Node;
+
+struct Parser {
+  std::string_view text;
+  size_t pos = 0;
+  std::vector<std::string> keys;
+
+  Error error(const std::string& what) const {
+    return usage_error("--filter '" + std::string(text) + "': " + what + " at position " +
+                       std::to_string(pos + 1) +
+                       " (e.g. --filter 'state=ACTIVE AND name:train', see 'tpuctl --help')");
+  }
+  void skip_space() {
+    while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos]))) {
+      ++pos;
+    }
+  }
+  bool keyword(std::string_view word) {
+    skip_space();
+    if (text.substr(pos, word.size()) == word &&
+        (pos + word.size() == text.size() ||
+         std::isspace(static_cast<unsigned char>(text[pos + word.size()])) ||
+         text[pos + word.size()] == '(')) {
+      pos += word.size();
+      return true;
+    }
+    return false;
+  }
+  bool at_end() {
+    skip_space();
+    return pos >= text.size();
+  }
+
+  Expected<NodePtr> parse_or() {
+    TPUCTL_TRY_ASSIGN(NodePtr first, parse_and());
+    auto any = std::make_shared<Node>();
+    any->kind = Node::Kind::any;
+    any->children.push_back(first);
+    while (keyword("OR")) {
+      TPUCTL_TRY_ASSIGN(NodePtr next, parse_and());
+      any->children.push_back(next);
+    }
+    return any->children.size() == 1 ? first : NodePtr(any);
+  }
+  Expected<NodePtr> parse_and() {
+    TPUCTL_TRY_ASSIGN(NodePtr first, parse_unary());
+    auto all = std::make_shared<Node>();
+    all->kind = Node::Kind::all;
+    all->children.push_back(first);
+    for (;;) {
+      skip_space();
+      if (at_end() || text[pos] == ')' || text.substr(pos, 3) == "OR " ||
+          text.substr(pos) == "OR") {
+        break;
+      }
+      keyword("AND");
+      TPUCTL_TRY_ASSIGN(NodePtr next, parse_unary());
+      all->children.push_back(next);
+    }
+    return all->children.size() == 1 ? first : NodePtr(all);
+  }
+  Expected<NodePtr> parse_unary() {
+    skip_space();
+    bool negate = keyword("NOT");
+    skip_space();
+    if (!negate && pos < text.size() && text[pos] == '-') {
+      negate = true;
+      ++pos;
+    }
+    TPUCTL_TRY_ASSIGN(NodePtr inner, parse_primary());
+    if (!negate) {
+      return inner;
+    }
+    auto n = std::make_shared<Node>();
+    n->kind = Node::Kind::negate;
+    n->children.push_back(inner);
+    return NodePtr(n);
+  }
+  Expected<NodePtr> parse_primary() {
+    skip_space();
+    if (pos >= text.size()) {
+      return error("expected a term (KEY=VALUE)");
+    }
+    if (text[pos] == '(') {
+      ++pos;
+      TPUCTL_TRY_ASSIGN(NodePtr inner, parse_or());
+      skip_space();
+      if (pos >= text.size() || text[pos] != ')') {
+        return error("expected ')'");
+      }
+      ++pos;
+      return inner;
+    }
+    auto n = std::make_shared<Node>();
+    const size_t key_start = pos;
+    while (pos < text.size() && (std::isalnum(static_cast<unsigned char>(text[pos])) ||
+                                 text[pos] == '_' || text[pos] == '.' || text[pos] == '-')) {
+      ++pos;
+    }
+    n->key = std::string(text.substr(key_start, pos - key_start));
+    if (n->key.empty()) {
+      return error("expected a field name");
+    }
+    for (std::string_view op : {"!=", "!~", "<=", ">=", "=", ":", "~", "<", ">"}) {
+      if (text.substr(pos, op.size()) == op) {
+        n->op = std::string(op);
+        pos += op.size();
+        break;
+      }
+    }
+    if (n->op.empty()) {
+      return error("expected an operator (=, !=, :, ~, !~, <, <=, >, >=) after '" + n->key + "'");
+    }
+    if (pos < text.size() && (text[pos] == '"' || text[pos] == '\'')) {
+      const char quote = text[pos++];
+      const size_t end = text.find(quote, pos);
+      if (end == std::string_view::npos) {
+        return error("unterminated quote");
+      }
+      n->value = std::string(text.substr(pos, end - pos));
+      pos = end + 1;
+    } else {
+      // A bare value ends at a space, or at a ')' that closes a group rather than one of its own.
+      const size_t start = pos;
+      int depth = 0;
+      while (pos < text.size() && !std::isspace(static_cast<unsigned char>(text[pos]))) {
+        if (text[pos] == '(') {
+          ++depth;
+        } else if (text[pos] == ')' && depth-- == 0) {
+          break;
+        }
+        ++pos;
+      }
+      n->value = std::string(text.substr(start, pos - start));
+      if (n->value.empty()) {
+        return error("expected a value after '" + n->key + n->op + "' (quote an empty one: \"\")");
+      }
+    }
+    if (n->op == "~" || n->op == "!~") {
+      try {
+        n->regex = std::regex(n->value, std::regex::extended);
+      } catch (const std::regex_error&) {
+        return error("'" + n->value + "' is not a valid regular expression");
+      }
+    }
+    keys.push_back(n->key);
+    return NodePtr(n);
+  }
+};
+
+std::optional<double> number(const std::string& s) {
+  if (s.empty()) {
+    return std::nullopt;
+  }
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  return end && *end == '\0' ? std::optional<double>(v) : std::nullopt;
+}
+
+std::string text_of(const Json& v) {
+  if (v.is_string()) {
+    return v.get<std::string>();
+  }
+  if (v.is_null()) {
+    return "";
+  }
+  return v.dump();
+}
+
+int compare(const std::string& a, const std::string& b) {
+  auto x = number(a);
+  auto y = number(b);
+  if (x && y) {
+    return *x < *y ? -1 : (*x > *y ? 1 : 0);
+  }
+  const std::string la = util::to_lower(a);
+  const std::string lb = util::to_lower(b);
+  return la < lb ? -1 : (la > lb ? 1 : 0);
+}
+
+bool term_matches(const Node& n, const Json& row) {
+  const Json v = field_of(row, n.key);
+  if (n.op == ":") {
+    if (n.value == "*") {
+      return !v.is_null() && !(v.is_string() && v.get<std::string>().empty()) &&
+             !(v.is_structured() && v.empty());
+    }
+    if (v.is_array()) {
+      for (const auto& e : v) {
+        if (compare(text_of(e), n.value) == 0) {
+          return true;
+        }
+      }
+      return false;
+    }
+    return util::to_lower(text_of(v)).find(util::to_lower(n.value)) != std::string::npos;
+  }
+  const std::string s = text_of(v);
+  if (n.op == "~") {
+    return std::regex_search(s, n.regex);
+  }
+  if (n.op == "!~") {
+    return !std::regex_search(s, n.regex);
+  }
+  const int c = compare(s, n.value);
+  if (n.op == "=") {
+    return c == 0;
+  }
+  if (n.op == "!=") {
+    return c != 0;
+  }
+  if (n.op == "<") {
+    return c < 0;
+  }
+  if (n.op == "<=") {
+    return c <= 0;
+  }
+  if (n.op == ">") {
+    return c > 0;
+  }
+  return c >= 0;
+}
+
+bool eval(const Node& n, const Json& row) {
+  switch (n.kind) {
+  case Node::Kind::term:
+    return term_matches(n, row);
+  case Node::Kind::negate:
+    return !eval(*n.children.front(), row);
+  case Node::Kind::all:
+    return std::all_of(n.children.begin(), n.children.end(),
+                       [&](const NodePtr& c) { return eval(*c, row); });
+  case Node::Kind::any:
+    return std::any_of(n.children.begin(), n.children.end(),
+                       [&](const NodePtr& c) { return eval(*c, row); });
+  }
+  return false;
+}
+
+} // namespace
+
+Json field_of(const Json& row, const std::string& key) {
+  const Json* cur = &row;
+  for (const auto& part : util::split(key, '.')) {
+    if (cur->is_object() && cur->contains(part)) {
+      cur = &(*cur)[part];
+    } else if (cur->is_array() && !part.empty() &&
+               part.find_first_not_of("0123456789") == std::string::npos &&
+               std::stoul(part) < cur->size()) {
+      cur = &(*cur)[std::stoul(part)];
+    } else {
+      return Json();
+    }
+  }
+  return *cur;
+}
+
+Expected<RowFilter> RowFilter::parse(std::string_view expr) {
+  Parser p{expr};
+  RowFilter f;
+  if (p.at_end()) {
+    return f; // empty: everything passes
+  }
+  TPUCTL_TRY_ASSIGN(f.m_root, p.parse_or());
+  if (!p.at_end()) {
+    return p.error("unexpected '" + std::string(expr.substr(p.pos, 1)) + "'");
+  }
+  f.m_keys = std::move(p.keys);
+  return f;
+}
+
+bool RowFilter::matches(const Json& row) const {
+  return !m_root || eval(*m_root, row);
+}
+
+Expected<std::vector<std::string>> parse_value_format(std::string_view format) {
+  if (!util::starts_with(format, "value(")) {
+    return std::vector<std::string>{};
+  }
+  if (format.back() != ')') {
+    return usage_error("--format '" + std::string(format) +
+                       "': value(...) needs a closing ')' (e.g. --format 'value(name,state)')");
+  }
+  std::vector<std::string> fields;
+  for (auto& f : util::split(format.substr(6, format.size() - 7), ',')) {
+    std::string name(util::trim(f));
+    if (!name.empty()) {
+      fields.push_back(name);
+    }
+  }
+  if (fields.empty()) {
+    return usage_error("--format 'value()': name at least one field (e.g. value(name))");
+  }
+  return fields;
+}
+
+} // namespace tpuctl::cli

@@ -1,0 +1,33 @@
+#include "cli/workload_runtime.hpp"
+
+#include <ostream>
+
+#include "cli/qr_runtime.hpp"
+
+namespace tpuctl::cli {
+
+Expected<provision::MonitorOptions> monitor_options(const Context& ctx, const SshFlags& flags) {
+  provision::MonitorOptions o;
+  TPUCTL_TRY_ASSIGN(o.ssh, ssh_options(flags));
+  if (!ctx.globals.quiet) {
+    std::ostream* err = ctx.err;
+    o.progress = [err](const std::string& line) { *err << "tpuctl: " << line << "\n"; };
+  }
+  return o;
+}
+
+void ensure_monitor(const Context& ctx, const provision::Workload& wl, const SshFlags& flags) {
+  if (provision::needs_monitor(wl, state::to_unix_ms(state::system_clock()()))) {
+    spawn_detached(ctx, wl.pool, {"workload", "monitor", wl.name}, flags,
+                   "workload-" + wl.name + ".log");
+  }
+}
+
+void ensure_monitors(const Context& ctx, const std::vector<provision::Workload>& workloads) {
+  SshFlags defaults;
+  for (const auto& w : workloads) {
+    ensure_monitor(ctx, w, defaults);
+  }
+}
+
+} // namespace tpuctl::cli

@@ -1,0 +1,455 @@
+#include "provision/workload_ops.hpp"
+
+#include <signal.h>
+#include <thread>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "provision/cluster.hpp"
+#include "provision/reconcile.hpp"
+#include "provision/workload_remote.hpp"
+#include "util/strings.hpp"
+
+namespace tpuctl::provision {
+
+namespace {
+
+using Ms = std::chrono::milliseconds;
+
+constexpr int k_max_restarts_limit = 1000;
+// How often a running workload's record is rewritten when nothing changed but heartbeats.
+constexpr int64_t k_refresh_ms = 5000;
+
+int64_t now_of(const MonitorOptions& o) {
+  return state::to_unix_ms(o.clock());
+}
+
+void say(const MonitorOptions& o, const std::string& line) {
+  if (o.progress) {
+    o.progress(line);
+  }
+}
+
+state::Op state_event(const Workload& wl, WorkloadState from, WorkloadState to, int64_t now,
+                      const std::string& type, const std::string& message) {
+  state::Event e;
+  e.time_ms = now;
+  e.pool = wl.pool;
+  e.subject_kind = state::Kind::workload;
+  e.subject = wl.name;
+  e.type = type;
+  e.from_state = std::string(to_string(from));
+  e.to_state = std::string(to_string(to));
+  e.initiator = state::Initiator::service;
+  e.detail = nlohmann::json{{"message", message}, {"restarts", wl.restarts}};
+  return state::EventOp{e};
+}
+
+// Why mutate() did not write.
+enum class Skip { none, gone, deleting, not_ours };
+
+struct Mutation {
+  std::optional<Workload> workload; // the record as written (or as found when skipped)
+  Skip skipped = Skip::none;
+};
+
+// Re-reads the workload and applies `change` to it, committing with compare-and-swap (retried on
+// conflict). Skips (writes nothing) when the record is gone, being deleted, or, with
+// `need_lease`, when this process no longer holds the monitor lease. `change` returns the
+// events to append, or nullopt to write nothing; it may run more than once.
+using ChangeFn = std::function<std::optional<std::vector<state::Op>>(Workload&)>;
+Expected<Mutation> mutate(state::StateStore& store, const std::string& pool,
+                          const std::string& name, bool need_lease, const ChangeFn& change) {
+  Mutation m;
+  bool written = false;
+  auto committed = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
+    m = {};
+    TPUCTL_TRY_ASSIGN(auto found, s.find(workload_key(pool, name)));
+    if (!found) {
+      m.skipped = Skip::gone;
+      return std::vector<state::Op>{};
+    }
+    TPUCTL_TRY_ASSIGN(Workload wl, workload_from_record(*found));
+    m.workload = wl;
+    if (wl.deleting) {
+      m.skipped = Skip::deleting;
+      return std::vector<state::Op>{};
+    }
+    auto lease = lease_from_json(wl.monitor);
+    if (need_lease && (!lease || !is_own_lease(*lease))) {
+      m.skipped = Skip::not_ours;
+      return std::vector<state::Op>{};
+    }
+    auto ops = change(wl);
+    m.workload = wl;
+    if (!ops) {
+      written = false;
+      return std::vector<state::Op>{};
+    }
+    written = true;
+    ops->insert(ops->begin(), state::UpdateOp{workload_key(pool, name), to_json(wl), wl.version});
+    return *ops;
+  });
+  if (!committed) {
+    return committed.error();
+  }
+  if (written && m.workload) {
+    m.workload->version = committed->revision;
+  }
+  return m;
+}
+
+// A human summary of workers that did not start.
+std::string launch_failures(const std::vector<WorkerPlan>& plans,
+                            const std::vector<remote::HostResult>& results,
+                            std::vector<size_t>& failed) {
+  std::vector<std::string> parts;
+  for (const auto& r : results) {
+    if (r.succeeded()) {
+      continue;
+    }
+    failed.push_back(r.index);
+    const auto& p = plans[r.index];
+    std::string why(util::trim(r.err));
+    if (why.empty()) {
+      why = r.error.empty() ? std::string(remote::to_string(r.outcome)) : r.error;
+    }
+    parts.push_back("worker " + std::to_string(p.worker) + " of node " + p.node + " (host " +
+                    p.host + ") could not start: " + why);
+  }
+  return util::join(parts, "; ");
+}
+
+// Starts the workload's current attempt everywhere. On a failure stops whatever started and
+// returns the message naming the workers; "" when every worker started.
+Expected<std::string> start_attempt(const Workload& wl, const std::vector<WorkerPlan>& plans,
+                                    std::vector<size_t>& failed, const MonitorOptions& o) {
+  TPUCTL_TRY_ASSIGN(auto results, launch_workers(wl, plans, o.ssh));
+  std::string message = launch_failures(plans, results, failed);
+  if (!message.empty()) {
+    (void)stop_workers(wl, plans, o.ssh);
+  }
+  return message;
+}
+
+// The record after a FAILED verdict: running workers were stopped.
+std::optional<std::vector<state::Op>> finish(Workload& wl, WorkloadState to,
+                                             const std::string& message, int64_t now) {
+  const WorkloadState from = wl.state;
+  wl.state = to;
+  wl.message = message;
+  wl.finished_at_ms = now;
+  wl.monitor = nlohmann::json::object();
+  for (auto& w : wl.workers) {
+    if (w.state == WorkerState::running || w.state == WorkerState::pending) {
+      w.state = to == WorkloadState::failed ? WorkerState::stopped : w.state;
+    }
+  }
+  return std::vector<state::Op>{state_event(wl, from, to, now, "STATE_CHANGED", message)};
+}
+
+bool same_view(const std::vector<WorkloadWorker>& a, const std::vector<WorkloadWorker>& b) {
+  if (a.size() != b.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].state != b[i].state || a[i].exit_code != b[i].exit_code ||
+        a[i].attempt != b[i].attempt || a[i].detail != b[i].detail) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void sleep_for(Ms duration, const remote::CancelToken* cancel) {
+  const auto until = std::chrono::steady_clock::now() + duration;
+  while (std::chrono::steady_clock::now() < until && !(cancel && cancel->cancelled())) {
+    std::this_thread::sleep_for(Ms(50));
+  }
+}
+
+Status validate_request(const WorkloadRequest& r) {
+  ErrorList problems;
+  if (auto v = validate_tpu_name(r.name, "workload name"); !v) {
+    problems.add(v.error());
+  }
+  if (util::trim(r.command).empty()) {
+    problems.add(ErrorKind::usage, "--command is empty: give the command every worker runs "
+                                   "(e.g. --command 'python3 train.py')");
+  } else if (r.command.find('\0') != std::string::npos) {
+    problems.add(ErrorKind::usage, "--command holds a NUL byte, which no shell can run");
+  }
+  if (r.max_restarts < 0 || r.max_restarts > k_max_restarts_limit) {
+    problems.add(ErrorKind::usage, "--max-restarts " + std::to_string(r.max_restarts) +
+                                       " is out of range: give 0 to " +
+                                       std::to_string(k_max_restarts_limit));
+  }
+  if (r.timeout_ms < 0) {
+    problems.add(ErrorKind::usage, "--timeout must not be negative");
+  }
+  if (!problems.empty()) {
+    return problems.combined();
+  }
+  return tpuctl::ok();
+}
+
+} // namespace
+
+bool needs_monitor(const Workload& wl, int64_t now_ms) {
+  if (is_terminal(wl.state) || wl.deleting) {
+    return false;
+  }
+  auto lease = lease_from_json(wl.monitor);
+  return !lease || !lease_alive(*lease, now_ms);
+}
+
+Expected<Workload> create_workload(state::StateStore& store, const WorkloadRequest& r,
+                                   const MonitorOptions& o) {
+  TPUCTL_TRY(validate_request(r));
+  TPUCTL_TRY_ASSIGN(Cluster cluster, load_cluster(store, r.pool, r.cluster));
+  Workload wl;
+  wl.name = r.name;
+  wl.pool = r.pool;
+  wl.uid = util::random_hex_id();
+  wl.cluster = cluster.name;
+  wl.queued_resource = cluster.queued_resource;
+  wl.command = r.command;
+  wl.env = r.env;
+  wl.fail_policy = r.fail_policy;
+  wl.max_restarts = r.max_restarts;
+  wl.timeout_ms = r.timeout_ms;
+  wl.created_at_ms = now_of(o);
+  TPUCTL_TRY_ASSIGN(auto plans, plan_workload(store, wl)); // ACTIVE, environment valid
+  wl.workers = pending_workers(plans, 0);
+  wl.monitor = to_json(own_lease(wl.created_at_ms, o.lease_ttl));
+  auto created = store.commit(
+      {state::CreateOp{workload_key(r.pool, r.name), to_json(wl)},
+       state_event(wl, WorkloadState::pending, WorkloadState::pending, wl.created_at_ms, "CREATED",
+                   "created on cluster " + cluster.name)});
+  if (!created) {
+    Error e = created.error();
+    if (state::has_reason(e, state::reason::k_already_exists)) {
+      e.message = "workload '" + r.name + "' already exists in pool '" + r.pool +
+                  "' (delete it with 'tpuctl workload delete " + r.name +
+                  "', or pick another name)";
+    }
+    return e;
+  }
+  say(o, "starting '" + r.name + "' on " + std::to_string(plans.size()) + " workers of cluster " +
+             cluster.name);
+  std::vector<size_t> failed;
+  TPUCTL_TRY_ASSIGN(std::string failure, start_attempt(wl, plans, failed, o));
+  const int64_t now = now_of(o);
+  TPUCTL_TRY_ASSIGN(
+      auto m, mutate(store, r.pool, r.name, true, [&](Workload& w) {
+        w.started_at_ms = now;
+        w.attempt_started_ms = now;
+        if (!failure.empty()) {
+          for (size_t i : failed) {
+            w.workers[i].state = WorkerState::failed;
+            w.workers[i].detail = "could not start";
+          }
+          return finish(w, WorkloadState::failed, failure, now);
+        }
+        const WorkloadState from = w.state;
+        w.state = WorkloadState::running;
+        for (auto& x : w.workers) {
+          x.state = WorkerState::running; // started: the supervisor runs it
+        }
+        w.monitor = nlohmann::json::object(); // the monitor takes it
+        return std::optional<std::vector<state::Op>>(std::vector<state::Op>{
+            state_event(w, from, WorkloadState::running, now, "STATE_CHANGED", "started")});
+      }));
+  if (m.skipped != Skip::none) {
+    // Deleted while starting: make sure nothing of it keeps running.
+    (void)stop_workers(wl, plans, o.ssh);
+    return Error(ErrorKind::failure, "workload '" + r.name + "' was deleted while it was starting");
+  }
+  return *m.workload;
+}
+
+Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
+                                                   const std::string& pool, const std::string& name,
+                                                   const MonitorOptions& o,
+                                                   const remote::CancelToken* cancel) {
+  // Take the lease.
+  bool taken = false;
+  TPUCTL_TRY_ASSIGN(auto m, mutate(store, pool, name, false, [&](Workload& w) {
+                      taken = false;
+                      if (!needs_monitor(w, now_of(o))) {
+                        return std::optional<std::vector<state::Op>>();
+                      }
+                      w.monitor = to_json(own_lease(now_of(o), o.lease_ttl));
+                      taken = true;
+                      return std::optional<std::vector<state::Op>>(std::vector<state::Op>{});
+                    }));
+  if (m.skipped == Skip::gone || m.skipped == Skip::deleting) {
+    return m.skipped == Skip::gone ? std::optional<Workload>() : m.workload;
+  }
+  if (!taken) {
+    return m.workload;
+  }
+  Workload wl = *m.workload;
+  auto plans = plan_workload(store, wl);
+  if (!plans) {
+    const std::string why = plans.error().message;
+    TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
+                        return finish(w, WorkloadState::failed, why, now_of(o));
+                      }));
+    return f.workload;
+  }
+  int64_t last_write = now_of(o);
+  while (!(cancel && cancel->cancelled())) {
+    TPUCTL_TRY_ASSIGN(auto observations, poll_workers(wl, *plans, o.ssh));
+    const int64_t now = now_of(o);
+    std::vector<WorkloadWorker> before = wl.workers;
+    Decision d;
+    auto step =
+        mutate(store, pool, name, true, [&](Workload& w) -> std::optional<std::vector<state::Op>> {
+          for (size_t i = 0; i < w.workers.size() && i < observations.size(); ++i) {
+            observe(w.workers[i], observations[i], w.restarts, w.attempt_started_ms, now, o.policy);
+          }
+          d = decide(w, now);
+          if (d.verdict == Verdict::succeeded) {
+            return finish(w, WorkloadState::succeeded, d.message, now);
+          }
+          if (d.verdict == Verdict::keep_running && same_view(before, w.workers) &&
+              now - last_write < k_refresh_ms) {
+            return std::nullopt; // nothing new: no write
+          }
+          w.monitor = to_json(own_lease(now, o.lease_ttl));
+          return std::vector<state::Op>{};
+        });
+    if (!step) {
+      spdlog::warn("workload '{}': {}", name, step.error().message);
+      sleep_for(o.poll_interval, cancel);
+      continue;
+    }
+    if (step->skipped != Skip::none) {
+      return step->skipped == Skip::gone ? std::optional<Workload>() : step->workload;
+    }
+    if (step->workload->version != wl.version) {
+      last_write = now;
+    }
+    wl = *step->workload;
+    if (!same_view(before, wl.workers)) {
+      for (size_t i = 0; i < wl.workers.size(); ++i) {
+        if (i >= before.size() || before[i].state != wl.workers[i].state) {
+          say(o, describe_worker(wl.workers[i]) + ": " +
+                     std::string(to_string(wl.workers[i].state)) +
+                     (wl.workers[i].state == WorkerState::failed
+                          ? " (exit " + std::to_string(wl.workers[i].exit_code) + ")"
+                          : ""));
+        }
+      }
+    }
+    if (d.verdict == Verdict::succeeded) {
+      say(o, "workload '" + name + "' SUCCEEDED: " + d.message);
+      return std::optional<Workload>(wl);
+    }
+    if (d.verdict == Verdict::fail || d.verdict == Verdict::restart) {
+      say(o, (d.verdict == Verdict::fail ? "failing: " : "") + d.message);
+      (void)stop_workers(wl, *plans, o.ssh);
+    }
+    if (d.verdict == Verdict::fail) {
+      TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
+                          return finish(w, WorkloadState::failed, d.message, now_of(o));
+                        }));
+      return f.workload;
+    }
+    if (d.verdict == Verdict::restart) {
+      const int64_t restart_at = now_of(o);
+      TPUCTL_TRY_ASSIGN(
+          auto r, mutate(store, pool, name, true, [&](Workload& w) {
+            w.restarts += 1;
+            w.attempt_started_ms = restart_at;
+            w.message = d.message;
+            w.workers = pending_workers(*plans, w.restarts);
+            return std::optional<std::vector<state::Op>>(std::vector<state::Op>{
+                state_event(w, w.state, w.state, restart_at, "RESTARTED", d.message)});
+          }));
+      if (r.skipped != Skip::none) {
+        return r.skipped == Skip::gone ? std::optional<Workload>() : r.workload;
+      }
+      wl = *r.workload;
+      TPUCTL_TRY_ASSIGN(plans, plan_workload(store, wl)); // TPUCTL_WORKLOAD_ATTEMPT changed
+      std::vector<size_t> failed;
+      TPUCTL_TRY_ASSIGN(std::string failure, start_attempt(wl, *plans, failed, o));
+      if (!failure.empty()) {
+        TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
+                            return finish(w, WorkloadState::failed, failure, now_of(o));
+                          }));
+        return f.workload;
+      }
+      // A delete that marked the record while we launched must not leave this attempt running.
+      TPUCTL_TRY_ASSIGN(auto again, store.find(workload_key(pool, name)));
+      if (!again || again->doc.value("deleting", false)) {
+        (void)stop_workers(wl, *plans, o.ssh);
+        return std::optional<Workload>();
+      }
+    }
+    sleep_for(o.poll_interval, cancel);
+  }
+  return std::optional<Workload>(wl);
+}
+
+Expected<WorkloadDeletion> delete_workload(state::StateStore& store, const std::string& pool,
+                                           const std::string& name, bool force,
+                                           const MonitorOptions& o) {
+  TPUCTL_TRY_ASSIGN(Workload before, load_workload(store, pool, name));
+  std::optional<Lease> monitor;
+  auto marked = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
+    TPUCTL_TRY_ASSIGN(Workload w, load_workload(s, pool, name));
+    monitor = lease_from_json(w.monitor);
+    w.deleting = true;
+    w.monitor = to_json(own_lease(now_of(o), o.lease_ttl));
+    return std::vector<state::Op>{state::UpdateOp{workload_key(pool, name), to_json(w), w.version}};
+  });
+  if (!marked) {
+    return marked.error();
+  }
+  // A monitor on this machine is told to stop at once (it would notice the mark anyway).
+  if (monitor && !is_own_lease(*monitor) && lease_alive(*monitor, now_of(o)) &&
+      monitor->host == own_lease(0, Ms(0)).host) {
+    ::kill(monitor->pid, SIGTERM);
+    for (int i = 0; i < 60 && lease_alive(*monitor, now_of(o)); ++i) {
+      std::this_thread::sleep_for(Ms(50));
+    }
+  }
+  WorkloadDeletion result{before, {}};
+  auto plans = plan_workload(store, before);
+  if (plans) {
+    TPUCTL_TRY_ASSIGN(auto stopped, stop_workers(before, *plans, o.ssh));
+    for (const auto& r : stopped) {
+      if (!r.succeeded()) {
+        result.unreachable.push_back(
+            (*plans)[r.index].host + " (" +
+            (r.error.empty() ? std::string(remote::to_string(r.outcome)) : r.error) + ")");
+      }
+    }
+    if (result.unreachable.empty()) {
+      (void)remove_workload_files(before, *plans, o.ssh);
+    }
+  } else {
+    spdlog::warn("workload '{}': {}; its processes went with its slices", name,
+                 plans.error().message);
+  }
+  if (!result.unreachable.empty() && !force) {
+    return Error(ErrorKind::failure,
+                 "workload '" + name + "' could not be stopped on " +
+                     util::join(result.unreachable, ", ") +
+                     ": it stays marked for deletion; run 'tpuctl workload delete " + name +
+                     "' again once the hosts are back, or add --force to forget it");
+  }
+  const int64_t now = now_of(o);
+  auto removed =
+      store.commit({state::RemoveOp{workload_key(pool, name), state::k_any_version},
+                    state_event(before, before.state, before.state, now, "DELETED", "deleted")});
+  if (!removed && !state::has_reason(removed.error(), state::reason::k_not_found)) {
+    return removed.error();
+  }
+  return result;
+}
+
+} // namespace tpuctl::provision

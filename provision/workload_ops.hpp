@@ -1,0 +1,76 @@
+// What users do to workloads, and the monitor that carries one to its end.
+//
+// create_workload() validates everything before it stores anything, stores the workload PENDING
+// and starts the first attempt on every worker at once; it is RUNNING once every worker has
+// started (FAILED, with the started ones stopped again, when one could not start). From then on
+// a monitor (monitor_workload: `tpuctl workload monitor`, started detached by `workload create`
+// and by any command that finds a running workload nobody monitors) polls the workers every
+// second and applies the failure policy (workload_policy.hpp). Only the holder of the
+// workload's monitor lease acts; every write re-reads the record first and gives up when
+// `workload delete` has marked it, so a delete never races a restart into leaving processes
+// behind.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "provision/workload.hpp"
+#include "provision/workload_policy.hpp"
+#include "remote/ssh_types.hpp"
+#include "state/store.hpp"
+
+namespace tpuctl::provision {
+
+struct WorkloadRequest {
+  std::string name;
+  std::string pool;
+  std::string cluster;
+  std::string command;
+  EnvVars env;
+  FailPolicy fail_policy = FailPolicy::any;
+  int max_restarts = 0;
+  int64_t timeout_ms = 0;
+};
+
+struct MonitorOptions {
+  remote::SshOptions ssh;
+  std::chrono::milliseconds poll_interval{1000};
+  PolicyConfig policy;
+  std::chrono::milliseconds lease_ttl{60000};
+  state::Clock clock = state::system_clock();
+  std::function<void(const std::string&)> progress; // a line per change, for stderr; may be empty
+};
+
+// Errors (nothing stored): usage (bad name, command, restarts, timeout or environment: every
+// problem named), not_found (no such cluster), failure (its slices are not ACTIVE; a workload of
+// that name exists). A worker that cannot start is not an error: the workload is FAILED.
+Expected<Workload> create_workload(state::StateStore& store, const WorkloadRequest& request,
+                                   const MonitorOptions& options);
+
+// True when `workload` is not finished and no live process holds its monitor lease.
+bool needs_monitor(const Workload& workload, int64_t now_ms);
+
+// Takes the monitor lease (returns at once, with the record, when another live process holds
+// it or the workload is finished) and polls until the workload is SUCCEEDED or FAILED, is being
+// deleted or removed (nullopt), or `cancel` is set. Errors: the store's.
+Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
+                                                   const std::string& pool, const std::string& name,
+                                                   const MonitorOptions& options,
+                                                   const remote::CancelToken* cancel = nullptr);
+
+struct WorkloadDeletion {
+  Workload workload;                    // as it was
+  std::vector<std::string> unreachable; // hosts where nothing could be stopped
+};
+
+// Marks the workload as being deleted (its monitor stops acting; a monitor on this host is
+// terminated), kills every process tagged with its uid on every worker, removes its files and
+// its record. When a host cannot be reached the record stays (marked) and the error names the
+// hosts, unless `force`. Errors: not_found, failure (unreachable hosts), the store's.
+Expected<WorkloadDeletion> delete_workload(state::StateStore& store, const std::string& pool,
+                                           const std::string& name, bool force,
+                                           const MonitorOptions& options);
+
+} // namespace tpuctl::provision

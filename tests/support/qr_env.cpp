@@ -1,0 +1,74 @@
+#include "tests/support/qr_env.hpp"
+
+#include <csignal>
+
+#include <doctest/doctest.h>
+
+#include "tests/support/local_pool_fixture.hpp"
+
+namespace tpuctl::test {
+
+using nlohmann::json;
+
+QrEnv::QrEnv(int hosts, const std::string& address_base, const std::string& shape) {
+  vars["HOME"] = dir.path().string();
+  vars["XDG_STATE_HOME"] = (dir.path() / "state").string();
+  vars["XDG_CONFIG_HOME"] = (dir.path() / "config").string();
+  std::vector<std::string> args{"pool",         "local-up", "--hosts",        std::to_string(hosts),
+                                "--generation", "v5e",      "--address-base", address_base,
+                                "--port",       "2222"};
+  if (!shape.empty()) {
+    args.insert(args.end(), {"--shape", shape});
+  }
+  auto up = run(args);
+  REQUIRE_MESSAGE(up.exit_code == 0, up.err);
+}
+
+QrEnv::~QrEnv() {
+  run({"pool", "local-down"});
+  for (int pid : processes_with_marker(dir.path().string())) {
+    ::kill(pid, SIGKILL);
+  }
+}
+
+util::ProcessResult QrEnv::run(std::vector<std::string> args) const {
+  return run_tpuctl(args, vars);
+}
+
+json QrEnv::run_json(std::vector<std::string> args) const {
+  args.push_back("--format");
+  args.push_back("json");
+  auto r = run(args);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  return json::parse(r.out);
+}
+
+json QrEnv::describe(const std::string& id) const {
+  return run_json({"qr", "describe", id});
+}
+
+json QrEnv::claims() const {
+  json out = json::object();
+  for (const auto& h : run_json({"pool", "hosts"})) {
+    if (!h["claimed_by"].get<std::string>().empty()) {
+      out[h["name"].get<std::string>()] = h["claimed_by"];
+    }
+  }
+  return out;
+}
+
+std::filesystem::path QrEnv::pool_dir() const {
+  return dir.path() / "state" / "tpuctl" / "local-pools" / "local";
+}
+
+std::vector<std::string> worker_hosts(const json& qr) {
+  std::vector<std::string> hosts;
+  for (const auto& n : qr["nodes"]) {
+    for (const auto& w : n["workers"]) {
+      hosts.push_back(w["host"]);
+    }
+  }
+  return hosts;
+}
+
+} // namespace tpuctl::test

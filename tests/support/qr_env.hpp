@@ -1,0 +1,42 @@
+// A scratch tpuctl "machine" for integration tests of queued resources, slices and workloads: its
+// own HOME and XDG directories, a SQLite store in it and a local pool of real sshd servers on a
+// loopback block the test file owns. The destructor stops the pool and kills every background
+// tpuctl (drivers, controllers) that carries the scratch directory in its environment.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/helpers.hpp"
+#include "util/process.hpp"
+
+namespace tpuctl::test {
+
+struct QrEnv {
+  TempDir dir;
+  std::map<std::string, std::string> vars;
+
+  // `shape`: the pool's extent in chips; empty for local-up's compact default (8 v5e hosts:
+  // 8x4 chips). Placement never rotates a slice, so a v5litepod-32 (4x8) needs "4x8".
+  QrEnv(int hosts, const std::string& address_base, const std::string& shape = "");
+  ~QrEnv();
+  QrEnv(const QrEnv&) = delete;
+  QrEnv& operator=(const QrEnv&) = delete;
+
+  util::ProcessResult run(std::vector<std::string> args) const;
+  // Runs with `--format json`, requires exit 0 and parses stdout.
+  nlohmann::json run_json(std::vector<std::string> args) const;
+  nlohmann::json describe(const std::string& id) const;
+  // host -> owner of every claimed host of the pool.
+  nlohmann::json claims() const;
+  std::filesystem::path pool_dir() const;
+};
+
+// Every worker's host of a described queued resource, node by node.
+std::vector<std::string> worker_hosts(const nlohmann::json& qr);
+
+} // namespace tpuctl::test

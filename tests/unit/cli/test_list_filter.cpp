@@ -1,0 +1,81 @@
+// --filter expressions and --format value(...) fields, as pure logic over json rows.
+#include <doctest/doctest.h>
+
+#include "cli/list_filter.hpp"
+
+using tpuctl::cli::parse_value_format;
+using tpuctl::cli::RowFilter;
+using Json = nlohmann::ordered_json;
+
+TEST_SUITE_BEGIN("unit");
+
+namespace {
+
+const Json k_row = Json::parse(R"({"id": "train-1", "state": "ACTIVE", "chips": 64,
+  "labels": {"team": "ml"}, "node_ids": ["a-0", "a-1"], "reason": ""})");
+
+bool passes(const std::string& expr, const Json& row = k_row) {
+  auto f = RowFilter::parse(expr);
+  REQUIRE_MESSAGE(f, f.error().message);
+  return f->matches(row);
+}
+
+} // namespace
+
+TEST_CASE("cli::RowFilter: operators") {
+  CHECK(passes("state=ACTIVE"));
+  CHECK(passes("state=active")); // text compares case-insensitively
+  CHECK(!passes("state!=ACTIVE"));
+  CHECK(passes("id:train"));
+  CHECK(!passes("id:infer"));
+  CHECK(passes("node_ids:a-1")); // a list: one element equals
+  CHECK(!passes("node_ids:a"));
+  CHECK(passes("labels.team=ml"));
+  CHECK(passes("id~^train-[0-9]+$"));
+  CHECK(passes("id!~^infer"));
+  CHECK(passes("chips>=64"));
+  CHECK(!passes("chips>64"));
+  CHECK(passes("chips<100")); // numerically: "64" < "100" though not as text
+  CHECK(passes("labels:*"));
+  CHECK(!passes("reason:*"));
+  CHECK(passes("id='train-1'"));
+  CHECK(passes("id=\"train-1\""));
+  CHECK(!passes("missing=x")); // absent fields are empty
+  CHECK(passes(""));           // no filter: everything
+}
+
+TEST_CASE("cli::RowFilter: AND (also implicit) binds tighter than OR; NOT, '-' and groups") {
+  CHECK(passes("state=ACTIVE AND chips=64"));
+  CHECK(passes("state=ACTIVE chips=64"));
+  CHECK(!passes("state=ACTIVE AND chips=8"));
+  CHECK(passes("state=FAILED OR chips=64"));
+  CHECK(passes("state=FAILED AND chips=8 OR id:train"));
+  CHECK(!passes("state=FAILED AND (chips=8 OR id:train)"));
+  CHECK(!passes("NOT state=ACTIVE"));
+  CHECK(passes("-state=FAILED"));
+  CHECK(passes("(id~^(train|infer)-1$)"));
+}
+
+TEST_CASE("cli::RowFilter: malformed expressions are usage errors naming the position") {
+  for (const char* bad : {"state", "state=ACTIVE AND", "(state=ACTIVE", "chips>", "id~(", "=x",
+                          "state=ACTIVE )", "id='open"}) {
+    CAPTURE(bad);
+    auto f = RowFilter::parse(bad);
+    REQUIRE(!f);
+    CHECK(f.error().kind == tpuctl::ErrorKind::usage);
+    CHECK(f.error().message.find(std::string("'") + bad + "'") != std::string::npos);
+    CHECK(f.error().message.find("position") != std::string::npos);
+  }
+  auto f = RowFilter::parse("a=1 OR b.c~x");
+  REQUIRE(f);
+  CHECK(f->keys() == std::vector<std::string>{"a", "b.c"});
+}
+
+TEST_CASE("cli::parse_value_format: fields of value(...)") {
+  CHECK(*parse_value_format("value(id,state)") == std::vector<std::string>{"id", "state"});
+  CHECK(*parse_value_format("value( id , labels.team )") ==
+        std::vector<std::string>{"id", "labels.team"});
+  CHECK(parse_value_format("json")->empty());
+  CHECK(!parse_value_format("value(id"));
+  CHECK(!parse_value_format("value()"));
+}
