@@ -67,6 +67,18 @@ void spawn_detached(const Context& ctx, const std::string& pool,
   if (!ctx.globals.state.empty()) {
     args.insert(args.end(), {"--state", ctx.globals.state});
   }
+  // The same etcd access (TPUCTL_ETCD_PASSWORD, if used, is inherited with the environment).
+  const GlobalOptions& g = ctx.globals;
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string&>{"--etcd-user", g.etcd_user},
+        {"--etcd-password-file", g.etcd_password_file},
+        {"--etcd-cacert", g.etcd_cacert},
+        {"--etcd-cert", g.etcd_cert},
+        {"--etcd-key", g.etcd_key}}) {
+    if (!value.empty()) {
+      args.insert(args.end(), {flag, value});
+    }
+  }
   args.insert(args.end(), {"--pool", pool, "--quiet", "--verbosity", "info"});
   if (!log_dir.empty()) {
     args.insert(args.end(), {"--log-file", log_dir + "/" + log_name});

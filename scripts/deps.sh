@@ -10,7 +10,7 @@ packages=(
   g++ cmake ninja-build pkg-config git
   libcli11-dev libspdlog-dev nlohmann-json3-dev libssh-dev libcurl4-openssl-dev libsqlite3-dev
   # tests
-  doctest-dev openssh-server openssh-client procps
+  doctest-dev openssh-server openssh-client procps etcd-server etcd-client openssl
   # completion and man page tests: real shells and man
   bash-completion zsh man-db groff-base
   # packaging test (cpack's dpkg-shlibdeps)
