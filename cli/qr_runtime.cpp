@@ -194,6 +194,8 @@ Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, cons
     }
     return tpuctl::ok();
   };
+  TPUCTL_TRY_ASSIGN(auto listing, store.list(state::Kind::queued_resource, pool));
+  int64_t revision = listing.revision;
   for (;;) {
     TPUCTL_TRY(refresh());
     if (done(result.qr)) {
@@ -212,7 +214,9 @@ Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, cons
       result.done = done(result.qr);
       return result;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    // Sleep until the store changes (etcd: a watch; SQLite: polling its revision), or a second
+    // passes: time-based transitions (valid-until, max-run-duration) need ticks too.
+    TPUCTL_TRY_ASSIGN(revision, store.wait_for_change(pool, revision, std::chrono::seconds(1)));
   }
 }
 

@@ -13,6 +13,10 @@ Expected<provision::MonitorOptions> monitor_options(const Context& ctx, const Ss
   auto progress = make_progress(ctx);
   if (progress->enabled()) {
     o.progress = [progress](const std::string& line) { progress->line(line); };
+    o.worker_started = [progress](size_t done, size_t total, const std::string& host) {
+      progress->status("started " + std::to_string(done) + "/" + std::to_string(total) + " " + host,
+                       done == total);
+    };
   }
   return o;
 }

@@ -2,6 +2,8 @@
 // (util-linux `script`) on a local pool (address block 127.0.159.x, owned by this file): live
 // per-worker progress rewritten in place on a tty, plain lines when piped, nothing with --quiet
 // or a machine format; colour only on a tty and never with NO_COLOR; tables cut to the width.
+#include <fstream>
+
 #include <doctest/doctest.h>
 
 #include "tests/support/helpers.hpp"
@@ -76,6 +78,22 @@ TEST_CASE("terminal: live progress on a tty, plain lines when piped, none when q
   auto quiet = env.run({"qr", "create", "quiet2", "--accelerator-type", "v5litepod-16", "-q"});
   REQUIRE(quiet.exit_code == 0);
   CHECK(quiet.err.empty());
+
+  // Pushing files and starting a workload report per worker too.
+  tpuctl::test::TempDir files;
+  std::ofstream(files.path() / "data.txt") << "payload\n";
+  auto copied = env.run({"scp", (files.path() / "data.txt").string(), "live:~/", "--worker=all"});
+  REQUIRE_MESSAGE(copied.exit_code == 0, copied.err);
+  CHECK(copied.err.find("tpuctl: copy data.txt 4/4 ") != std::string::npos);
+  REQUIRE(env.run({"qr", "delete", "quiet2", "--force", "-q"}).exit_code == 0);
+  REQUIRE(env.run({"cluster", "create", "--cluster", "wl", "--tpu-type", "v5litepod-16", "-q"})
+              .exit_code == 0);
+  auto started =
+      env.run({"workload", "create", "--cluster", "wl", "--workload", "w", "--command", "true"});
+  REQUIRE_MESSAGE(started.exit_code == 0, started.err);
+  CHECK(started.err.find("tpuctl: started 4/4 ") != std::string::npos);
+  REQUIRE(env.run({"workload", "wait", "w", "--timeout", "60s"}).exit_code == 0);
+  REQUIRE(env.run({"cluster", "delete", "wl", "--force", "-q"}).exit_code == 0);
 }
 
 TEST_CASE("terminal: colour only on a tty and never with NO_COLOR; tables fit the width") {
