@@ -59,26 +59,7 @@ Status check_expected(const Key& key, const Slot& s, int64_t expected) {
   if (s.exists) {
     current = s.dirty ? k_written_here : s.read_mod;
   }
-  if (expected == k_absent) {
-    if (current) {
-      return make(ErrorKind::failure,
-                  describe(key) + " exists (version " + std::to_string(*current) +
-                      ") but was expected to be absent: another tpuctl created it; retry",
-                  reason::k_conflict);
-    }
-    return ok();
-  }
-  if (!current) {
-    return make(ErrorKind::not_found, describe(key) + " does not exist", reason::k_not_found);
-  }
-  if (expected != k_any_version && *current != expected) {
-    return make(ErrorKind::failure,
-                describe(key) + " was changed by another tpuctl (version " +
-                    std::to_string(*current) + ", expected " + std::to_string(expected) +
-                    "); read it again and retry",
-                reason::k_conflict);
-  }
-  return ok();
+  return check_expected_version(key, current, expected);
 }
 
 } // namespace

@@ -78,33 +78,7 @@ Expected<std::optional<int64_t>> SqliteStore::version_of(const Key& key) {
   return std::optional<int64_t>(s->int64(0));
 }
 
-namespace {
-
-// Checks a record's current version against an op's expectation.
-Status check_expected(const Key& key, std::optional<int64_t> current, int64_t expected) {
-  if (expected == k_absent) {
-    if (current) {
-      return make(ErrorKind::failure,
-                  describe(key) + " exists (version " + std::to_string(*current) +
-                      ") but was expected to be absent: another tpuctl created it; retry",
-                  reason::k_conflict);
-    }
-    return ok();
-  }
-  if (!current) {
-    return make(ErrorKind::not_found, describe(key) + " does not exist", reason::k_not_found);
-  }
-  if (expected != k_any_version && *current != expected) {
-    return make(ErrorKind::failure,
-                describe(key) + " was changed by another tpuctl (version " +
-                    std::to_string(*current) + ", expected " + std::to_string(expected) +
-                    "); read it again and retry",
-                reason::k_conflict);
-  }
-  return ok();
-}
-
-} // namespace
+namespace {} // namespace
 
 Status SqliteStore::apply(const CreateOp& op, int64_t rev) {
   if (op.key.kind != Kind::pool) {
@@ -144,7 +118,7 @@ Status SqliteStore::apply(const UpdateOp& op, int64_t rev) {
     return ok();
   }
   TPUCTL_TRY_ASSIGN(auto current, version_of(op.key));
-  return check_expected(op.key, current, op.expected_version);
+  return check_expected_version(op.key, current, op.expected_version);
 }
 
 Status SqliteStore::remove_pool_contents(const std::string& pool) {
@@ -164,7 +138,7 @@ Status SqliteStore::remove_pool_contents(const std::string& pool) {
 
 Status SqliteStore::apply(const RemoveOp& op, int64_t) {
   TPUCTL_TRY_ASSIGN(auto current, version_of(op.key));
-  TPUCTL_TRY(check_expected(op.key, current, op.expected_version));
+  TPUCTL_TRY(check_expected_version(op.key, current, op.expected_version));
   if (op.key.kind == Kind::pool || op.key.kind == Kind::host) {
     std::string host = op.key.kind == Kind::host ? op.key.id : "";
     TPUCTL_TRY_ASSIGN(auto s, m_db.prepare("SELECT host, owner FROM claims WHERE pool = ?1 AND "
@@ -211,7 +185,7 @@ Status SqliteStore::apply(const RemoveOp& op, int64_t) {
 
 Status SqliteStore::apply(const CheckOp& op, int64_t) {
   TPUCTL_TRY_ASSIGN(auto current, version_of(op.key));
-  return check_expected(op.key, current, op.expected_version);
+  return check_expected_version(op.key, current, op.expected_version);
 }
 
 Status SqliteStore::apply(const ClaimOp& op, int64_t rev) {

@@ -323,4 +323,28 @@ Expected<CommitResult> StateStore::release_all(const std::string& pool, const st
   }
 }
 
+Status check_expected_version(const Key& key, std::optional<int64_t> current, int64_t expected) {
+  if (expected == k_absent) {
+    if (current) {
+      return Error(ErrorKind::failure,
+                   describe(key) + " exists (version " + std::to_string(*current) +
+                       ") but was expected to be absent: another tpuctl created it; retry",
+                   std::string(reason::k_conflict));
+    }
+    return ok();
+  }
+  if (!current) {
+    return Error(ErrorKind::not_found, describe(key) + " does not exist",
+                 std::string(reason::k_not_found));
+  }
+  if (expected != k_any_version && *current != expected) {
+    return Error(ErrorKind::failure,
+                 describe(key) + " was changed by another tpuctl (version " +
+                     std::to_string(*current) + ", expected " + std::to_string(expected) +
+                     "); read it again and retry",
+                 std::string(reason::k_conflict));
+  }
+  return ok();
+}
+
 } // namespace tpuctl::state

@@ -295,6 +295,11 @@ public:
   Expected<std::vector<Claim>> claims_of(const std::string& pool, const std::string& owner);
 };
 
+// For backends: whether an op expecting `expected` (a version, k_absent or k_any_version) may
+// apply to `key` whose current version is `current` (nullopt: absent). The same rules and words
+// for every backend: k_conflict (exists but expected absent; another version), k_not_found.
+Status check_expected_version(const Key& key, std::optional<int64_t> current, int64_t expected);
+
 // For backends: the error transact() returns when its last attempt lost a compare-and-swap.
 Error gave_up_after(Error conflict, int attempts);
 

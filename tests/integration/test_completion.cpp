@@ -21,13 +21,6 @@ TEST_SUITE_BEGIN("integration");
 
 namespace {
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // A scratch store with a pool and two queued resources (waiting: valid after an hour).
 struct Store {
   TempDir dir;
@@ -149,9 +142,9 @@ TEST_CASE("completion in zsh (zpty): typing tpuctl qu<TAB>, describe <TAB>, --fo
 TEST_CASE("completion: completions/ holds what `tpuctl completion bash|zsh` prints") {
   const fs::path dir = fs::path(tpuctl::test::source_dir()) / "completions";
   CHECK_MESSAGE(
-      read(dir / "tpuctl.bash") == run_tpuctl({"completion", "bash"}).out,
+      tpuctl::test::read_file(dir / "tpuctl.bash") == run_tpuctl({"completion", "bash"}).out,
       "completions/tpuctl.bash is stale: tpuctl completion bash > completions/tpuctl.bash");
-  CHECK_MESSAGE(read(dir / "_tpuctl") == run_tpuctl({"completion", "zsh"}).out,
+  CHECK_MESSAGE(tpuctl::test::read_file(dir / "_tpuctl") == run_tpuctl({"completion", "zsh"}).out,
                 "completions/_tpuctl is stale: tpuctl completion zsh > completions/_tpuctl");
 }
 

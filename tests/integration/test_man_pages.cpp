@@ -20,13 +20,6 @@ TEST_SUITE_BEGIN("integration");
 
 namespace {
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::set<std::string> page_names(const fs::path& dir) {
   std::set<std::string> out;
   for (const auto& e : fs::directory_iterator(dir)) {
@@ -80,7 +73,7 @@ TEST_CASE("man pages: man/ is what the binary generates (regenerate: tpuctl __ma
   for (const auto& name : page_names(tmp.path())) {
     CAPTURE(name);
     CHECK_MESSAGE(
-        read(committed / name) == read(tmp.path() / name),
+        tpuctl::test::read_file(committed / name) == tpuctl::test::read_file(tmp.path() / name),
         (std::string("man/") + name + " is stale: run 'build/cli/tpuctl __man man' and commit"));
   }
 }
@@ -97,7 +90,7 @@ TEST_CASE("man pages: every visible command group has a page with every flag of 
     CAPTURE(group);
     const fs::path page = dir / ("tpuctl-" + group + ".1");
     REQUIRE_MESSAGE(fs::exists(page), (std::string("no man page for 'tpuctl ") + group + "'"));
-    const std::string text = read(page);
+    const std::string text = tpuctl::test::read_file(page);
     auto leaves = run_tpuctl({"__complete", "--", group, ""});
     std::vector<std::vector<std::string>> commands;
     for (const auto& l : tpuctl::util::split(leaves.out, '\n')) {

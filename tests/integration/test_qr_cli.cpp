@@ -20,13 +20,12 @@
 #include "util/strings.hpp"
 
 using nlohmann::json;
-using tpuctl::test::run_tpuctl;
 using tpuctl::test::QrEnv;
+using tpuctl::test::run_tpuctl;
 using tpuctl::test::TempDir;
 using tpuctl::test::worker_hosts;
 
 namespace {
-
 
 const json* history_entry(const json& qr, const std::string& to) {
   for (const auto& h : qr["history"]) {
@@ -35,11 +34,6 @@ const json* history_entry(const json& qr, const std::string& to) {
     }
   }
   return nullptr;
-}
-
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 } // namespace
@@ -203,7 +197,7 @@ TEST_CASE("qr: a worker whose sshd is stopped makes the slice FAILED naming that
   REQUIRE(hosts.size() == 4);
   CHECK(env.run_json({"qr", "list"}).empty()); // --dry-run stored nothing
   const std::string victim = hosts[2];
-  int pid = std::stoi(read_file(env.pool_dir() / "hosts" / victim / "sshd.pid"));
+  int pid = std::stoi(tpuctl::test::read_file(env.pool_dir() / "hosts" / victim / "sshd.pid"));
   REQUIRE(::kill(pid, SIGTERM) == 0);
   for (int i = 0; i < 50 && ::kill(pid, 0) == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -335,9 +329,10 @@ TEST_CASE("ssh --worker=all: each worker sees its own id, the same hostnames and
   CHECK(lists.size() == 1);
 
   // The kernel on every worker, through the shipped agent.
-  auto kernel = env.run({"ssh", "s1", "--worker=all", "--output", "grouped", "--", "tpuctl",
-                         "kernel", "run", "--m", "48", "--n", "40", "--k", "72", "--dtype", "int8",
-                         "--reps", "1", "--check"});
+  auto kernel =
+      env.run({"ssh",    "s1",      "--worker=all", "--output", "grouped", "--",     "tpuctl",
+               "kernel", "run",     "--m",          "48",       "--n",     "40",     "--k",
+               "72",     "--dtype", "int8",         "--reps",   "1",       "--check"});
   CHECK_MESSAGE(kernel.exit_code == 0, kernel.err);
 
   // A value with shell syntax arrives literally and runs nothing.
@@ -376,7 +371,8 @@ TEST_CASE("ssh --worker=all: each worker sees its own id, the same hostnames and
     CHECK(row["hosts"] == 4);
     CHECK(row["copied"] == 4);
   }
-  CHECK(read_file(env.dir.path() / "copied" / "model" / "shards" / "0.bin").size() == 70000);
+  CHECK(tpuctl::test::read_file(env.dir.path() / "copied" / "model" / "shards" / "0.bin").size() ==
+        70000);
   CHECK(env.run({"scp", tree.string(), "s1:" + dest}).exit_code == 2); // a directory needs -r
   CHECK(env.run({"scp", tree.string(), "nocolon"}).exit_code == 2);
 

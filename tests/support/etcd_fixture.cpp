@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "state/etcd_wire.hpp"
+#include "tests/support/helpers.hpp"
 #include "util/process.hpp"
 #include "util/strings.hpp"
 
@@ -24,22 +25,6 @@ namespace {
 
 constexpr int k_client_port = 23790;
 constexpr int k_peer_port = 23800;
-
-bool can_bind(const std::string& address, uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return false;
-  }
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  ::inet_pton(AF_INET, address.c_str(), &sa.sin_addr);
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
-  ::close(fd);
-  return ok;
-}
 
 std::string peer_url(const std::string& address) {
   return "http://" + address + ":" + std::to_string(k_peer_port);

@@ -1,6 +1,7 @@
 // Test helpers shared by unit and integration tests.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -40,6 +41,11 @@ private:
 // Compares `actual` with tests/golden/<name>; with TPUCTL_UPDATE_GOLDEN=1 rewrites the file.
 // Returns an empty string when they match, else a short diff description.
 std::string check_golden(const std::string& name, const std::string& actual);
+
+// The whole file (binary-safe); "" when it cannot be read.
+std::string read_file(const std::filesystem::path& path);
+// True when a TCP socket can bind address:port now (a free loopback port for a fixture).
+bool can_bind(const std::string& address, uint16_t port);
 
 std::string source_dir();
 std::string tpuctl_binary();

@@ -10,34 +10,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tests/support/helpers.hpp"
+
 namespace tpuctl::test {
 
-namespace {
-
-bool can_bind(const std::string& address, uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return false;
-  }
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  ::inet_pton(AF_INET, address.c_str(), &sa.sin_addr);
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
-  ::close(fd);
-  return ok;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-} // namespace
+namespace {} // namespace
 
 LocalPoolFixture::LocalPoolFixture(size_t hosts, int block) {
   if (block < 2 || block > 254 || hosts == 0 || hosts > 240) {

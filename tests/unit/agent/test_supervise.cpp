@@ -36,13 +36,6 @@ nlohmann::json wait_exited(const std::string& dir, std::chrono::seconds limit) {
   return s;
 }
 
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 } // namespace
 
 TEST_CASE("agent supervise records output, exit status and heartbeats of a detached command") {
@@ -64,7 +57,7 @@ TEST_CASE("agent supervise records output, exit status and heartbeats of a detac
   CHECK(s["status"]["exit_code"] == 3);
   CHECK(s["status"]["stopped"] == false);
   CHECK(s["heartbeat_ms"].get<int64_t>() >= s["status"]["started_ms"].get<int64_t>());
-  CHECK(read(o.dir + "/log") == "out\nerr\n");
+  CHECK(tpuctl::test::read_file(o.dir + "/log") == "out\nerr\n");
   struct stat st {};
   REQUIRE(::stat((o.dir + "/log").c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
@@ -101,7 +94,8 @@ TEST_CASE("agent supervise: a restart appends to the log with a marker; bad inpu
   REQUIRE(start_supervised(o));
   auto s = wait_exited(o.dir, std::chrono::seconds(10));
   CHECK(s["status"]["attempt"] == 1);
-  CHECK(read(o.dir + "/log") == "first\n--- tpuctl: attempt 1 (restart 1) ---\nsecond\n");
+  CHECK(tpuctl::test::read_file(o.dir + "/log") ==
+        "first\n--- tpuctl: attempt 1 (restart 1) ---\nsecond\n");
 
   SuperviseOptions empty;
   empty.dir = o.dir;
