@@ -6,12 +6,25 @@
 # once it is fixed.
 #   bench/fuzz.sh [SECONDS] [TARGET...]   default: 60 s each, every target (names without fuzz_)
 #   bench/fuzz.sh 0                       replay the corpora and regressions only
+#   bench/fuzz.sh --runs N [TARGET...]    replay them, then N new inputs per target (the smoke of
+#                                         scripts/test.sh: seconds in all, whatever the machine)
 # Environment: FUZZ_BUILD_DIR (build-fuzz), FUZZ_SCRATCH (build-fuzz/scratch), FUZZ_JOBS (build
 # parallelism, 2). Exit status: 0 when every target ran clean, 1 on a finding (its log is printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=${1:-60}
-[[ $# -gt 0 ]] && shift
+runs=""
+if [[ "${1:-}" == "--runs" ]]; then
+  runs=${2:-}
+  shift 2 || true
+  if ! [[ "$runs" =~ ^[0-9]+$ ]]; then
+    echo "fuzz.sh: --runs needs a whole number, not '$runs'" >&2
+    exit 2
+  fi
+  seconds=0
+else
+  seconds=${1:-60}
+  [[ $# -gt 0 ]] && shift
+fi
 if ! [[ "$seconds" =~ ^[0-9]+$ ]]; then
   echo "fuzz.sh: SECONDS must be a whole number, not '$seconds'" >&2
   exit 2
@@ -59,16 +72,21 @@ for t in "${targets[@]}"; do
     [[ -d $d ]] && dirs+=("$d")
   done
   log="$scratch/$t.log"
+  : >"$log"
   start=$SECONDS
   # The regressions first, one run each: a fixed crash that comes back is named by its file.
   status=0
   if compgen -G "fuzz/regressions/$t/*" >/dev/null; then
-    "$bin" -runs=1 "fuzz/regressions/$t"/* >"$log" 2>&1 || status=$?
+    "$bin" -runs=1 "fuzz/regressions/$t"/* >>"$log" 2>&1 || status=$?
   fi
   if [[ $status -eq 0 ]]; then
     limits=(-max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
             -artifact_prefix="$scratch/artifacts/$t/")
-    if [[ $seconds -eq 0 ]]; then
+    if [[ -n $runs ]]; then
+      # -runs counts the corpus replay too: replay it all, then $runs new inputs.
+      corpus_files=$(find "${dirs[@]}" -type f | wc -l)
+      "$bin" "${limits[@]}" -runs=$((corpus_files + runs)) "${dirs[@]}" >>"$log" 2>&1 || status=$?
+    elif [[ $seconds -eq 0 ]]; then
       "$bin" "${limits[@]}" -runs=0 "${dirs[@]}" >>"$log" 2>&1 || status=$?
     else
       "$bin" "${limits[@]}" -max_total_time="$seconds" "${dirs[@]}" >>"$log" 2>&1 || status=$?
@@ -79,7 +97,10 @@ for t in "${targets[@]}"; do
   if [[ $status -ne 0 ]]; then
     failed+=("$t")
     echo "fuzz: $t FAILED after $((SECONDS - start)) s (log: $log, inputs: $scratch/artifacts/$t/)"
-    grep -E -A 30 'ERROR: |property failed|runtime error|==ERROR' "$log" | head -n 60 >&2 || tail -n 40 "$log" >&2
+    # The finding, then only the stack frames in tpuctl's own code (libFuzzer's and the
+    # standard library's are in the log).
+    grep -E 'ERROR: |property failed|runtime error|SUMMARY|^  |/work/|tpuctl::|LLVMFuzzerTestOneInput|^MS:|^0x|^artifact' "$log" |
+      grep -v -E 'fuzzer::|libc|_start' | cut -c1-240 | head -n 40 >&2 || tail -n 40 "$log" >&2
   else
     echo "fuzz: $t ok, ${runs:-0} runs in $((SECONDS - start)) s (${corpus:-corp: ?})"
   fi
