@@ -44,6 +44,27 @@ void add_global_flags(CLI::App& app, GlobalOptions& g) {
       ->envname("TPUCTL_POOL")
       ->type_name("NAME")
       ->group(group);
+  app.add_option("--etcd-user", g.etcd_user, "etcd user name (token auth)")
+      ->envname("TPUCTL_ETCD_USER")
+      ->type_name("USER")
+      ->group(group);
+  app.add_option("--etcd-password-file", g.etcd_password_file,
+                 "file holding the etcd password (or set TPUCTL_ETCD_PASSWORD)")
+      ->envname("TPUCTL_ETCD_PASSWORD_FILE")
+      ->type_name("PATH")
+      ->group(group);
+  app.add_option("--etcd-cacert", g.etcd_cacert, "CA bundle of an etcd+https:// store")
+      ->envname("TPUCTL_ETCD_CACERT")
+      ->type_name("PATH")
+      ->group(group);
+  app.add_option("--etcd-cert", g.etcd_cert, "client certificate for etcd (mutual TLS)")
+      ->envname("TPUCTL_ETCD_CERT")
+      ->type_name("PATH")
+      ->group(group);
+  app.add_option("--etcd-key", g.etcd_key, "private key of --etcd-cert")
+      ->envname("TPUCTL_ETCD_KEY")
+      ->type_name("PATH")
+      ->group(group);
 }
 
 std::unique_ptr<CLI::App> build_app(Registry& registry, GlobalOptions& globals) {
@@ -164,11 +185,14 @@ Status validate_globals(Context& ctx) {
     }
   } else if (f == "dotenv") {
     ctx.format = Format::table; // `tpuctl env` only: its table form is the dotenv text
+  } else if (f == "jsonl") {
+    ctx.format = Format::json; // `qr list --watch` only: one JSON object per line
+    ctx.json_lines = true;
   } else {
     problems.add(ErrorKind::usage,
                  "--format: '" + f +
                      "' is not an output format (use table, json, yaml or value(FIELD,...); "
-                     "dotenv for tpuctl env)");
+                     "dotenv for tpuctl env, jsonl for qr list --watch)");
   }
   if (auto filter = RowFilter::parse(ctx.globals.filter); !filter) {
     problems.add(filter.error());

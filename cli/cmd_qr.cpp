@@ -17,6 +17,10 @@
 
 namespace tpuctl::cli {
 
+Expected<int> watch_queued_resources(Context& ctx, state::StateStore& store,
+                                     const std::string& pool,
+                                     std::chrono::milliseconds timeout); // cmd_qr_watch.cpp
+
 namespace {
 
 using provision::QrState;
@@ -280,12 +284,31 @@ void add_create(CLI::App& group, Registry& registry) {
 
 // ---- list / describe ----
 
+struct ListFlags {
+  bool watch = false;
+  std::string timeout;
+};
+
 void add_list(CLI::App& group, Registry& registry) {
+  auto f = std::make_shared<ListFlags>();
   CLI::App* cmd = registry.add(
       group, "list", "queued resources of the pool, oldest first",
-      [](Context& ctx) -> Expected<int> {
+      [f](Context& ctx) -> Expected<int> {
+        std::chrono::milliseconds timeout{0};
+        if (!f->timeout.empty()) {
+          if (!f->watch) {
+            return usage_error("--timeout goes with --watch: it says how long to watch");
+          }
+          TPUCTL_TRY_ASSIGN(timeout, util::parse_duration(f->timeout, "--timeout"));
+        }
+        if (ctx.json_lines && !f->watch) {
+          return usage_error("--format jsonl is for qr list --watch; use --format json");
+        }
         TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
         TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+        if (f->watch) {
+          return watch_queued_resources(ctx, *store, pool, timeout);
+        }
         TPUCTL_TRY_ASSIGN(auto all, provision::list_queued_resources(*store, pool));
         std::sort(all.begin(), all.end(), [](const QueuedResource& a, const QueuedResource& b) {
           return a.create_revision < b.create_revision;
@@ -301,6 +324,10 @@ void add_list(CLI::App& group, Registry& registry) {
         TPUCTL_TRY(emit_list(ctx, rows, k_qr_columns));
         return 0;
       });
+  cmd->add_flag("--watch", f->watch,
+                "print each state change as it happens (--format jsonl: one JSON object a line)");
+  cmd->add_option("--timeout", f->timeout, "with --watch: stop after this long (default: never)")
+      ->type_name("DURATION");
   cmd->footer("Filter with the global --filter (e.g. --filter 'state=ACTIVE AND "
               "labels.team=ml') and print fields with --format 'value(id,state)'.");
 }

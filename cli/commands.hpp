@@ -32,6 +32,7 @@ void setup_controller(CLI::App& group, Registry& registry);
 void setup_ssh(CLI::App& group, Registry& registry);
 void setup_env(CLI::App& group, Registry& registry);
 void setup_scp(CLI::App& group, Registry& registry);
+void setup_state(CLI::App& group, Registry& registry);
 void setup_cluster(CLI::App& group, Registry& registry);
 void setup_workload(CLI::App& group, Registry& registry);
 void setup_completion(CLI::App& group, Registry& registry);

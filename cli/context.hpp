@@ -18,13 +18,21 @@ struct GlobalOptions {
   std::string log_file; // --log-file=PATH
   std::string state;    // --state=URL, env TPUCTL_STATE
   std::string pool;     // --pool=NAME, env TPUCTL_POOL
-  std::string filter;   // --filter=EXPR (list commands; cli/list_filter.hpp)
+  // Reaching an etcd store (state/location.hpp EtcdAccess); the password itself comes from
+  // --etcd-password-file or TPUCTL_ETCD_PASSWORD, never from the command line.
+  std::string etcd_user;          // --etcd-user, env TPUCTL_ETCD_USER
+  std::string etcd_password_file; // --etcd-password-file, env TPUCTL_ETCD_PASSWORD_FILE
+  std::string etcd_cacert;        // --etcd-cacert, env TPUCTL_ETCD_CACERT
+  std::string etcd_cert;          // --etcd-cert, env TPUCTL_ETCD_CERT
+  std::string etcd_key;           // --etcd-key, env TPUCTL_ETCD_KEY
+  std::string filter;             // --filter=EXPR (list commands; cli/list_filter.hpp)
 };
 
 struct Context {
   GlobalOptions globals;
   Format format = Format::table;
   std::vector<std::string> value_fields; // Format::value: the fields to print
+  bool json_lines = false;               // --format jsonl (streams such as qr list --watch)
   std::ostream* out = nullptr;           // results only
   std::ostream* err = nullptr;           // errors, progress and notices
 

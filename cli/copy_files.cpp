@@ -6,6 +6,7 @@
 #include "cli/fanout_output.hpp"
 #include "cli/output.hpp"
 #include "cli/ssh_flags.hpp"
+#include "cli/terminal.hpp"
 #include "remote/push.hpp"
 #include "util/strings.hpp"
 
@@ -81,12 +82,26 @@ Expected<int> copy_files(Context& ctx, const std::vector<remote::SshTarget>& tar
   InterruptGuard guard(token);
   int status = 0;
   Json summary = Json::array();
+  Progress progress(ctx);
   for (const auto& c : copies) {
     remote::PushOptions push;
     push.local_path = c.local;
     FanoutPrinter printer(FanoutOutput::prefixed, ctx.stdout_stream(), ctx.stderr_stream());
+    remote::FanoutCallbacks callbacks = printer.callbacks();
+    size_t done = 0;
+    auto printed = callbacks.on_host_done;
+    const std::string name = c.local.filename().string();
+    callbacks.on_host_done = [&, printed](const remote::HostResult& r) {
+      if (printed) {
+        printed(r);
+      }
+      ++done;
+      progress.status("copy " + name + " " + std::to_string(done) + "/" +
+                          std::to_string(targets.size()) + " " + r.host,
+                      done == targets.size());
+    };
     TPUCTL_TRY_ASSIGN(auto results, remote::push_file(remote::make_push_jobs(targets, c.remote),
-                                                      push, options, printer.callbacks(), &token));
+                                                      push, options, callbacks, &token));
     printer.finish(results);
     int s = guard.interrupted() ? 130 : broadcast_exit_status(results);
     status = status ? status : s;

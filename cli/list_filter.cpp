@@ -293,7 +293,8 @@ Json field_of(const Json& row, const std::string& key) {
 }
 
 Expected<RowFilter> RowFilter::parse(std::string_view expr) {
-  Parser p{expr, 0, {}};
+  Parser p;
+  p.text = expr;
   RowFilter f;
   if (p.at_end()) {
     return f; // empty: everything passes

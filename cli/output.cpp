@@ -1,10 +1,13 @@
 #include "cli/output.hpp"
 
 #include <algorithm>
+#include <iostream>
 #include <regex>
 #include <sstream>
+#include <unistd.h>
 
 #include "cli/list_filter.hpp"
+#include "cli/terminal.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::cli {
@@ -80,24 +83,54 @@ void emit(const Context& ctx, const Json& data, const TableRenderer& table) {
 }
 
 std::string render_table(const std::vector<std::string>& headers,
-                         const std::vector<std::vector<std::string>>& rows) {
+                         const std::vector<std::vector<std::string>>& rows_in,
+                         const TableStyle& style) {
+  std::vector<std::vector<std::string>> rows = rows_in;
   std::vector<size_t> width(headers.size());
-  for (size_t c = 0; c < headers.size(); ++c) {
-    width[c] = headers[c].size();
-    for (const auto& r : rows) {
-      if (c < r.size()) {
-        width[c] = std::max(width[c], r[c].size());
+  auto measure = [&] {
+    for (size_t c = 0; c < headers.size(); ++c) {
+      width[c] = headers[c].size();
+      for (const auto& r : rows) {
+        if (c < r.size()) {
+          width[c] = std::max(width[c], r[c].size());
+        }
       }
+    }
+  };
+  measure();
+  // Cut the last column to the terminal's width (never below 8 characters).
+  if (style.max_width > 0 && !headers.empty()) {
+    size_t before = 0;
+    for (size_t c = 0; c + 1 < headers.size(); ++c) {
+      before += width[c] + 2;
+    }
+    const size_t room = static_cast<size_t>(style.max_width) > before
+                            ? static_cast<size_t>(style.max_width) - before
+                            : 0;
+    const size_t last = headers.size() - 1;
+    if (width[last] > room && room >= 8) {
+      for (auto& r : rows) {
+        if (last < r.size() && r[last].size() > room) {
+          r[last] = r[last].substr(0, room - 3) + "...";
+        }
+      }
+      measure();
     }
   }
   std::ostringstream os;
-  auto line = [&](const std::vector<std::string>& cells) {
+  auto line = [&](const std::vector<std::string>& cells, bool header) {
     std::string text;
     for (size_t c = 0; c < headers.size(); ++c) {
       std::string cell = c < cells.size() ? cells[c] : "";
+      const size_t pad = width[c] - cell.size() + 2;
+      if (header) {
+        cell = paint(cell, Colour::bold, style.colour);
+      } else if (c < style.state_columns.size() && style.state_columns[c]) {
+        cell = paint(cell, state_colour(cell), style.colour);
+      }
       text += cell;
       if (c + 1 < headers.size()) {
-        text += std::string(width[c] - cell.size() + 2, ' ');
+        text += std::string(pad, ' ');
       }
     }
     while (!text.empty() && text.back() == ' ') {
@@ -105,9 +138,9 @@ std::string render_table(const std::vector<std::string>& headers,
     }
     os << text << "\n";
   };
-  line(headers);
+  line(headers, true);
   for (const auto& r : rows) {
-    line(r);
+    line(r, false);
   }
   return os.str();
 }
@@ -186,7 +219,13 @@ Status emit_list(const Context& ctx, const Json& rows, const std::vector<Column>
       }
       cells.push_back(std::move(r));
     }
-    os << render_table(headers, cells);
+    TableStyle style;
+    style.max_width = terminal_columns();
+    style.colour = colour_enabled(STDOUT_FILENO) && &ctx.stdout_stream() == &std::cout;
+    for (const auto& c : columns) {
+      style.state_columns.push_back(c.field == "state" || c.field == "status");
+    }
+    os << render_table(headers, cells, style);
   });
   return tpuctl::ok();
 }

@@ -33,9 +33,17 @@ struct Column {
 [[nodiscard]] Status emit_list(const Context& ctx, const Json& rows,
                                const std::vector<Column>& columns);
 
+// How a table is drawn on a terminal (the defaults draw plain text at any width).
+struct TableStyle {
+  int max_width = 0;               // > 0: cut the last column so lines fit (never below 8)
+  bool colour = false;             // bold headers, coloured state words
+  std::vector<bool> state_columns; // which columns hold states (cli/terminal.hpp state_colour)
+};
+
 // Aligned columns with two spaces between them and a header row.
 std::string render_table(const std::vector<std::string>& headers,
-                         const std::vector<std::vector<std::string>>& rows);
+                         const std::vector<std::vector<std::string>>& rows,
+                         const TableStyle& style = {});
 
 // Block-style YAML for any JSON value (arrays of scalars in flow style).
 std::string to_yaml(const Json& value);

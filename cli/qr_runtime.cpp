@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cli/terminal.hpp"
 #include "provision/reconcile.hpp"
 #include "state/location.hpp"
 #include "util/strings.hpp"
@@ -39,9 +40,14 @@ Expected<provision::DriveOptions> drive_options(const Context& ctx, const SshFla
   provision::DriveOptions o;
   TPUCTL_TRY_ASSIGN(o.provision.ssh, ssh_options(flags));
   o.provision.binary = self_exe();
-  if (!ctx.globals.quiet) {
-    std::ostream* err = ctx.err;
-    o.provision.progress = [err](const std::string& line) { *err << "tpuctl: " << line << "\n"; };
+  auto progress = make_progress(ctx);
+  if (progress->enabled()) {
+    o.provision.progress = [progress](const std::string& line) { progress->line(line); };
+    o.provision.worker_progress = [progress](const std::string& step, size_t done, size_t total,
+                                             const std::string& host) {
+      progress->status(step + " " + std::to_string(done) + "/" + std::to_string(total) + " " + host,
+                       done == total);
+    };
   }
   return o;
 }
@@ -60,6 +66,18 @@ void spawn_detached(const Context& ctx, const std::string& pool,
   std::vector<std::string> args{self_exe()};
   if (!ctx.globals.state.empty()) {
     args.insert(args.end(), {"--state", ctx.globals.state});
+  }
+  // The same etcd access (TPUCTL_ETCD_PASSWORD, if used, is inherited with the environment).
+  const GlobalOptions& g = ctx.globals;
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string&>{"--etcd-user", g.etcd_user},
+        {"--etcd-password-file", g.etcd_password_file},
+        {"--etcd-cacert", g.etcd_cacert},
+        {"--etcd-cert", g.etcd_cert},
+        {"--etcd-key", g.etcd_key}}) {
+    if (!value.empty()) {
+      args.insert(args.end(), {flag, value});
+    }
   }
   args.insert(args.end(), {"--pool", pool, "--quiet", "--verbosity", "info"});
   if (!log_dir.empty()) {
@@ -138,6 +156,8 @@ Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, cons
   InterruptGuard guard(cancel);
   const auto start = std::chrono::steady_clock::now();
   std::string last_shown;
+  auto shown_since = start;
+  Progress progress(ctx);
   FollowResult result;
   // Shows the request's state (when it changed), then drives what is due, so the first line
   // a user sees is where the request stands, not the provisioning detail that follows.
@@ -147,7 +167,7 @@ Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, cons
     if (found) {
       TPUCTL_TRY_ASSIGN(result.qr, provision::qr_from_record(*found));
     }
-    if (!ctx.globals.quiet) {
+    if (progress.enabled()) {
       std::string shown = "gone";
       if (result.qr) {
         const auto& q = *result.qr;
@@ -161,12 +181,21 @@ Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, cons
         }
       }
       if (shown != last_shown) {
-        *ctx.err << "tpuctl: " << id << ": " << shown << "\n";
+        progress.line(id + ": " + shown);
         last_shown = shown;
+        shown_since = std::chrono::steady_clock::now();
+      } else if (result.qr && !done(result.qr)) {
+        // Still in the same state: an elapsed-time status (live on a terminal, else periodic).
+        const auto waited = std::chrono::duration_cast<std::chrono::seconds>(
+            std::chrono::steady_clock::now() - shown_since);
+        progress.status(id + ": still " + std::string(to_string(result.qr->state)) + " after " +
+                        util::format_duration(waited));
       }
     }
     return tpuctl::ok();
   };
+  TPUCTL_TRY_ASSIGN(auto listing, store.list(state::Kind::queued_resource, pool));
+  int64_t revision = listing.revision;
   for (;;) {
     TPUCTL_TRY(refresh());
     if (done(result.qr)) {
@@ -185,7 +214,9 @@ Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, cons
       result.done = done(result.qr);
       return result;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    // Sleep until the store changes (etcd: a watch; SQLite: polling its revision), or a second
+    // passes: time-based transitions (valid-until, max-run-duration) need ticks too.
+    TPUCTL_TRY_ASSIGN(revision, store.wait_for_change(pool, revision, std::chrono::seconds(1)));
   }
 }
 

@@ -1,16 +1,50 @@
 #include "cli/state_access.hpp"
 
+#include <cstdlib>
+#include <fstream>
+
 #include "cli/qr_runtime.hpp"
 #include "provision/reconcile.hpp"
 #include "state/location.hpp"
+#include "util/strings.hpp"
 
 namespace tpuctl::cli {
+
+Expected<state::OpenOptions> open_options(const Context& ctx) {
+  state::OpenOptions o;
+  const GlobalOptions& g = ctx.globals;
+  o.etcd.user = g.etcd_user;
+  o.etcd.cacert = g.etcd_cacert;
+  o.etcd.cert = g.etcd_cert;
+  o.etcd.key = g.etcd_key;
+  if (!g.etcd_password_file.empty()) {
+    std::ifstream in(g.etcd_password_file);
+    std::string line;
+    if (!in || !std::getline(in, line) || line.empty()) {
+      return usage_error("--etcd-password-file '" + g.etcd_password_file +
+                         "' cannot be read or is empty: put the etcd password on its first line");
+    }
+    if (line.back() == '\r') {
+      line.pop_back();
+    }
+    o.etcd.password = line;
+  } else if (const char* p = std::getenv("TPUCTL_ETCD_PASSWORD"); p && *p) {
+    o.etcd.password = p;
+  }
+  // For an etcd whose members run with a --max-txn-ops other than the default 128.
+  if (const char* n = std::getenv("TPUCTL_ETCD_MAX_TXN_OPS"); n && *n) {
+    TPUCTL_TRY_ASSIGN(int64_t ops, util::parse_int(n, "TPUCTL_ETCD_MAX_TXN_OPS", 8, 1 << 20));
+    o.etcd.max_txn_ops = static_cast<size_t>(ops);
+  }
+  return o;
+}
 
 Expected<state::StateStore*> open_state(Context& ctx, Drivers drivers) {
   static std::unique_ptr<state::StateStore> s_store;
   static std::string s_url;
   if (!s_store || s_url != ctx.globals.state) {
-    TPUCTL_TRY_ASSIGN(s_store, state::open_store(ctx.globals.state));
+    TPUCTL_TRY_ASSIGN(auto options, open_options(ctx));
+    TPUCTL_TRY_ASSIGN(s_store, state::open_store(ctx.globals.state, options));
     s_url = ctx.globals.state;
     if (drivers == Drivers::spawn) {
       TPUCTL_TRY(reconcile_and_spawn(ctx, *s_store));

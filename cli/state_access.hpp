@@ -5,10 +5,16 @@
 #include <memory>
 
 #include "cli/context.hpp"
+#include "state/location.hpp"
 #include "state/store.hpp"
 #include "util/expected.hpp"
 
 namespace tpuctl::cli {
+
+// How to open stores for this command: the etcd flags, the password read from
+// --etcd-password-file (its first line) or else TPUCTL_ETCD_PASSWORD, and TPUCTL_ETCD_MAX_TXN_OPS.
+// Errors: usage naming a password file that cannot be read or is empty, or a bad number.
+Expected<state::OpenOptions> open_options(const Context& ctx);
 
 enum class Drivers { spawn, none };
 // Opens (once per process) and returns the store named by the global --state flag, after

@@ -3,15 +3,20 @@
 #include <ostream>
 
 #include "cli/qr_runtime.hpp"
+#include "cli/terminal.hpp"
 
 namespace tpuctl::cli {
 
 Expected<provision::MonitorOptions> monitor_options(const Context& ctx, const SshFlags& flags) {
   provision::MonitorOptions o;
   TPUCTL_TRY_ASSIGN(o.ssh, ssh_options(flags));
-  if (!ctx.globals.quiet) {
-    std::ostream* err = ctx.err;
-    o.progress = [err](const std::string& line) { *err << "tpuctl: " << line << "\n"; };
+  auto progress = make_progress(ctx);
+  if (progress->enabled()) {
+    o.progress = [progress](const std::string& line) { progress->line(line); };
+    o.worker_started = [progress](size_t done, size_t total, const std::string& host) {
+      progress->status("started " + std::to_string(done) + "/" + std::to_string(total) + " " + host,
+                       done == total);
+    };
   }
   return o;
 }

@@ -214,6 +214,22 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     return report;
   };
 
+  // Counts finished workers per step for options.worker_progress.
+  auto counting = [&options, count](const std::string& step, remote::FanoutCallbacks cb = {}) {
+    if (!options.worker_progress) {
+      return cb;
+    }
+    auto done = std::make_shared<size_t>(0);
+    auto inner = cb.on_host_done;
+    cb.on_host_done = [&options, step, count, done, inner](const remote::HostResult& r) {
+      if (inner) {
+        inner(r);
+      }
+      options.worker_progress(step, ++*done, count, r.host);
+    };
+    return cb;
+  };
+
   // (a) push
   say(options, "pushing the agent (sha256 " + sha.substr(0, 12) + ") to " + std::to_string(count) +
                    " workers");
@@ -227,7 +243,7 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
   push.mode = 0755;
   push.skip_if_same = true;
   push.make_parents = true;
-  TPUCTL_TRY_ASSIGN(auto pushed, remote::push_file(push_jobs, push, ssh, {}, cancel));
+  TPUCTL_TRY_ASSIGN(auto pushed, remote::push_file(push_jobs, push, ssh, counting("push"), cancel));
   report.timings.push_ms = steady_ms() - t;
   size_t unchanged = 0;
   for (const auto& r : pushed) {
@@ -259,7 +275,8 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     }
   };
   const int64_t probe_before = now_ms();
-  TPUCTL_TRY_ASSIGN(auto probed, remote::run_fanout(jobs, ssh, probe_cb, cancel));
+  TPUCTL_TRY_ASSIGN(auto probed,
+                    remote::run_fanout(jobs, ssh, counting("probe", probe_cb), cancel));
   report.timings.probe_ms = steady_ms() - t;
   if (auto f = first_failure(workers, probed, "agent probe", options.step_timeout)) {
     return finish(f);
@@ -292,7 +309,8 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     remote::SshOptions with_stdin = ssh;
     with_stdin.stdin_data = std::make_shared<const std::string>(script->second);
     say(options, "running the startup script on " + std::to_string(count) + " workers");
-    TPUCTL_TRY_ASSIGN(auto started, remote::run_fanout(jobs, with_stdin, {}, cancel));
+    TPUCTL_TRY_ASSIGN(auto started,
+                      remote::run_fanout(jobs, with_stdin, counting("startup"), cancel));
     report.timings.startup_ms = steady_ms() - t;
     if (auto f = first_failure(workers, started, "startup script", options.step_timeout)) {
       return finish(f);
@@ -318,7 +336,7 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
   pre_ssh.command_timeout = options.preflight_timeout + options.step_timeout;
   say(options, "preflight on " + std::to_string(count) + " workers (all pairs, port " +
                    std::to_string(options.coordinator_port) + ")");
-  TPUCTL_TRY_ASSIGN(auto checked, remote::run_fanout(jobs, pre_ssh, {}, cancel));
+  TPUCTL_TRY_ASSIGN(auto checked, remote::run_fanout(jobs, pre_ssh, counting("preflight"), cancel));
   report.timings.preflight_ms = steady_ms() - t;
   std::optional<QrError> failure;
   for (const auto& r : checked) {

@@ -33,6 +33,10 @@ struct ProvisionOptions {
   int coordinator_port = k_jax_coordinator_port; // 8476
   bool kernel_check = true;
   std::function<void(const std::string&)> progress; // one line per step for stderr; may be empty
+  // Per worker, as each finishes a step ("push", "probe", "startup", "preflight"): how many of
+  // `total` are done, and the worker's host. For a live display; may be empty.
+  std::function<void(const std::string& step, size_t done, size_t total, const std::string& host)>
+      worker_progress;
 };
 
 struct ProvisionTimings {

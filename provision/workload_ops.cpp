@@ -125,7 +125,14 @@ std::string launch_failures(const std::vector<WorkerPlan>& plans,
 // returns the message naming the workers; "" when every worker started.
 Expected<std::string> start_attempt(const Workload& wl, const std::vector<WorkerPlan>& plans,
                                     std::vector<size_t>& failed, const MonitorOptions& o) {
-  TPUCTL_TRY_ASSIGN(auto results, launch_workers(wl, plans, o.ssh));
+  remote::FanoutCallbacks callbacks;
+  if (o.worker_started) {
+    auto done = std::make_shared<size_t>(0);
+    callbacks.on_host_done = [&o, done, total = plans.size()](const remote::HostResult& r) {
+      o.worker_started(++*done, total, r.host);
+    };
+  }
+  TPUCTL_TRY_ASSIGN(auto results, launch_workers(wl, plans, o.ssh, callbacks));
   std::string message = launch_failures(plans, results, failed);
   if (!message.empty()) {
     (void)stop_workers(wl, plans, o.ssh);

@@ -41,6 +41,8 @@ struct MonitorOptions {
   std::chrono::milliseconds lease_ttl{60000};
   state::Clock clock = state::system_clock();
   std::function<void(const std::string&)> progress; // a line per change, for stderr; may be empty
+  // As each worker has started (`done` of `total`, its host): for a live display; may be empty.
+  std::function<void(size_t done, size_t total, const std::string& host)> worker_started;
 };
 
 // Errors (nothing stored): usage (bad name, command, restarts, timeout or environment: every

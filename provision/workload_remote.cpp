@@ -106,13 +106,15 @@ std::string launch_command(const Workload& wl, const WorkerPlan& p) {
 
 Expected<std::vector<remote::HostResult>> launch_workers(const Workload& wl,
                                                          const std::vector<WorkerPlan>& plans,
-                                                         const remote::SshOptions& ssh) {
+                                                         const remote::SshOptions& ssh,
+                                                         const remote::FanoutCallbacks& callbacks) {
   std::vector<std::string> commands;
   for (const auto& p : plans) {
     commands.push_back(launch_command(wl, p));
   }
   return remote::run_fanout(jobs_for(plans, commands),
-                            control_options(ssh, plans.size(), std::chrono::seconds(60)));
+                            control_options(ssh, plans.size(), std::chrono::seconds(60)),
+                            callbacks);
 }
 
 WorkerObservation parse_observation(const std::string& out) {

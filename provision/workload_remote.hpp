@@ -33,9 +33,9 @@ std::string launch_command(const Workload& workload, const WorkerPlan& plan);
 
 // Starts the current attempt on every worker at once. Per-worker results in plan order; a
 // worker whose result is not ok did not start.
-Expected<std::vector<remote::HostResult>> launch_workers(const Workload& workload,
-                                                         const std::vector<WorkerPlan>& plans,
-                                                         const remote::SshOptions& ssh);
+Expected<std::vector<remote::HostResult>>
+launch_workers(const Workload& workload, const std::vector<WorkerPlan>& plans,
+               const remote::SshOptions& ssh, const remote::FanoutCallbacks& callbacks = {});
 
 // Polls every worker's status. Never fails for a worker (an unreachable one is an observation
 // with reached = false); errors are the engine's (bad options).

@@ -10,7 +10,7 @@ packages=(
   g++ cmake ninja-build pkg-config git
   libcli11-dev libspdlog-dev nlohmann-json3-dev libssh-dev libcurl4-openssl-dev libsqlite3-dev
   # tests
-  doctest-dev openssh-server openssh-client procps
+  doctest-dev openssh-server openssh-client procps etcd-server etcd-client openssl
   # the fuzz smoke (bench/fuzz.sh): clang-14 is Debian 12's clang, libclang-rt-14-dev holds its
   # libFuzzer, ASan, UBSan and TSan runtimes, llvm-14 its llvm-symbolizer for readable reports
   clang libclang-rt-14-dev llvm-14

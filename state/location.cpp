@@ -9,6 +9,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "state/etcd_store.hpp"
 #include "state/sqlite_store.hpp"
 #include "util/hostlist.hpp"
 #include "util/strings.hpp"
@@ -125,6 +126,39 @@ Expected<StateLocation> parse_etcd(std::string_view url, std::string_view scheme
     loc.endpoints.push_back(http + host + ":" + std::to_string(*p));
   }
   return loc;
+}
+
+Expected<std::unique_ptr<StateStore>> open_etcd(const StateLocation& loc,
+                                                const OpenOptions& options) {
+  const EtcdAccess& a = options.etcd;
+  bool tls = util::starts_with(loc.endpoints.front(), "https://");
+  if (!tls && (!a.cacert.empty() || !a.cert.empty() || !a.key.empty())) {
+    return usage_error("--etcd-cacert, --etcd-cert and --etcd-key need a TLS store: write the "
+                       "state URL as etcd+https://" +
+                       loc.url().substr(std::string("etcd://").size()));
+  }
+  if (a.cert.empty() != a.key.empty()) {
+    return usage_error("--etcd-cert and --etcd-key go together: give both (a client certificate "
+                       "and its private key) or neither");
+  }
+  if (!a.password.empty() && a.user.empty()) {
+    return usage_error("an etcd password was given without --etcd-user: give the user name too");
+  }
+  EtcdOptions o;
+  o.client.endpoints = loc.endpoints;
+  o.client.user = a.user;
+  o.client.password = a.password;
+  o.client.cacert = a.cacert;
+  o.client.cert = a.cert;
+  o.client.key = a.key;
+  o.client.connect_timeout = a.connect_timeout;
+  o.client.request_timeout = a.request_timeout;
+  o.prefix = loc.prefix;
+  o.location = loc.url();
+  o.clock = options.clock;
+  o.max_txn_ops = a.max_txn_ops;
+  TPUCTL_TRY_ASSIGN(auto store, EtcdStore::open(std::move(o)));
+  return std::unique_ptr<StateStore>(std::move(store));
 }
 
 } // namespace
@@ -284,10 +318,7 @@ Status make_private_directories(const std::string& dir) {
 Expected<std::unique_ptr<StateStore>> open_store(std::string_view url, const OpenOptions& options) {
   TPUCTL_TRY_ASSIGN(auto loc, parse_state_url(url, options.env));
   if (loc.backend == Backend::etcd) {
-    return Error(ErrorKind::failure,
-                 "etcd state store '" + loc.url() +
-                     "' is not built into this tpuctl yet; use --state sqlite:PATH",
-                 std::string(reason::k_unsupported));
+    return open_etcd(loc, options);
   }
   std::string dir = fs::path(loc.path).parent_path().string();
   // Check the filesystem before creating anything on it.

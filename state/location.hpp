@@ -59,16 +59,30 @@ Status check_local_filesystem(const std::string& dir);
 // Creates `dir` and its missing parents with mode 0700. Errors: failure naming the directory.
 Status make_private_directories(const std::string& dir);
 
+// How to reach and log in to an etcd store (ignored for SQLite).
+struct EtcdAccess {
+  std::string user;     // empty: no authentication
+  std::string password; // never logged
+  std::string cacert;   // CA bundle for etcd+https://
+  std::string cert;     // client certificate (mutual TLS), with key
+  std::string key;
+  std::chrono::milliseconds connect_timeout{2000};
+  std::chrono::milliseconds request_timeout{10000};
+  size_t max_txn_ops = 128; // etcd's --max-txn-ops
+};
+
 struct OpenOptions {
   Clock clock = system_clock();
   std::chrono::milliseconds busy_timeout{10000};
   PathEnvironment env = PathEnvironment::from_process();
+  EtcdAccess etcd;
 };
 
 // Opens the store `url` names: for SQLite it creates the directory (0700) and file (0600) when
-// missing, refuses a network filesystem, and migrates the schema. Errors: usage for a bad URL;
-// failure with reasons k_network_filesystem, k_unavailable, k_busy, k_unsupported (etcd is not
-// built into this tpuctl yet).
+// missing, refuses a network filesystem, and migrates the schema; for etcd it reaches the
+// cluster (state/etcd_store.hpp). Never falls back from one backend to another. Errors: usage
+// for a bad URL (or TLS files given for plain http); failure with reasons k_network_filesystem,
+// k_unavailable (naming every etcd endpoint tried), k_busy; auth for etcd credentials.
 Expected<std::unique_ptr<StateStore>> open_store(std::string_view url,
                                                  const OpenOptions& options = {});
 

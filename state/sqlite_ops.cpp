@@ -258,7 +258,8 @@ Status SqliteStore::apply(const ClaimOp& op, int64_t rev) {
     }
     TPUCTL_TRY_ASSIGN(auto s, m_db.prepare("INSERT INTO claims(pool, host, owner, claimed_at, "
                                            "expires_at, revision) VALUES (?, ?, ?, ?, ?, ?)"));
-    s->bind(1, op.pool).bind(2, host).bind(3, op.owner).bind(4, now).bind(5, expires);
+    s->bind(1, op.pool).bind(2, host).bind(3, op.owner);
+    s->bind(4, op.claimed_at_ms != 0 ? op.claimed_at_ms : now).bind(5, expires);
     s->bind(6, rev);
     int rc = s->step();
     if ((rc & 0xff) == SQLITE_CONSTRAINT) { // unreachable under the lock; the key's backstop

@@ -6,6 +6,8 @@
 // transaction, which is what makes SQLite's transact() conflict-free.
 #include "state/sqlite_store.hpp"
 
+#include <thread>
+
 #include <sqlite3.h>
 
 #include "util/strings.hpp"
@@ -261,6 +263,29 @@ Expected<std::vector<Heartbeat>> SqliteStore::live_heartbeats(const std::string&
   }
   TPUCTL_TRY(t.commit());
   return out;
+}
+
+Expected<int64_t> SqliteStore::wait_for_change(const std::string&, int64_t after_revision,
+                                               std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int64_t rev = 0;
+    {
+      Txn t(*this);
+      TPUCTL_TRY(t.begin(false));
+      TPUCTL_TRY_ASSIGN(rev, current_revision());
+      TPUCTL_TRY(t.commit());
+    }
+    if (rev > after_revision) {
+      return rev;
+    }
+    auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) {
+      return after_revision;
+    }
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(150)));
+  }
 }
 
 // ---- writes ----

@@ -51,6 +51,9 @@ public:
   Expected<CommitResult> commit(const std::vector<Op>& ops) override;
   Status put_heartbeat(const std::string& pool, const std::string& host, const Json& payload,
                        std::chrono::seconds ttl) override;
+  // Polls the revision counter every 150 ms (any pool's commit wakes it).
+  Expected<int64_t> wait_for_change(const std::string& pool, int64_t after_revision,
+                                    std::chrono::milliseconds timeout) override;
   // Runs fn inside BEGIN IMMEDIATE, so its reads are current and its ops cannot conflict.
   Expected<CommitResult> transact(const TransactFn& fn,
                                   const TransactOptions& options = {}) override;

@@ -1,9 +1,9 @@
 // The StateStore interface: where tpuctl keeps pools, hosts, host claims, queued resources,
 // events and heartbeats, shared by every tpuctl process that points at the same store.
 //
-// Two backends implement it: SQLite (state/sqlite_store.hpp, the default, one machine) and, from
-// the etcd issue on, etcd v3 (many machines). Both give the same guarantees, which the conformance
-// suite in tests/unit/state/ pins:
+// Two backends implement it: SQLite (state/sqlite_store.hpp, the default, one machine) and etcd
+// v3 (state/etcd_store.hpp, shared by many machines). Both give the same guarantees, which the
+// conformance suite in tests/unit/state/ pins:
 //
 //  * Records are JSON objects addressed by a Key (kind, pool, id). Every record carries a version:
 //    the store revision of the commit that last changed it (SQLite: a counter bumped once per
@@ -166,6 +166,7 @@ struct ClaimOp {
   std::vector<std::string> hosts;
   std::string owner;
   std::chrono::seconds ttl{0};
+  int64_t claimed_at_ms = 0; // 0: now by the store's clock (`state migrate` keeps the original)
 };
 // Releases claims that owner holds; fails k_not_owner naming each host that is free or held by
 // another owner (nothing is released then).
@@ -211,7 +212,7 @@ struct EventQuery {
 };
 
 struct StoreInfo {
-  std::string backend;  // "sqlite"
+  std::string backend;  // "sqlite" or "etcd"
   std::string location; // "sqlite:/home/u/.local/state/tpuctl/state.db"
   int schema_version = 0;
   int supported_schema = 0;
@@ -250,6 +251,14 @@ public:
   virtual Expected<std::vector<Event>> events(const EventQuery& query) = 0;
   // Heartbeats of `pool` still live by the store's clock, by host.
   virtual Expected<std::vector<Heartbeat>> live_heartbeats(const std::string& pool) = 0;
+
+  // Blocks until a commit newer than `after_revision` may have changed `pool` (every pool when
+  // empty), or until `timeout` passes. Returns the revision of that commit, or after_revision
+  // when the timeout passed first. Heartbeats are not changes. A backend may wake for a commit
+  // that did not touch `pool` (SQLite polls its one revision counter), so callers re-read and
+  // wait again. Errors: k_unavailable.
+  virtual Expected<int64_t> wait_for_change(const std::string& pool, int64_t after_revision,
+                                            std::chrono::milliseconds timeout) = 0;
 
   // ---- writes ----
   // Applies every op or none (see the op types for each failure's reason). Also fails with

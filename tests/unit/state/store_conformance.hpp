@@ -572,6 +572,27 @@ inline void transactions(StateStore& s) {
   }
 }
 
+inline void waiting(StoreFixture& fixture, FakeClock& clock) {
+  auto a = fixture.open(clock.clock());
+  seed_pool(*a, "p", 2);
+  int64_t rev = a->list(Kind::pool, "")->revision;
+  SUBCASE("wait_for_change gives after_revision back when nothing changes before the timeout") {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = a->wait_for_change("p", rev, std::chrono::milliseconds(300));
+    REQUIRE(r);
+    CHECK(*r == rev);
+    CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(250));
+  }
+  SUBCASE("wait_for_change returns a newer revision once another handle commits") {
+    auto b = fixture.open(clock.clock());
+    REQUIRE(b->claim_hosts("p", {"h1"}, "qr-a"));
+    auto r = a->wait_for_change("p", rev, std::chrono::seconds(5));
+    REQUIRE(r);
+    CHECK(*r > rev);
+    CHECK(*r <= a->list(Kind::pool, "")->revision);
+  }
+}
+
 inline void two_handles(StoreFixture& fixture, FakeClock& clock) {
   auto a = fixture.open(clock.clock());
   auto b = fixture.open(clock.clock());
@@ -629,6 +650,9 @@ inline void run_store_conformance(const FixtureFactory& factory) {
   }
   SUBCASE("two handles") {
     conformance::two_handles(*fixture, clock);
+  }
+  SUBCASE("waiting for changes") {
+    conformance::waiting(*fixture, clock);
   }
 }
 

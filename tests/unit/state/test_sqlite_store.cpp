@@ -260,7 +260,7 @@ TEST_CASE("state::open_store creates the default directory 0700 and the file 060
   CHECK(!std::filesystem::exists(tmp.path() / "home"));
 }
 
-TEST_CASE("state::open_store opens sqlite URLs and refuses etcd until it is built") {
+TEST_CASE("state::open_store opens sqlite URLs, and etcd ones without falling back to sqlite") {
   TempDir tmp;
   OpenOptions o;
   o.env.cwd = tmp.path().string();
@@ -269,13 +269,26 @@ TEST_CASE("state::open_store opens sqlite URLs and refuses etcd until it is buil
     REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
     CHECK(std::filesystem::exists(tmp.path() / "sub" / "s.db"));
   }
-  SUBCASE("etcd") {
-    auto s = open_store("etcd://127.0.0.1:2379", o);
+  SUBCASE("an etcd nobody listens at is unavailable, naming the endpoint; no file appears") {
+    // 127.130.0.0/16 belongs to the etcd tests; nothing listens on this address.
+    auto s = open_store("etcd://127.130.255.254:23790", o);
     REQUIRE(!s);
     CHECK(s.error().kind == ErrorKind::failure);
-    CHECK(s.error().reason == reason::k_unsupported);
-    CHECK(s.error().message == "etcd state store 'etcd://127.0.0.1:2379/tpuctl/v1/' is not "
-                               "built into this tpuctl yet; use --state sqlite:PATH");
+    CHECK(s.error().reason == reason::k_unavailable);
+    CHECK(s.error().message.find("http://127.130.255.254:23790") != std::string::npos);
+    CHECK(std::filesystem::is_empty(tmp.path()));
+  }
+  SUBCASE("TLS files for a plain-http etcd URL, or a cert without its key, are usage errors") {
+    o.etcd.cacert = "/ca.pem";
+    auto s = open_store("etcd://127.130.255.254:23790", o);
+    REQUIRE(!s);
+    CHECK(s.error().kind == ErrorKind::usage);
+    CHECK(s.error().message.find("etcd+https://127.130.255.254:23790") != std::string::npos);
+    o.etcd.cacert.clear();
+    o.etcd.cert = "/c.pem";
+    auto half = open_store("etcd+https://127.130.255.254:23790", o);
+    REQUIRE(!half);
+    CHECK(half.error().kind == ErrorKind::usage);
   }
   SUBCASE("an unknown scheme is a usage error") {
     auto s = open_store("redis://x", o);

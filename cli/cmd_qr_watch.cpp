@@ -1,0 +1,72 @@
+// tpuctl qr list --watch: the pool's queued-resource events as they happen, one per line (a JSON
+// object per line with --format jsonl or json, else a text line), until --timeout passes or the
+// user interrupts. Blocks in StateStore::wait_for_change between reads (an etcd watch, or a
+// poll of SQLite's revision), so an idle watch costs nothing.
+#include "cli/output.hpp"
+#include "state/store.hpp"
+#include "util/time_text.hpp"
+
+namespace tpuctl::cli {
+
+namespace {
+
+Json event_json(const state::Event& e) {
+  std::string reason =
+      e.detail.is_object() && e.detail.contains("reason") && e.detail["reason"].is_string()
+          ? e.detail["reason"].get<std::string>()
+          : "";
+  return Json{{"revision", e.revision}, {"time", util::format_timestamp(e.time_ms)},
+              {"pool", e.pool},         {"queued_resource", e.subject},
+              {"type", e.type},         {"from", e.from_state},
+              {"to", e.to_state},       {"initiator", std::string(state::to_string(e.initiator))},
+              {"reason", reason},       {"error", e.to_state == "FAILED" ? reason : ""}};
+}
+
+void print_event(const Context& ctx, const state::Event& e) {
+  Json j = event_json(e);
+  std::ostream& out = *ctx.out;
+  if (ctx.machine_format()) {
+    out << j.dump() << "\n";
+  } else {
+    out << j["time"].get<std::string>() << "  " << e.subject << "  "
+        << (e.from_state.empty() ? "" : e.from_state + " -> ") << e.to_state << "  "
+        << j["initiator"].get<std::string>()
+        << (j["reason"].get<std::string>().empty() ? "" : "  " + j["reason"].get<std::string>())
+        << "\n";
+  }
+  out.flush();
+}
+
+} // namespace
+
+// Prints the queued-resource events of `pool` committed after this call started, as they come,
+// for `timeout` (forever when zero). Errors: the store's.
+Expected<int> watch_queued_resources(Context& ctx, state::StateStore& store,
+                                     const std::string& pool, std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + timeout;
+  TPUCTL_TRY_ASSIGN(auto listing, store.list(state::Kind::queued_resource, pool));
+  int64_t printed = listing.revision; // events up to here are printed (or predate the watch)
+  int64_t seen = listing.revision;    // changes up to here are read
+  for (;;) {
+    TPUCTL_TRY_ASSIGN(auto events, store.events(state::EventQuery{
+                                       pool, state::Kind::queued_resource, "", printed, 0}));
+    for (const auto& e : events) {
+      print_event(ctx, e);
+      printed = std::max(printed, e.revision);
+    }
+    seen = std::max(seen, printed);
+    auto wait = std::chrono::milliseconds(std::chrono::seconds(30));
+    if (timeout.count() > 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {
+        return 0;
+      }
+      wait = std::min(wait, left);
+    }
+    TPUCTL_TRY_ASSIGN(int64_t changed, store.wait_for_change(pool, seen, wait));
+    seen = std::max(seen, changed);
+  }
+}
+
+} // namespace tpuctl::cli

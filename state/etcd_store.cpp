@@ -1,0 +1,414 @@
+// EtcdStore: opening, reads, heartbeats, leases and wait_for_change. commit() lives in
+// etcd_commit.cpp.
+#include "state/etcd_store.hpp"
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include "state/etcd_values.hpp"
+
+namespace tpuctl::state {
+
+using etcd::KeyValue;
+
+namespace {
+
+Error make(ErrorKind kind, std::string message, std::string_view why) {
+  return Error(kind, std::move(message), std::string(why));
+}
+
+Expected<std::vector<KeyValue>> kvs_of(const Json& range_response) {
+  auto kvs = etcd::parse_kvs(range_response);
+  if (!kvs) {
+    return make(ErrorKind::failure,
+                "the etcd state store answered a range with keys that are not "
+                "base64: is this etcd's HTTP gateway?",
+                reason::k_unavailable);
+  }
+  return std::move(*kvs);
+}
+
+void sort_records(std::vector<Record>& records) {
+  std::sort(records.begin(), records.end(), [](const Record& a, const Record& b) {
+    return std::tie(a.key.pool, a.key.id) < std::tie(b.key.pool, b.key.id);
+  });
+}
+
+} // namespace
+
+EtcdStore::EtcdStore(EtcdOptions options)
+    : m_options(std::move(options)), m_keys(m_options.prefix),
+      m_client(std::make_unique<etcd::Client>(m_options.client)) {}
+
+Expected<std::unique_ptr<EtcdStore>> EtcdStore::open(EtcdOptions options) {
+  if (options.client.endpoints.empty()) {
+    return make(ErrorKind::usage, "the etcd state store needs at least one endpoint",
+                reason::k_invalid);
+  }
+  if (options.prefix.empty() || options.prefix.back() != '/') {
+    options.prefix += '/';
+  }
+  std::unique_ptr<EtcdStore> store(new EtcdStore(std::move(options)));
+  TPUCTL_TRY(store->init_schema());
+  return store;
+}
+
+Status EtcdStore::init_schema() {
+  const std::string key = m_keys.schema();
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    TPUCTL_TRY_ASSIGN(
+        Json r, m_client->post("/v3/kv/range", etcd::range_request(key), etcd::Retry::anywhere));
+    TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
+    if (!kvs.empty()) {
+      Json doc = Json::parse(kvs[0].value, nullptr, false);
+      if (!doc.is_object() || !doc.contains("schema") || !doc["schema"].is_number_integer()) {
+        return make(ErrorKind::failure,
+                    "'" + key +
+                        "' in the etcd state store is not a tpuctl schema marker: is the "
+                        "prefix in --state shared with another program?",
+                    reason::k_unavailable);
+      }
+      m_schema_version = doc["schema"].get<int>();
+      return ok();
+    }
+    // A new store: mark it, unless another tpuctl does so first.
+    Json txn = etcd::txn_request(
+        {etcd::compare_mod_equals(key, 0)},
+        {etcd::op_put(etcd::put_request(key, to_text(Json{{"schema", k_etcd_schema_version}})))});
+    TPUCTL_TRY(m_client->post("/v3/kv/txn", txn, etcd::Retry::anywhere));
+  }
+  return make(ErrorKind::failure, "cannot initialise the etcd state store at " + m_options.location,
+              reason::k_unavailable);
+}
+
+StoreInfo EtcdStore::info() const {
+  StoreInfo i;
+  i.backend = "etcd";
+  i.location = m_options.location;
+  i.schema_version = m_schema_version;
+  i.supported_schema = k_etcd_schema_version;
+  i.writable = m_schema_version <= k_etcd_schema_version;
+  return i;
+}
+
+Status EtcdStore::check_writable() const {
+  if (m_schema_version > k_etcd_schema_version) {
+    return make(ErrorKind::failure,
+                "the etcd state store at " + m_options.location + " has schema version " +
+                    std::to_string(m_schema_version) + ", newer than the " +
+                    std::to_string(k_etcd_schema_version) +
+                    " this tpuctl writes: reads work, writes are refused; upgrade tpuctl",
+                reason::k_schema_too_new);
+  }
+  return ok();
+}
+
+Expected<std::pair<std::vector<Json>, int64_t>>
+EtcdStore::read_ranges(const std::vector<Json>& ranges) {
+  std::vector<Json> ops;
+  for (const auto& r : ranges) {
+    ops.push_back(etcd::op_range(r));
+  }
+  TPUCTL_TRY_ASSIGN(Json reply, m_client->post("/v3/kv/txn", etcd::txn_request({}, std::move(ops)),
+                                               etcd::Retry::anywhere));
+  std::vector<Json> out;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    out.push_back(etcd::txn_response_at(reply, i, "response_range"));
+  }
+  return std::make_pair(std::move(out), etcd::header_revision(reply));
+}
+
+Expected<int64_t> EtcdStore::revision() {
+  TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range", etcd::range_request(m_keys.schema()),
+                                           etcd::Retry::anywhere));
+  return etcd::header_revision(r);
+}
+
+Status EtcdStore::ping() {
+  TPUCTL_TRY(revision());
+  return ok();
+}
+
+Expected<std::optional<Record>> EtcdStore::find(const Key& key) {
+  TPUCTL_TRY(validate_op(CheckOp{key, k_absent}));
+  TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range", etcd::range_request(m_keys.record(key)),
+                                           etcd::Retry::anywhere));
+  saw(etcd::header_revision(r));
+  TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
+  if (kvs.empty()) {
+    return std::optional<Record>{};
+  }
+  TPUCTL_TRY_ASSIGN(Record rec, etcd::decode_record(m_keys, kvs[0]));
+  return std::optional<Record>(std::move(rec));
+}
+
+Expected<Listing> EtcdStore::list(Kind kind, const std::string& pool) {
+  std::string prefix = m_keys.records_of(kind, pool);
+  etcd::RangeOptions opt;
+  if (kind != Kind::pool || pool.empty()) {
+    opt.range_end = etcd::prefix_end(prefix);
+  }
+  TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range", etcd::range_request(prefix, opt),
+                                           etcd::Retry::anywhere));
+  TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
+  Listing out;
+  out.revision = etcd::header_revision(r);
+  saw(out.revision);
+  for (const auto& kv : kvs) {
+    TPUCTL_TRY_ASSIGN(Record rec, etcd::decode_record(m_keys, kv));
+    out.records.push_back(std::move(rec));
+  }
+  sort_records(out.records);
+  return out;
+}
+
+Expected<PoolSnapshot> EtcdStore::snapshot(const std::string& pool) {
+  TPUCTL_TRY(validate_op(CheckOp{pool_key(pool), k_absent}));
+  std::vector<Json> ranges{etcd::range_request(m_keys.record(pool_key(pool)))};
+  std::vector<Kind> kinds;
+  for (Kind k : all_kinds()) {
+    if (k != Kind::pool) {
+      kinds.push_back(k);
+      std::string p = m_keys.records_of(k, pool);
+      ranges.push_back(etcd::range_request(p, {etcd::prefix_end(p)}));
+    }
+  }
+  std::string claims_prefix = m_keys.claims_of(pool);
+  ranges.push_back(etcd::range_request(claims_prefix, {etcd::prefix_end(claims_prefix)}));
+  TPUCTL_TRY_ASSIGN(auto read, read_ranges(ranges));
+  PoolSnapshot snap;
+  snap.revision = read.second;
+  saw(snap.revision);
+  TPUCTL_TRY_ASSIGN(auto pool_kvs, kvs_of(read.first[0]));
+  if (pool_kvs.empty()) {
+    return make(ErrorKind::not_found, "pool '" + pool + "' does not exist", reason::k_not_found);
+  }
+  TPUCTL_TRY_ASSIGN(snap.pool, etcd::decode_record(m_keys, pool_kvs[0]));
+  for (size_t i = 1; i <= kinds.size(); ++i) {
+    TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(read.first[i]));
+    for (const auto& kv : kvs) {
+      TPUCTL_TRY_ASSIGN(Record rec, etcd::decode_record(m_keys, kv));
+      snap.records.push_back(std::move(rec));
+    }
+  }
+  std::sort(snap.records.begin(), snap.records.end(), [](const Record& a, const Record& b) {
+    return std::make_tuple(to_string(a.key.kind), std::cref(a.key.id)) <
+           std::make_tuple(to_string(b.key.kind), std::cref(b.key.id));
+  });
+  TPUCTL_TRY_ASSIGN(auto claim_kvs, kvs_of(read.first.back()));
+  int64_t now = now_ms();
+  for (const auto& kv : claim_kvs) {
+    TPUCTL_TRY_ASSIGN(Claim c, etcd::decode_claim_record(m_keys, kv));
+    if (c.expires_at_ms == 0 || c.expires_at_ms > now) {
+      snap.claims.push_back(std::move(c));
+    }
+  }
+  std::sort(snap.claims.begin(), snap.claims.end(),
+            [](const Claim& a, const Claim& b) { return a.host < b.host; });
+  return snap;
+}
+
+Expected<std::vector<Claim>> EtcdStore::claims(const std::string& pool) {
+  std::string prefix = m_keys.claims_of(pool);
+  TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range",
+                                           etcd::range_request(prefix, {etcd::prefix_end(prefix)}),
+                                           etcd::Retry::anywhere));
+  saw(etcd::header_revision(r));
+  TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
+  std::vector<Claim> out;
+  int64_t now = now_ms();
+  for (const auto& kv : kvs) {
+    TPUCTL_TRY_ASSIGN(Claim c, etcd::decode_claim_record(m_keys, kv));
+    if (c.expires_at_ms == 0 || c.expires_at_ms > now) {
+      out.push_back(std::move(c));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Claim& a, const Claim& b) {
+    return std::tie(a.pool, a.host) < std::tie(b.pool, b.host);
+  });
+  return out;
+}
+
+Expected<std::vector<Event>> EtcdStore::events(const EventQuery& q) {
+  std::string prefix = m_keys.events_of(q.pool);
+  etcd::RangeOptions opt;
+  opt.range_end = etcd::prefix_end(prefix);
+  opt.min_create_revision = q.after_revision + 1;
+  TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range", etcd::range_request(prefix, opt),
+                                           etcd::Retry::anywhere));
+  saw(etcd::header_revision(r));
+  TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
+  // Oldest first: by revision, then by the index in the key within one commit.
+  std::sort(kvs.begin(), kvs.end(), [](const KeyValue& a, const KeyValue& b) {
+    auto order = [](const KeyValue& kv) {
+      return kv.key.substr(kv.key.rfind('.') == std::string::npos ? 0 : kv.key.rfind('.'));
+    };
+    return std::make_pair(a.create_revision, order(a)) <
+           std::make_pair(b.create_revision, order(b));
+  });
+  std::vector<Event> out;
+  for (const auto& kv : kvs) {
+    if (kv.create_revision <= q.after_revision) {
+      continue;
+    }
+    TPUCTL_TRY_ASSIGN(Event e, etcd::decode_event(m_keys, kv));
+    if ((q.subject_kind && e.subject_kind != *q.subject_kind) ||
+        (!q.subject.empty() && e.subject != q.subject)) {
+      continue;
+    }
+    out.push_back(std::move(e));
+    if (q.limit != 0 && out.size() >= q.limit) {
+      break;
+    }
+  }
+  return out;
+}
+
+Expected<std::vector<Heartbeat>> EtcdStore::live_heartbeats(const std::string& pool) {
+  TPUCTL_TRY(validate_op(CheckOp{pool_key(pool), k_absent}));
+  std::string prefix = m_keys.heartbeats_of(pool);
+  TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range",
+                                           etcd::range_request(prefix, {etcd::prefix_end(prefix)}),
+                                           etcd::Retry::anywhere));
+  saw(etcd::header_revision(r));
+  TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
+  std::vector<Heartbeat> out;
+  int64_t now = now_ms();
+  for (const auto& kv : kvs) {
+    TPUCTL_TRY_ASSIGN(Heartbeat h, etcd::decode_heartbeat(m_keys, kv));
+    if (h.last_seen_ms + h.ttl_ms > now) {
+      out.push_back(std::move(h));
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Heartbeat& a, const Heartbeat& b) { return a.host < b.host; });
+  return out;
+}
+
+Expected<CommitResult> EtcdStore::transact(const TransactFn& fn, const TransactOptions& options) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const int attempts = std::max(1, options.max_attempts);
+  auto backoff = options.base_backoff;
+  for (int attempt = 1;; ++attempt) {
+    m_tracking = true;
+    m_first_read = 0;
+    auto ops = fn(*this);
+    m_tracking = false;
+    if (!ops) {
+      return std::move(ops).error();
+    }
+    m_last_view = 0;
+    auto result = commit(*ops);
+    if (result) {
+      return result;
+    }
+    const Error& e = result.error();
+    bool conflict = has_reason(e, reason::k_conflict);
+    bool stale = m_first_read != 0 && m_last_view > m_first_read &&
+                 (has_reason(e, reason::k_hosts_busy) || has_reason(e, reason::k_not_owner) ||
+                  has_reason(e, reason::k_already_exists) || has_reason(e, reason::k_not_found));
+    if (!conflict && !stale) {
+      return result;
+    }
+    if (attempt >= attempts) {
+      return conflict ? gave_up_after(std::move(result).error(), attempt) : result;
+    }
+    std::uniform_int_distribution<int64_t> dist(0, std::max<int64_t>(backoff.count(), 1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(dist(rng)));
+    backoff = std::min(options.max_backoff, backoff * 2);
+  }
+}
+
+Expected<int64_t> EtcdStore::grant_lease(int64_t ttl_seconds) {
+  TPUCTL_TRY_ASSIGN(Json r,
+                    m_client->post("/v3/lease/grant", etcd::lease_grant_request(ttl_seconds),
+                                   etcd::Retry::anywhere));
+  int64_t id = etcd::int64_field(r, "ID");
+  if (id == 0) {
+    return make(ErrorKind::failure,
+                "the etcd state store granted no lease: '" + r.value("error", std::string()) + "'",
+                reason::k_unavailable);
+  }
+  return id;
+}
+
+Expected<int64_t> EtcdStore::marker_lease() {
+  // Re-granted at half its life, so a marker always outlives the resolution of its commit.
+  auto age = std::chrono::steady_clock::now() - m_marker_granted;
+  if (m_marker_lease == 0 || age > m_options.marker_ttl / 2) {
+    TPUCTL_TRY_ASSIGN(m_marker_lease, grant_lease(m_options.marker_ttl.count()));
+    m_marker_granted = std::chrono::steady_clock::now();
+  }
+  return m_marker_lease;
+}
+
+Status EtcdStore::put_heartbeat(const std::string& pool, const std::string& host,
+                                const Json& payload, std::chrono::seconds ttl) {
+  TPUCTL_TRY(validate_op(CheckOp{host_key(pool, host), k_absent})); // the key rules
+  if (ttl.count() <= 0 || !payload.is_object()) {
+    return make(ErrorKind::usage,
+                "heartbeat of host '" + host + "' needs a positive ttl and a JSON object payload",
+                reason::k_invalid);
+  }
+  TPUCTL_TRY(check_writable());
+  TPUCTL_TRY_ASSIGN(int64_t lease, grant_lease(ttl.count()));
+  std::string value = etcd::encode_heartbeat(payload, now_ms(), ttl.count() * 1000);
+  Json txn = etcd::txn_request(
+      {etcd::compare_exists(m_keys.record(pool_key(pool)))},
+      {etcd::op_put(etcd::put_request(m_keys.heartbeat(pool, host), value, lease))});
+  // A heartbeat put twice is the same heartbeat, so any member may be asked again.
+  TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/txn", txn, etcd::Retry::anywhere));
+  if (!etcd::bool_field(r, "succeeded")) {
+    return make(ErrorKind::not_found,
+                "cannot record a heartbeat of host '" + host + "': pool '" + pool +
+                    "' does not exist",
+                reason::k_not_found);
+  }
+  return ok();
+}
+
+Expected<int64_t> EtcdStore::wait_for_change(const std::string& pool, int64_t after_revision,
+                                             std::chrono::milliseconds timeout) {
+  static const std::set<std::string> k_changes{"pool",     "host",  "queued_resource", "cluster",
+                                               "workload", "claim", "event",           "hostset"};
+  const std::string& prefix = m_keys.prefix();
+  Json create{{"key", etcd::base64_encode(prefix)},
+              {"range_end", etcd::base64_encode(etcd::prefix_end(prefix))},
+              {"start_revision", std::to_string(std::max<int64_t>(after_revision, 0) + 1)}};
+  int64_t found = 0;
+  auto on_result = [&](const Json& result) {
+    if (etcd::bool_field(result, "canceled")) {
+      // History before after_revision was compacted away: say "changed", the caller re-reads.
+      found = std::max(etcd::header_revision(result), after_revision + 1);
+      return true;
+    }
+    auto events = result.find("events");
+    if (events == result.end() || !events->is_array()) {
+      return false;
+    }
+    for (const auto& ev : *events) {
+      auto kv = ev.find("kv");
+      if (kv == ev.end()) {
+        continue;
+      }
+      auto decoded = etcd::parse_kv(*kv);
+      if (!decoded) {
+        continue;
+      }
+      auto parsed = m_keys.parse(decoded->key);
+      if (parsed && k_changes.count(parsed->family) && (pool.empty() || parsed->pool == pool)) {
+        found = decoded->mod_revision;
+        return true;
+      }
+    }
+    return false;
+  };
+  TPUCTL_TRY_ASSIGN(auto end, m_client->watch(create, timeout, on_result));
+  (void)end;
+  return found != 0 ? found : after_revision;
+}
+
+} // namespace tpuctl::state
