@@ -92,7 +92,7 @@ for t in "${targets[@]}"; do
       "$bin" "${limits[@]}" -max_total_time="$seconds" "${dirs[@]}" >>"$log" 2>&1 || status=$?
     fi
   fi
-  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -n 1 || true)
+  executed=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -n 1 || true)
   corpus=$(grep -o 'corp: [0-9]*/[0-9a-zA-Z]*' "$log" | tail -n 1 || true)
   if [[ $status -ne 0 ]]; then
     failed+=("$t")
@@ -102,7 +102,7 @@ for t in "${targets[@]}"; do
     grep -E 'ERROR: |property failed|runtime error|SUMMARY|^  |/work/|tpuctl::|LLVMFuzzerTestOneInput|^MS:|^0x|^artifact' "$log" |
       grep -v -E 'fuzzer::|libc|_start' | cut -c1-240 | head -n 40 >&2 || tail -n 40 "$log" >&2
   else
-    echo "fuzz: $t ok, ${runs:-0} runs in $((SECONDS - start)) s (${corpus:-corp: ?})"
+    echo "fuzz: $t ok, ${executed:-0} runs in $((SECONDS - start)) s (${corpus:-corp: ?})"
   fi
 done
 if [[ ${#failed[@]} -gt 0 ]]; then

@@ -39,7 +39,9 @@ Expected<std::vector<std::string>> expand_group(std::string_view pattern, std::s
     if (a > b) {
       return bad("host range", pattern, "is not valid: '" + item + "' needs start <= end");
     }
-    if (static_cast<size_t>(b - a + 1) > k_max_expanded_hosts) {
+    // Counted over the whole group: "[1-60000,1-60000,...]" passed an item-by-item check and
+    // built gigabytes of names before the caller's limit saw them.
+    if (out.size() + static_cast<size_t>(b - a + 1) > k_max_expanded_hosts) {
       return bad("host range", pattern,
                  "expands to more than " + std::to_string(k_max_expanded_hosts) + " hosts");
     }

@@ -31,6 +31,21 @@ TEST_CASE("util::expand_hostlist rejects malformed ranges, naming them") {
   CHECK(expand_hostlist("node[3-1]").error().message.find("start <= end") != std::string::npos);
 }
 
+TEST_CASE("util::expand_hostlist counts the limit over a whole group (fuzz_hostlist)") {
+  // Each item under the limit, together far over it: refused before expanding them all.
+  std::string pattern = "n[";
+  for (int i = 0; i < 100; ++i) {
+    pattern += "1-60000,";
+  }
+  pattern += "1]";
+  auto r = expand_hostlist(pattern);
+  REQUIRE(!r);
+  CHECK(r.error().message.find("expands to more than 65536 hosts") != std::string::npos);
+  CHECK(expand_hostlist("n[1-30000,40001-70000]").error().message.find("more than 65536") !=
+        std::string::npos);
+  CHECK(expand_hostlist("n[1-30000,40001-75536]")->size() == 65536);
+}
+
 TEST_CASE("util::expand_host_specs parses user, port and IPv6") {
   auto r = expand_host_specs({"alice@node[1-2]:2222", "10.0.0.5", "[::1]:2200", "bob@[::1]"});
   REQUIRE(r);
