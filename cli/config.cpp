@@ -121,10 +121,16 @@ Expected<Config> Config::load(const std::string& path) {
   }
   std::stringstream text;
   text << in.rdbuf();
+  return parse(path, text.str());
+}
+
+Expected<Config> Config::parse(const std::string& path, const std::string& text) {
+  Config c;
+  c.m_path = path;
   const std::string fix = " (fix the file, or delete it to start over)";
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(text.str());
+    doc = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
     return usage_error("config file " + path + " is not valid JSON: " + e.what() + fix);
   }

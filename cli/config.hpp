@@ -34,6 +34,9 @@ public:
   // wrong with it (not JSON, not an object of strings, an unknown key, a bad value), saying how
   // to fix it.
   static Expected<Config> load(const std::string& path);
+  // The config whose file `path` holds `text`: what load does once it has read the file.
+  // Errors: as load's.
+  static Expected<Config> parse(const std::string& path, const std::string& text);
 
   std::optional<std::string> get(const std::string& key) const;
   const std::map<std::string, std::string>& values() const { return m_values; }

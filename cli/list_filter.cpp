@@ -1,6 +1,7 @@
 #include "cli/list_filter.hpp"
 
 #include <cctype>
+#include <charconv>
 #include <regex>
 
 #include "util/strings.hpp"
@@ -17,6 +18,16 @@ struct RowFilter::Node {
 };
 
 namespace {
+
+// libstdc++'s default regex matcher backtracks: "a*****************" (nested repeats) took
+// exponential time on any row, so one --filter could hang tpuctl. __polynomial selects its
+// Thompson-style matcher, linear in the text for a given pattern (POSIX extended regexes have no
+// back-references, the one feature it lacks).
+#if defined(__GLIBCXX__)
+constexpr auto k_regex_flags = std::regex::extended | std::regex_constants::__polynomial;
+#else
+constexpr auto k_regex_flags = std::regex::extended;
+#endif
 
 using NodePtr = std::shared_ptr<const RowFilter::Node>;
 using Node = RowFilter::Node;
@@ -159,7 +170,7 @@ struct Parser {
     }
     if (n->op == "~" || n->op == "!~") {
       try {
-        n->regex = std::regex(n->value, std::regex::extended);
+        n->regex = std::regex(n->value, k_regex_flags);
       } catch (const std::regex_error&) {
         return error("'" + n->value + "' is not a valid regular expression");
       }
@@ -258,6 +269,13 @@ bool eval(const Node& n, const Json& row) {
   return false;
 }
 
+// A list index in a dotted key: digits only, small enough for size_t (std::stoul threw on
+// "workers.99999999999999999999").
+bool is_index(const std::string& part, size_t& index) {
+  auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), index);
+  return !part.empty() && ec == std::errc() && end == part.data() + part.size();
+}
+
 } // namespace
 
 Json field_of(const Json& row, const std::string& key) {
@@ -265,10 +283,8 @@ Json field_of(const Json& row, const std::string& key) {
   for (const auto& part : util::split(key, '.')) {
     if (cur->is_object() && cur->contains(part)) {
       cur = &(*cur)[part];
-    } else if (cur->is_array() && !part.empty() &&
-               part.find_first_not_of("0123456789") == std::string::npos &&
-               std::stoul(part) < cur->size()) {
-      cur = &(*cur)[std::stoul(part)];
+    } else if (size_t index = 0; cur->is_array() && is_index(part, index) && index < cur->size()) {
+      cur = &(*cur)[index];
     } else {
       return Json();
     }

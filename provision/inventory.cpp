@@ -2,8 +2,10 @@
 // whole before anything is written: one bad entry rejects the file, naming its line and field.
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <set>
 
+#include "provision/json_fields.hpp"
 #include "provision/pools.hpp"
 #include "util/json_lines.hpp"
 #include "util/strings.hpp"
@@ -18,11 +20,15 @@ int64_t now_ms() {
       .count();
 }
 
+// "line N, FIELD" for messages about the value at JSON `pointer`.
+std::string where_in(const std::map<std::string, int>& lines, const std::string& pointer,
+                     const std::string& field) {
+  return "line " + std::to_string(util::line_of(lines, pointer)) + ", " + field;
+}
+
 } // namespace
 
-Expected<std::vector<HostEntry>> import_inventory(state::StateStore& store,
-                                                  const std::string& requested_pool,
-                                                  const std::string& text) {
+Expected<Inventory> parse_inventory(const std::string& requested_pool, const std::string& text) {
   Json doc;
   try {
     doc = Json::parse(text);
@@ -33,10 +39,15 @@ Expected<std::vector<HostEntry>> import_inventory(state::StateStore& store,
                        std::count(text.begin(), text.begin() + static_cast<long>(upto), '\n'));
     return usage_error("inventory is not valid JSON at line " + std::to_string(line) + ": " +
                        e.what() + " (nothing was imported)");
+  } catch (const Json::exception& e) {
+    // Not a syntax error but still unreadable, e.g. a number too large for a double (1e999).
+    return usage_error(std::string("inventory is not valid JSON: ") + e.what() +
+                       " (nothing was imported)");
   }
-  auto lines = util::json_pointer_lines(text);
+  Inventory inv;
+  inv.lines = util::json_pointer_lines(text);
   auto where = [&](const std::string& pointer, const std::string& field) {
-    return "line " + std::to_string(util::line_of(lines, pointer)) + ", " + field;
+    return where_in(inv.lines, pointer, field);
   };
   ErrorList problems;
   if (!doc.is_object() || !doc.contains("hosts") || !doc["hosts"].is_array()) {
@@ -44,8 +55,9 @@ Expected<std::vector<HostEntry>> import_inventory(state::StateStore& store,
                        "\"pool\" object); nothing was imported");
   }
   // The pool: the file's, or the requested / resolved one.
-  std::optional<PoolLayout> new_layout;
-  std::string pool = requested_pool;
+  std::optional<PoolLayout>& new_layout = inv.new_layout;
+  std::string& pool = inv.pool;
+  pool = requested_pool;
   if (doc.contains("pool")) {
     const Json& p = doc["pool"];
     if (!p.is_object()) {
@@ -56,10 +68,23 @@ Expected<std::vector<HostEntry>> import_inventory(state::StateStore& store,
       }
       if (p.contains("generation")) {
         std::optional<int> cph;
-        if (p.contains("chips_per_host") && p["chips_per_host"].is_number_integer()) {
-          cph = p["chips_per_host"].get<int>();
+        if (p.contains("chips_per_host")) {
+          if (auto n = json_integer(p["chips_per_host"], 1, 1024)) {
+            cph = static_cast<int>(*n);
+          } else {
+            problems.add(usage_error(where("/pool/chips_per_host", "pool.chips_per_host") +
+                                     ": must be a whole number of chips, such as 4"));
+          }
         }
-        std::string shape = p.value("shape", std::string());
+        std::string shape;
+        if (p.contains("shape")) {
+          if (p["shape"].is_string()) {
+            shape = p["shape"].get<std::string>();
+          } else {
+            problems.add(usage_error(where("/pool/shape", "pool.shape") +
+                                     ": must be a topology string such as \"8x8\" or \"4x4x4\""));
+          }
+        }
         auto layout = make_pool_layout(
             p["generation"].is_string() ? p["generation"].get<std::string>() : "?", cph, shape);
         if (!layout) {
@@ -72,8 +97,8 @@ Expected<std::vector<HostEntry>> import_inventory(state::StateStore& store,
       }
     }
   }
-  std::vector<util::HostSpec> specs;
-  std::vector<AddHostsOptions> options;
+  std::vector<util::HostSpec>& specs = inv.specs;
+  std::vector<AddHostsOptions>& options = inv.options;
   const Json& hosts = doc["hosts"];
   for (size_t i = 0; i < hosts.size(); ++i) {
     std::string base = "/hosts/" + std::to_string(i);
@@ -113,12 +138,11 @@ Expected<std::vector<HostEntry>> import_inventory(state::StateStore& store,
       }
     }
     if (h.contains("port")) {
-      if (!h["port"].is_number_integer() || h["port"].get<int>() < 1 ||
-          h["port"].get<int>() > 65535) {
+      if (auto port = json_integer(h["port"], 1, 65535)) {
+        opt.port = static_cast<int>(*port);
+      } else {
         problems.add(usage_error(where(base + "/port", label + ".port") +
                                  ": must be a whole number from 1 to 65535"));
-      } else {
-        opt.port = h["port"].get<int>();
       }
     }
     for (const char* f : {"identity_file", "workdir"}) {
@@ -135,16 +159,17 @@ Expected<std::vector<HostEntry>> import_inventory(state::StateStore& store,
     }
     if (h.contains("coords")) {
       const Json& c = h["coords"];
-      bool ok =
-          c.is_array() && (c.size() == 2 || c.size() == 3) &&
-          std::all_of(c.begin(), c.end(), [](const Json& v) { return v.is_number_integer(); });
+      bool ok = c.is_array() && (c.size() == 2 || c.size() == 3) &&
+                std::all_of(c.begin(), c.end(), [](const Json& v) {
+                  return json_integer(v, 0, std::numeric_limits<int>::max()).has_value();
+                });
       if (!ok) {
         problems.add(usage_error(where(base + "/coords", label + ".coords") +
                                  ": must be [x, y] or [x, y, z]"));
       } else {
         std::vector<std::string> parts;
         for (const auto& v : c) {
-          parts.push_back(std::to_string(v.get<int>()));
+          parts.push_back(std::to_string(v.get<int64_t>()));
         }
         opt.coords = util::join(parts, ",");
       }
@@ -184,6 +209,20 @@ Expected<std::vector<HostEntry>> import_inventory(state::StateStore& store,
     e.more.push_back("nothing was imported");
     return e;
   }
+  return inv;
+}
+
+Expected<std::vector<HostEntry>> import_inventory(state::StateStore& store,
+                                                  const std::string& requested_pool,
+                                                  const std::string& text) {
+  TPUCTL_TRY_ASSIGN(Inventory inv, parse_inventory(requested_pool, text));
+  const std::string& pool = inv.pool;
+  const std::optional<PoolLayout>& new_layout = inv.new_layout;
+  const std::vector<util::HostSpec>& specs = inv.specs;
+  const std::vector<AddHostsOptions>& options = inv.options;
+  auto where = [&](const std::string& pointer, const std::string& field) {
+    return where_in(inv.lines, pointer, field);
+  };
   // One transaction: create the pool if the file describes it, then add every host.
   std::vector<HostEntry> result;
   auto committed = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {

@@ -92,7 +92,7 @@ struct AddHostsOptions {
   std::string identity_file;
   std::string workdir;
   std::map<std::string, std::string> workdir_by_host; // overrides `workdir` per host name
-  std::optional<std::string> coords; // "x,y[,z]": only with exactly one host
+  std::optional<std::string> coords;                  // "x,y[,z]": only with exactly one host
   std::map<std::string, std::string> labels;
   Json local; // set by local-up
 };
@@ -115,6 +115,21 @@ Expected<HostEntry> set_drain(state::StateStore& store, const std::string& pool,
 // Deletes a pool and all its records. Refused (hosts_busy, naming the claims) while hosts are
 // claimed, unless `force`.
 Status delete_pool(state::StateStore& store, const std::string& pool, bool force);
+
+// An inventory file checked as a whole, before the store is looked at (see import_inventory).
+struct Inventory {
+  std::string pool;                     // the requested pool, else the file's pool name, else ""
+  std::optional<PoolLayout> new_layout; // the file's pool layout when it describes one
+  std::vector<util::HostSpec> specs;    // one per host entry, in file order
+  std::vector<AddHostsOptions> options; // the entry's user, port, key, workdir, coords, labels
+  std::map<std::string, int> lines;     // JSON pointer -> line, for later messages
+};
+
+// Parses and checks an inventory file's text without touching a store. Pure: no IO. Errors
+// (usage): not JSON (naming the line), not an object with a "hosts" array, and every bad entry
+// naming its line and field (unknown fields, a bad host, user, port, key, workdir, coords or
+// label, a host listed twice, a bad pool layout); the message ends "nothing was imported".
+Expected<Inventory> parse_inventory(const std::string& requested_pool, const std::string& text);
 
 // Imports an inventory file's text: {"pool": {name?, generation, chips_per_host?, shape?}?,
 // "hosts": [{"host", "user"?, "port"?, "identity_file"?, "workdir"?, "coords"?: [x,y,z],

@@ -1,5 +1,9 @@
 #include "provision/preflight_report.hpp"
 
+#include <limits>
+
+#include "provision/json_fields.hpp"
+
 namespace tpuctl::provision {
 
 using nlohmann::json;
@@ -34,6 +38,33 @@ Error bad_field(const std::string& field) {
                "preflight output: field '" + field + "' is missing or has the wrong type"};
 }
 
+// Thrown by whole() for a number that is no whole number of the field's type.
+struct NotWhole {
+  std::string field;
+};
+
+// `v` as a T, when it is a JSON integer that fits (json_integer); throws NotWhole otherwise.
+template <typename T>
+T whole(const json& v, const std::string& field) {
+  auto i = json_integer(v, std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+  if (!i) {
+    throw NotWhole{field};
+  }
+  return static_cast<T>(*i);
+}
+
+// A JSON array of worker ids.
+std::vector<int> workers(const json& v, const std::string& field) {
+  if (!v.is_array()) {
+    throw NotWhole{field};
+  }
+  std::vector<int> out;
+  for (const auto& e : v) {
+    out.push_back(whole<int>(e, field));
+  }
+  return out;
+}
+
 } // namespace
 
 Expected<agent::PreflightResult> preflight_from_text(const std::string& text) {
@@ -44,29 +75,42 @@ Expected<agent::PreflightResult> preflight_from_text(const std::string& text) {
   }
   agent::PreflightResult r;
   try {
-    r.worker = doc.at("worker").get<int>();
+    r.worker = whole<int>(doc.at("worker"), "worker");
     r.bind_address = doc.at("bind_address").get<std::string>();
     r.bind_error = doc.value("bind_error", std::string());
-    r.reached = doc.at("reached").get<std::vector<int>>();
+    r.reached = workers(doc.at("reached"), "reached");
     for (const auto& p : doc.at("unreachable")) {
-      r.unreachable.push_back(agent::PeerProblem{p.at("worker").get<int>(),
+      r.unreachable.push_back(agent::PeerProblem{whole<int>(p.at("worker"), "unreachable.worker"),
                                                  p.at("address").get<std::string>(),
                                                  p.at("error").get<std::string>()});
     }
-    r.heard_from = doc.value("heard_from", std::vector<int>{});
-    r.clock_ms = doc.at("clock_ms").get<int64_t>();
-    r.duration_ms = doc.value("duration_ms", int64_t{0});
+    if (doc.contains("heard_from")) {
+      r.heard_from = workers(doc["heard_from"], "heard_from");
+    }
+    r.clock_ms = whole<int64_t>(doc.at("clock_ms"), "clock_ms");
+    if (doc.contains("duration_ms")) {
+      r.duration_ms = whole<int64_t>(doc["duration_ms"], "duration_ms");
+    }
     if (doc.contains("kernel_check")) {
       const auto& k = doc["kernel_check"];
       r.kernel.ran = true;
       r.kernel.ok = k.at("ok").get<bool>();
-      r.kernel.m = k.value("m", 0);
-      r.kernel.n = k.value("n", 0);
-      r.kernel.k = k.value("k", 0);
+      for (auto [name, field] : {std::pair{"m", &r.kernel.m}, std::pair{"n", &r.kernel.n},
+                                 std::pair{"k", &r.kernel.k}}) {
+        if (k.contains(name)) {
+          *field = whole<int>(k[name], std::string("kernel_check.") + name);
+        }
+      }
       r.kernel.isa = k.value("isa", std::string());
-      r.kernel.mismatches = k.value("mismatches", 0LL);
+      if (k.contains("mismatches")) {
+        r.kernel.mismatches = whole<int64_t>(k["mismatches"], "kernel_check.mismatches");
+      }
       r.kernel.error = k.value("error", std::string());
     }
+  } catch (const NotWhole& e) {
+    return Error{ErrorKind::failure, "preflight output: field '" + e.field +
+                                         "' is not a whole number in range: '" +
+                                         text.substr(0, 200) + "'"};
   } catch (const json::out_of_range& e) {
     std::string what = e.what();
     auto q1 = what.find('\'');

@@ -146,8 +146,8 @@ void apply_user_env(EnvVars& env, const EnvVars& user_env, ErrorList& errors) {
                              "' holds a NUL byte: environment values cannot carry NUL"));
       continue;
     }
-    auto it =
-        std::find_if(env.begin(), env.end(), [&](const auto& kv) { return kv.first == name; });
+    auto it = std::find_if(env.begin(), env.end(),
+                           [&wanted = name](const auto& kv) { return kv.first == wanted; });
     bool reserved = name == "PATH" || util::starts_with(name, "TPUCTL_");
     if (reserved || (it != env.end() && !is_tunable(name))) {
       errors.add(usage_error("environment variable '" + name +

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Configures and builds tpuctl into $BUILD_DIR (default build/). Used by test.sh and demo.sh.
-#   scripts/build.sh [--sanitize] [--bench]
+#   scripts/build.sh [--sanitize | --tsan] [--bench]
+#     --sanitize   AddressSanitizer + UndefinedBehaviorSanitizer, in build-sanitize/
+#     --tsan       ThreadSanitizer, in build-tsan/
+# (The libFuzzer build has its own script: bench/fuzz.sh, in build-fuzz/.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}
@@ -8,8 +11,9 @@ args=(-DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo})
 for a in "$@"; do
   case "$a" in
     --sanitize) args+=(-DTPUCTL_SANITIZE=ON); build_dir=${BUILD_DIR:-build-sanitize} ;;
+    --tsan) args+=(-DTPUCTL_TSAN=ON); build_dir=${BUILD_DIR:-build-tsan} ;;
     --bench) args+=(-DTPUCTL_BUILD_BENCH=ON) ;;
-    *) echo "build.sh: unknown option '$a' (use --sanitize or --bench)" >&2; exit 2 ;;
+    *) echo "build.sh: unknown option '$a' (use --sanitize, --tsan or --bench)" >&2; exit 2 ;;
   esac
 done
 generator=()

@@ -11,14 +11,20 @@ packages=(
   libcli11-dev libspdlog-dev nlohmann-json3-dev libssh-dev libcurl4-openssl-dev libsqlite3-dev
   # tests
   doctest-dev openssh-server openssh-client procps etcd-server etcd-client openssl
+  # the fuzz smoke (bench/fuzz.sh): clang-14 is Debian 12's clang, libclang-rt-14-dev holds its
+  # libFuzzer, ASan, UBSan and TSan runtimes, llvm-14 its llvm-symbolizer for readable reports
+  clang libclang-rt-14-dev llvm-14
   # completion and man page tests: real shells and man
   bash-completion zsh man-db groff-base
   # packaging test (cpack's dpkg-shlibdeps)
   dpkg-dev file
 )
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(libopenblas-dev pdsh clustershell)
-fi
+for a in "$@"; do
+  case "$a" in
+    --bench) packages+=(libopenblas-dev pdsh clustershell) ;;
+    *) echo "deps.sh: unknown option '$a' (use --bench)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -11,6 +11,7 @@
 
 #include "state/etcd_store.hpp"
 #include "state/sqlite_store.hpp"
+#include "util/hostlist.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::state {
@@ -68,7 +69,13 @@ Expected<std::string> absolute_path(std::string_view url, std::string_view text,
     }
     path = fs::path(env.cwd) / path;
   }
-  return path.lexically_normal().string();
+  // "x/..", "x/." and the like name a directory once normalized, however they are written.
+  path = path.lexically_normal();
+  if (!path.has_filename() || path.filename() == "." || path.filename() == "..") {
+    return bad_url(url, "names a directory, not a database file (e.g. " +
+                            (path / "state.db").lexically_normal().string() + ")");
+  }
+  return path.string();
 }
 
 Expected<StateLocation> parse_etcd(std::string_view url, std::string_view scheme,
@@ -99,6 +106,18 @@ Expected<StateLocation> parse_etcd(std::string_view url, std::string_view scheme
     }
     if (host.empty() || host == "[]") {
       return bad_url(url, "has an empty etcd host in '" + hp + "'");
+    }
+    // A host name, an IPv4 address or a bracketed IPv6 address; anything else ("[::1",
+    // "a]b") would not survive being written back into a URL.
+    const bool ipv6 = host.size() > 2 && host.front() == '[' && host.back() == ']' &&
+                      host.find(':') != std::string::npos;
+    const std::string bare = ipv6 ? host.substr(1, host.size() - 2) : host;
+    if ((!ipv6 && bare.find_first_of("[]:") != std::string::npos) ||
+        (ipv6 && bare.find_first_of("[]") != std::string::npos) ||
+        !util::validate_hostname(bare)) {
+      return bad_url(url, "has an invalid etcd host '" + host +
+                              "' (a host name, an IPv4 address or an IPv6 address in brackets "
+                              "such as [::1])");
     }
     auto p = util::parse_int(port, "etcd port", 1, 65535);
     if (!p) {

@@ -39,7 +39,9 @@ Expected<std::vector<std::string>> expand_group(std::string_view pattern, std::s
     if (a > b) {
       return bad("host range", pattern, "is not valid: '" + item + "' needs start <= end");
     }
-    if (static_cast<size_t>(b - a + 1) > k_max_expanded_hosts) {
+    // Counted over the whole group: "[1-60000,1-60000,...]" passed an item-by-item check and
+    // built gigabytes of names before the caller's limit saw them.
+    if (out.size() + static_cast<size_t>(b - a + 1) > k_max_expanded_hosts) {
       return bad("host range", pattern,
                  "expands to more than " + std::to_string(k_max_expanded_hosts) + " hosts");
     }
@@ -102,10 +104,11 @@ Status validate_hostname(std::string_view host) {
   if (host.empty()) {
     return usage_error("host name is empty (use a name such as node01 or an address)");
   }
-  if (host.find(':') != std::string_view::npos) { // IPv6 literal
-    bool ok = std::all_of(host.begin(), host.end(), [](char c) {
-      return std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.';
-    });
+  if (host.find(':') != std::string_view::npos) { // IPv6 literal: at least two colons
+    bool ok = std::count(host.begin(), host.end(), ':') >= 2 &&
+              std::all_of(host.begin(), host.end(), [](char c) {
+                return std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.';
+              });
     if (!ok) {
       return bad("host", host, "is not a valid IPv6 address");
     }
@@ -159,6 +162,7 @@ Expected<std::vector<HostSpec>> expand_host_specs(const std::vector<std::string>
     std::string_view host_part = s;
     std::string_view port_part;
     bool ipv6 = false;
+    bool bare_ipv6 = false; // "fe80::" ends in a colon that is no port separator
     if (!s.empty() && s.front() == '[' && s.find(':') != std::string_view::npos &&
         s.find(':') < s.find(']')) {
       auto close = s.find(']');
@@ -176,11 +180,16 @@ Expected<std::vector<HostSpec>> expand_host_specs(const std::vector<std::string>
         }
         port_part = rest.substr(1);
       }
+    } else if (s.find(':') != s.rfind(':')) {
+      // Two colons or more without brackets: an IPv6 address, with no port (ssh's reading).
+      // "fe80::1" is the host fe80::1, never the host "fe80:" on port 1.
+      ipv6 = true;
+      bare_ipv6 = true;
     } else if (auto colon = s.rfind(':'); colon != std::string_view::npos) {
       host_part = s.substr(0, colon);
       port_part = s.substr(colon + 1);
     }
-    if (!port_part.empty() || (s.size() && s.back() == ':')) {
+    if (!port_part.empty() || (!bare_ipv6 && !s.empty() && s.back() == ':')) {
       auto port = parse_int(port_part, "port in '" + raw + "'", 1, 65535);
       if (!port) {
         problems.add(port.error());

@@ -32,7 +32,8 @@ Status validate_hostname(std::string_view host);
 // Checks a login name: letters, digits, '.', '-', '_', not starting with '-', at most 32.
 Status validate_username(std::string_view user);
 
-// Parses and expands `[user@]host[:port]` specs (IPv6 as `[::1]` or `[::1]:22`). Every problem
+// Parses and expands `[user@]host[:port]` specs (IPv6 as `[::1]` or `[::1]:22`, or bare `::1`
+// without a port: a spec with two colons or more is an IPv6 address). Every problem
 // of every spec is reported in one Error (kind usage). Duplicates are an error too.
 Expected<std::vector<HostSpec>> expand_host_specs(const std::vector<std::string>& specs);
 

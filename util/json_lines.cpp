@@ -17,11 +17,20 @@ public:
     }
     m_out[pointer] = m_line;
     char c = m_text[m_pos];
+    if ((c == '{' || c == '[') && m_depth >= k_max_depth) {
+      return false; // deeper values keep their closest recorded ancestor's line
+    }
     if (c == '{') {
-      return object(pointer);
+      ++m_depth;
+      bool ok = object(pointer);
+      --m_depth;
+      return ok;
     }
     if (c == '[') {
-      return array(pointer);
+      ++m_depth;
+      bool ok = array(pointer);
+      --m_depth;
+      return ok;
     }
     if (c == '"') {
       std::string ignored;
@@ -142,8 +151,14 @@ private:
   }
   char peek() const { return m_pos < m_text.size() ? m_text[m_pos] : '\0'; }
 
+  // One recursion per level, and every level's pointer is a copy of its parent's plus one
+  // segment: 20,000 nested '[' (a 40 KB file) overflowed the stack and would have stored 400 MB
+  // of pointers. Real documents are a few levels deep.
+  static constexpr int k_max_depth = 256;
+
   std::string_view m_text;
   std::map<std::string, int>& m_out;
+  int m_depth = 0;
   size_t m_pos = 0;
   int m_line = 1;
 };

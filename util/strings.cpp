@@ -90,22 +90,18 @@ Expected<std::chrono::milliseconds> parse_duration(std::string_view text, std::s
   if (text.empty()) {
     return bad();
   }
-  int64_t total_ms = 0;
+  double total_ms = 0;
   size_t i = 0;
-  bool any = false;
   while (i < text.size()) {
     size_t j = i;
     while (j < text.size() &&
            (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) {
       ++j;
     }
-    if (j == i) {
-      return bad();
-    }
+    // The whole run of digits and dots must be one number: "1.5" yes, "1.2.3" or "." no.
     double number = 0;
-    try {
-      number = std::stod(std::string(text.substr(i, j - i)));
-    } catch (...) {
+    auto [end, ec] = std::from_chars(text.data() + i, text.data() + j, number);
+    if (j == i || ec != std::errc() || end != text.data() + j) {
       return bad();
     }
     std::string unit;
@@ -129,14 +125,16 @@ Expected<std::chrono::milliseconds> parse_duration(std::string_view text, std::s
     if (unit.empty() && (i != 0 || j != text.size())) {
       return bad(); // a bare number is only allowed alone: "90" means 90s
     }
-    total_ms += static_cast<int64_t>(number * scale);
-    any = true;
+    total_ms += number * scale;
+    // Checked as a double, before converting: a converted value out of int64's range is UB.
+    if (total_ms > static_cast<double>(k_max_duration.count())) {
+      return usage_error(std::string(what) + ": '" + std::string(text) + "' is too long (at most " +
+                         format_duration(k_max_duration) + ", " +
+                         std::to_string(k_max_duration.count() / 86'400'000) + "d)");
+    }
     i = j;
   }
-  if (!any) {
-    return bad();
-  }
-  return std::chrono::milliseconds(total_ms);
+  return std::chrono::milliseconds(static_cast<int64_t>(total_ms));
 }
 
 size_t edit_distance(std::string_view a, std::string_view b) {

@@ -29,7 +29,12 @@ Expected<int64_t> parse_int(std::string_view text, std::string_view what, int64_
 Expected<std::vector<int64_t>> parse_int_list(std::string_view text, std::string_view what,
                                               int64_t min, int64_t max);
 
-// Parses a duration such as "90s", "15m", "2h", "1d", "1h30m" or a bare number of seconds.
+// The longest duration parse_duration accepts: 100 years (36500d).
+inline constexpr std::chrono::milliseconds k_max_duration{36'500LL * 86'400'000};
+
+// Parses a duration such as "90s", "15m", "2h", "1d", "1h30m", "1.5s" or a bare number of
+// seconds. Errors (usage, naming `what` and the text): not a duration, or longer than
+// k_max_duration.
 Expected<std::chrono::milliseconds> parse_duration(std::string_view text, std::string_view what);
 // An optional --timeout: "" is 0 (no limit), anything else as parse_duration.
 Expected<std::chrono::milliseconds> parse_optional_duration(std::string_view text,

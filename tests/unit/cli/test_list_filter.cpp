@@ -71,6 +71,32 @@ TEST_CASE("cli::RowFilter: malformed expressions are usage errors naming the pos
   CHECK(f->keys() == std::vector<std::string>{"a", "b.c"});
 }
 
+TEST_CASE("cli::RowFilter: a regex with nested repeats matches in linear time "
+          "(fuzz/regressions/list_filter)") {
+  // The fuzzer's input: 25 stars make 25 nested repeats, which libstdc++'s backtracking matcher
+  // explored in exponential time (past 14 s on one row); now each row is one linear pass.
+  const std::string stars(25, '*');
+  CHECK(!passes("-lals.~-" + stars + "=m\xa7|:"));
+  CHECK(passes("id~-" + stars + "1"));
+  CHECK(!passes("id~^(a*)*b$", Json{{"id", std::string(5000, 'a')}}));
+  // Still POSIX extended regexes, unanchored unless anchored.
+  CHECK(passes("id~rain"));
+  CHECK(passes("id~^(train|infer)-[[:digit:]]{1,3}$"));
+  CHECK(!passes("id~^rain"));
+  CHECK(passes("state!~^(FAILED|SUSPENDED)$"));
+}
+
+TEST_CASE("cli::field_of: a list index too large for size_t is no index "
+          "(fuzz/regressions/list_filter)") {
+  // std::stoul threw out_of_range (uncaught) on this key.
+  CHECK(tpuctl::cli::field_of(k_row, "node_ids.99994444444444444444444444444444444444444") ==
+        nullptr);
+  CHECK(!passes("node_ids.99994444444444444444444444444444444444444444444444=1"));
+  CHECK(tpuctl::cli::field_of(k_row, "node_ids.1") == "a-1");
+  CHECK(tpuctl::cli::field_of(k_row, "node_ids.2") == nullptr);
+  CHECK(tpuctl::cli::field_of(k_row, "node_ids.-1") == nullptr);
+}
+
 TEST_CASE("cli::parse_value_format: fields of value(...)") {
   CHECK(*parse_value_format("value(id,state)") == std::vector<std::string>{"id", "state"});
   CHECK(*parse_value_format("value( id , labels.team )") ==

@@ -61,6 +61,32 @@ TEST_CASE("provision::preflight_from_text names a missing field and rejects non-
   CHECK(text.error().message.find("not a json object") != std::string::npos);
 }
 
+TEST_CASE("provision::preflight_from_text takes numbers only as whole numbers that fit "
+          "(fuzz/regressions/probe)") {
+  // A remote agent's "clock_ms": 170077777777000000000 (a double past int64) was converted with
+  // undefined behaviour; worker 4294967296 silently became worker 0.
+  const std::string head = R"({"bind_address": "a:1", "unreachable": [], )";
+  for (const char* fields :
+       {R"("worker": 0, "reached": [], "clock_ms": 170077777777000000000})",
+        R"("worker": 4294967296, "reached": [], "clock_ms": 1})",
+        R"("worker": 0.5, "reached": [], "clock_ms": 1})",
+        R"("worker": 0, "reached": [1e30], "clock_ms": 1})",
+        R"("worker": 0, "reached": 3, "clock_ms": 1})",
+        R"("worker": 0, "reached": [], "heard_from": [-2147483649], "clock_ms": 1})",
+        R"("worker": 0, "reached": [], "clock_ms": 1, "duration_ms": 1.5})",
+        R"("worker": 0, "reached": [], "clock_ms": 1, "kernel_check": {"ok": true, "m": 1e10}})"}) {
+    CAPTURE(fields);
+    auto r = preflight_from_text(head + fields);
+    REQUIRE(!r);
+    CHECK(r.error().message.find("is not a whole number in range") != std::string::npos);
+  }
+  auto ok = preflight_from_text(head + R"("worker": 3, "reached": [0, 1], "clock_ms":
+      9007199254740993, "kernel_check": {"ok": true, "m": 64, "mismatches": 0}})");
+  REQUIRE_MESSAGE(ok, ok.error().message);
+  CHECK(ok->clock_ms == 9007199254740993); // exact: read as an integer, never via a double
+  CHECK(ok->kernel.m == 64);
+}
+
 TEST_CASE("provision::preflight_problem names the listener, each peer and the kernel") {
   tpuctl::agent::PreflightResult r;
   CHECK(preflight_problem(r).empty());

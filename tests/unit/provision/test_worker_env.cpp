@@ -1,6 +1,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
+#include <sstream>
 
 #include <doctest/doctest.h>
 
@@ -462,6 +464,57 @@ TEST_CASE("provision::env_command_prefix delivers hostile values literally throu
       CHECK(out == hostile[i] + "\n");
     }
     CHECK(!std::filesystem::exists(marker));
+  }
+}
+
+TEST_CASE("provision::env_command_prefix gives sh back every byte of arbitrary values") {
+  // The property fuzz/fuzz_shell_quote.cpp checks with its own quote reader, here with a real sh:
+  // any bytes but NUL, quoted by env_command_prefix (or to_dotenv) and evaluated, come back
+  // byte for byte. Values: every byte 1..255 in one, then random lengths and bytes (fixed seed).
+  test::TempDir dir;
+  std::mt19937 rng(20250609);
+  std::vector<std::string> values(1);
+  for (int b = 1; b < 256; ++b) {
+    values[0] += static_cast<char>(b);
+  }
+  for (int i = 0; i < 64; ++i) {
+    std::string v(std::uniform_int_distribution<size_t>(0, 96)(rng), '\0');
+    for (auto& c : v) {
+      c = static_cast<char>(std::uniform_int_distribution<int>(1, 255)(rng));
+    }
+    values.push_back(v);
+  }
+  EnvVars env;
+  for (size_t i = 0; i < values.size(); ++i) {
+    env.emplace_back("V" + std::to_string(i), values[i]);
+  }
+  // Each value goes to its own file, so no separator byte can be confused with a value's.
+  auto print_all = [&](const std::string& subdir) {
+    std::filesystem::create_directories(dir.path() / subdir);
+    std::string script;
+    for (const auto& [name, value] : env) {
+      script += "printf '%s' \"$" + name + "\" > '" + (dir.path() / subdir / name).string() + "'; ";
+    }
+    return script;
+  };
+  auto read_back = [&](const std::string& subdir) {
+    for (const auto& [name, value] : env) {
+      std::ifstream in(dir.path() / subdir / name, std::ios::binary);
+      std::stringstream got;
+      got << in.rdbuf();
+      CAPTURE(name);
+      CHECK(got.str() == value);
+    }
+  };
+  SUBCASE("export prefix") {
+    sh(env_command_prefix(env, "") + print_all("prefix"));
+    read_back("prefix");
+  }
+  SUBCASE("dotenv file read with set -a and the dot command") {
+    const auto file = dir.path() / "worker.env";
+    { std::ofstream(file, std::ios::binary) << to_dotenv(env); }
+    sh("set -a; . '" + file.string() + "'; set +a; " + print_all("dotenv"));
+    read_back("dotenv");
   }
 }
 

@@ -138,6 +138,50 @@ TEST_CASE("state::parse_state_url rejects malformed URLs as usage errors naming 
   }
 }
 
+TEST_CASE("state::parse_state_url accepts only locations whose url() reads back the same "
+          "(fuzz/regressions/state_url)") {
+  SUBCASE("an etcd host with a stray bracket is refused") {
+    // "[:a9" was taken as a host: url() wrote "[:a9:2379", which read back as host "[:a9:2379".
+    for (const char* url : {"etcd+https://[:a9/b//", "etcd://[::1:2379", "etcd://a]b:2379",
+                            "etcd://h:o:st:2379", "etcd://[]x]:1", "etcd://no_such host"}) {
+      CAPTURE(url);
+      Error e = error_of(url);
+      CHECK(e.kind == ErrorKind::usage);
+      CHECK(e.message.find("invalid etcd host") != std::string::npos);
+    }
+    auto ok = parse_state_url("etcd://[fe80::1]:2379,node-1.local,10.0.0.1:1", env());
+    REQUIRE(ok);
+    CHECK(ok->endpoints == std::vector<std::string>{"http://[fe80::1]:2379",
+                                                    "http://node-1.local:2379",
+                                                    "http://10.0.0.1:1"});
+  }
+  SUBCASE("a path that normalizes to a directory is refused like one ending in '/'") {
+    // "sqlite:/tmp/x/.." was accepted as the database file "/tmp/"; its url() was refused.
+    for (const char* url : {"sqlite:/tmp/x/..", "/tmp/.", "sqlite:..", "sqlite:///a/b/c/../.."}) {
+      CAPTURE(url);
+      Error e = error_of(url);
+      CHECK(e.kind == ErrorKind::usage);
+      CHECK(e.message.find("names a directory") != std::string::npos);
+    }
+    auto ok = parse_state_url("sqlite:/tmp/x/../state.db", env());
+    REQUIRE(ok);
+    CHECK(ok->path == "/tmp/state.db");
+  }
+  SUBCASE("what is accepted round-trips through url()") {
+    for (const char* url : {"etcd+https://[::1]:2379/a/b", "etcd://h", "sqlite:./a/../s.db",
+                            "~/s.db", "sqlite:///abs/x.db"}) {
+      CAPTURE(url);
+      auto loc = parse_state_url(url, env());
+      REQUIRE(loc);
+      auto again = parse_state_url(loc->url(), env());
+      REQUIRE(again);
+      CHECK(again->url() == loc->url());
+      CHECK(again->path == loc->path);
+      CHECK(again->endpoints == loc->endpoints);
+    }
+  }
+}
+
 TEST_CASE("state::network_filesystem_name knows network filesystems and only those") {
   CHECK(network_filesystem_name(0x6969) == "nfs");
   CHECK(network_filesystem_name(0xFF534D42) == "cifs");

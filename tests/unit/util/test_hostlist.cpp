@@ -31,6 +31,21 @@ TEST_CASE("util::expand_hostlist rejects malformed ranges, naming them") {
   CHECK(expand_hostlist("node[3-1]").error().message.find("start <= end") != std::string::npos);
 }
 
+TEST_CASE("util::expand_hostlist counts the limit over a whole group (fuzz_hostlist)") {
+  // Each item under the limit, together far over it: refused before expanding them all.
+  std::string pattern = "n[";
+  for (int i = 0; i < 100; ++i) {
+    pattern += "1-60000,";
+  }
+  pattern += "1]";
+  auto r = expand_hostlist(pattern);
+  REQUIRE(!r);
+  CHECK(r.error().message.find("expands to more than 65536 hosts") != std::string::npos);
+  CHECK(expand_hostlist("n[1-30000,40001-70000]").error().message.find("more than 65536") !=
+        std::string::npos);
+  CHECK(expand_hostlist("n[1-30000,40001-75536]")->size() == 65536);
+}
+
 TEST_CASE("util::expand_host_specs parses user, port and IPv6") {
   auto r = expand_host_specs({"alice@node[1-2]:2222", "10.0.0.5", "[::1]:2200", "bob@[::1]"});
   REQUIRE(r);
@@ -44,6 +59,39 @@ TEST_CASE("util::expand_host_specs parses user, port and IPv6") {
   CHECK((*r)[3].port == 2200);
   CHECK(to_string((*r)[3]) == "[::1]:2200");
   CHECK(to_string((*r)[0]) == "alice@node1:2222");
+}
+
+TEST_CASE("util::expand_host_specs reads a bare IPv6 address as a host without a port "
+          "(fuzz/regressions/hostlist)") {
+  // It used to split at the last colon: "fe80::1" became host "fe80:" on port 1, so the
+  // to_string of the bracketed spec "[fe80::1]" did not parse back to the same host.
+  auto r = expand_host_specs({"fe80::1", "alice@::1", "2001:db8::7:22", "fe80::"});
+  REQUIRE(r);
+  REQUIRE(r->size() == 4);
+  CHECK((*r)[0].host == "fe80::1");
+  CHECK((*r)[0].port == 0);
+  CHECK((*r)[1].user == "alice");
+  CHECK((*r)[1].host == "::1");
+  CHECK((*r)[2].host == "2001:db8::7:22"); // a port needs brackets: [2001:db8::7]:22
+  CHECK((*r)[2].port == 0);
+  CHECK((*r)[3].host == "fe80::");
+  CHECK(!expand_host_specs({"[::1]:"})); // a bracketed address's ':' still wants a port
+  for (const char* spec : {"[fe80::1]", "[::1]:22", "bob@[::1]", "h:22", "u@h"}) {
+    CAPTURE(spec);
+    auto first = expand_host_specs({spec});
+    REQUIRE(first);
+    auto again = expand_host_specs({to_string((*first)[0])});
+    REQUIRE(again);
+    CHECK((*again)[0].host == (*first)[0].host);
+    CHECK((*again)[0].port == (*first)[0].port);
+    CHECK((*again)[0].user == (*first)[0].user);
+  }
+  CHECK(!expand_host_specs({"fe80::zz"})); // still checked as an IPv6 address
+  // One colon is no IPv6 address: "[f:1]" was the host "f:1", written back as "f:1", which
+  // reads as host f on port 1.
+  CHECK(!expand_host_specs({"[f:1]"}));
+  CHECK(!validate_hostname("f:1"));
+  CHECK(validate_hostname("::"));
 }
 
 TEST_CASE("util::expand_host_specs rejects hostile names and reports every problem") {

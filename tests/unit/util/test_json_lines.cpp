@@ -36,4 +36,21 @@ TEST_CASE("util::json_pointer_lines keeps what it found before malformed text") 
   CHECK(lines.at("/b/0") == 3);
 }
 
+TEST_CASE("util::json_pointer_lines stops recording past 256 levels of nesting "
+          "(fuzz/regressions/inventory/deep-nesting)") {
+  // 20,000 nested arrays, valid JSON that nlohmann parses, used to overflow the stack (one
+  // recursion per level) and to copy a growing pointer per level.
+  const int depth = 20000;
+  const std::string text =
+      "{\"hosts\": [],\n \"x\": " + std::string(depth, '[') + std::string(depth, ']') + "}";
+  auto lines = json_pointer_lines(text);
+  CHECK(lines.size() == 2 + 256); // "", /hosts, then /x and 255 levels below it
+  CHECK(line_of(lines, "/hosts") == 1);
+  std::string deep = "/x";
+  for (int i = 0; i < 1000; ++i) {
+    deep += "/0";
+  }
+  CHECK(line_of(lines, deep) == 2); // its closest recorded ancestor's line
+}
+
 TEST_SUITE_END();

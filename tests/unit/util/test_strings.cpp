@@ -55,6 +55,33 @@ TEST_CASE("util::parse_duration") {
   CHECK(parse_duration("5x", "--timeout").error().message.find("'5x'") != std::string::npos);
 }
 
+TEST_CASE("util::parse_duration rejects what it cannot represent (fuzz/regressions/duration)") {
+  using namespace std::chrono;
+  SUBCASE("a number too large for int64 milliseconds is an error, not undefined behaviour") {
+    auto r = parse_duration("86888888088888086", "--timeout"); // 8.7e19 ms
+    REQUIRE(!r);
+    CHECK(r.error().message == "--timeout: '86888888088888086' is too long (at most 876000h, "
+                               "36500d)");
+    CHECK(!parse_duration("99999999999999999999999d", "--timeout"));
+    CHECK(!parse_duration("36500d1ms", "--timeout"));
+    CHECK(*parse_duration("36500d", "--timeout") == k_max_duration);
+    // Many parts that each fit but add up past the limit.
+    std::string many;
+    for (int i = 0; i < 40; ++i) {
+      many += "1000d";
+    }
+    CHECK(!parse_duration(many, "--timeout"));
+  }
+  SUBCASE("a number is one run of digits with at most one dot") {
+    CHECK(*parse_duration("1.5s", "--timeout") == milliseconds(1500));
+    CHECK(*parse_duration(".5s", "--timeout") == milliseconds(500));
+    for (const char* bad : {"1.2.3s", ".", "..5s", "1..5m", "1.5.h"}) {
+      CAPTURE(bad);
+      CHECK(!parse_duration(bad, "--timeout"));
+    }
+  }
+}
+
 TEST_CASE("util::nearest suggests close names and prefixes, best first") {
   std::vector<std::string> cmds{"topology", "kernel", "queued-resources", "qr", "version"};
   CHECK(nearest("topolgy", cmds).front() == "topology");
