@@ -56,6 +56,7 @@ std::string jsonl_record(const remote::HostResult& r) {
   nlohmann::ordered_json j;
   j["host"] = r.host;
   j["index"] = r.index;
+  j["outcome"] = std::string(remote::to_string(r.outcome));
   bool exited = r.outcome == remote::Outcome::ok || r.outcome == remote::Outcome::exit_code;
   j["exit_code"] = exited ? nlohmann::ordered_json(r.exit_code) : nlohmann::ordered_json();
   j["signal"] =

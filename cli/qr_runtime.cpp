@@ -207,7 +207,15 @@ Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, cons
       continue; // show the new state at once
     }
     if (guard.interrupted() || cancel.cancelled()) {
-      return Error(ErrorKind::interrupted, "interrupted while waiting for '" + id + "'");
+      std::string where;
+      if (auto found = store.find(state::queued_resource_key(pool, id)); found && *found) {
+        if (auto q = provision::qr_from_record(**found)) {
+          where = " (now " + std::string(to_string(q->state)) +
+                  "; the next tpuctl command on this pool, or a running `tpuctl controller`, "
+                  "carries it on)";
+        }
+      }
+      return Error(ErrorKind::interrupted, "interrupted while waiting for '" + id + "'" + where);
     }
     if (timeout.count() > 0 && std::chrono::steady_clock::now() - start >= timeout) {
       TPUCTL_TRY(refresh());

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "util/failpoint.hpp"
+
 namespace tpuctl::provision {
 
 namespace {
@@ -12,12 +14,18 @@ bool transient(QrState s) {
   return s == QrState::provisioning || s == QrState::suspending || s == QrState::deleting;
 }
 
+struct Taken {
+  QueuedResource qr;
+  // The lease was another process's, now dead (killed mid-step): what it started on the workers
+  // may still be running.
+  bool taken_over = false;
+};
+
 // Takes the lease when the request is transient and no other live process holds it. Returns
 // the record (with our lease) or nullopt when there is nothing for us to do.
-Expected<std::optional<QueuedResource>> take_lease(state::StateStore& store,
-                                                   const std::string& pool, const std::string& id,
-                                                   const DriveOptions& options) {
-  std::optional<QueuedResource> taken;
+Expected<std::optional<Taken>> take_lease(state::StateStore& store, const std::string& pool,
+                                          const std::string& id, const DriveOptions& options) {
+  std::optional<Taken> taken;
   auto committed = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
     taken.reset();
     TPUCTL_TRY_ASSIGN(QueuedResource qr, load_queued_resource(s, pool, id));
@@ -29,8 +37,12 @@ Expected<std::optional<QueuedResource>> take_lease(state::StateStore& store,
     if (lease && lease_alive(*lease, now) && !is_own_lease(*lease)) {
       return std::vector<state::Op>{};
     }
+    if (lease && !is_own_lease(*lease)) {
+      spdlog::info("queued resource '{}': taking over from a driver that died (pid {} on {})", id,
+                   lease->pid, lease->host);
+    }
     qr.provisioning["lease"] = to_json(own_lease(now, options.lease_ttl));
-    taken = qr;
+    taken = Taken{qr, lease && !is_own_lease(*lease)};
     return std::vector<state::Op>{
         state::UpdateOp{state::queued_resource_key(pool, id), to_json(qr), qr.version}};
   });
@@ -38,7 +50,7 @@ Expected<std::optional<QueuedResource>> take_lease(state::StateStore& store,
     return committed.error();
   }
   if (taken) {
-    taken->version = committed->revision;
+    taken->qr.version = committed->revision;
   }
   return taken;
 }
@@ -130,13 +142,24 @@ Expected<DriveResult> drive(state::StateStore& store, const std::string& pool,
     }
     return r;
   }
-  const QueuedResource qr = *taken;
+  const QueuedResource qr = taken->qr;
   TPUCTL_TRY_ASSIGN(PoolView view, load_pool(store, pool));
   TPUCTL_TRY_ASSIGN(auto hosts, held_hosts(store, pool, id));
 
   switch (qr.state) {
   case QrState::provisioning: {
+    util::failpoint("provision.claimed");
+    if (taken->taken_over) {
+      // Whatever the dead driver left running (a preflight still listening on its port).
+      kill_processes(qr, view, options, cancel);
+    }
     auto report = provision_slice(qr, view, options.provision, cancel);
+    if (cancel != nullptr && cancel->cancelled()) {
+      // Interrupted (Ctrl-C): the steps in flight were killed on the workers; the request keeps
+      // its hosts and stays PROVISIONING, and the next driver starts it over.
+      return finish(store, pool, id, QrState::provisioning, options,
+                    [](QueuedResource&, std::vector<state::Op>&, int64_t) {});
+    }
     return finish(store, pool, id, QrState::provisioning, options,
                   [&](QueuedResource& q, std::vector<state::Op>& ops, int64_t now) {
                     if (report && report->ok) {

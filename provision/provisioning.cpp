@@ -27,6 +27,7 @@
 #include "provision/slice_env.hpp"
 #include "remote/fanout.hpp"
 #include "remote/push.hpp"
+#include "util/failpoint.hpp"
 #include "util/sha256.hpp"
 #include "util/shell_quote.hpp"
 #include "util/strings.hpp"
@@ -214,18 +215,21 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     return report;
   };
 
-  // Counts finished workers per step for options.worker_progress.
+  // Counts finished workers per step for options.worker_progress. The step's failpoint
+  // (util/failpoint.hpp) fires when the first worker is done, while the others are still in it.
   auto counting = [&options, count](const std::string& step, remote::FanoutCallbacks cb = {}) {
-    if (!options.worker_progress) {
-      return cb;
-    }
     auto done = std::make_shared<size_t>(0);
     auto inner = cb.on_host_done;
     cb.on_host_done = [&options, step, count, done, inner](const remote::HostResult& r) {
       if (inner) {
         inner(r);
       }
-      options.worker_progress(step, ++*done, count, r.host);
+      if (++*done == 1) {
+        util::failpoint("provision." + step);
+      }
+      if (options.worker_progress) {
+        options.worker_progress(step, *done, count, r.host);
+      }
     };
     return cb;
   };
@@ -257,13 +261,17 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
                    std::to_string(count - unchanged) + " sent, " + std::to_string(unchanged) +
                    " already there)");
 
+  // The slice's tag on every agent step, so that stop_slice_processes finds one left behind.
+  const std::string tag =
+      qr.uid.empty() ? std::string() : "TPUCTL_QR_UID=" + util::shell_quote(qr.uid) + " ";
+
   // (b) probe, timing each worker's first output line for the clock check
   t = steady_ms();
   std::vector<int64_t> first_line(count, 0);
   std::vector<remote::Job> jobs;
   for (size_t i = 0; i < count; ++i) {
     jobs.push_back(remote::Job{workers[i].target,
-                               util::shell_quote_path(workers[i].agent_path) +
+                               tag + util::shell_quote_path(workers[i].agent_path) +
                                    " agent probe --format json --workdir " +
                                    util::shell_quote_path(workers[i].agent_dir),
                                i});
@@ -322,7 +330,7 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
   jobs.clear();
   for (size_t i = 0; i < count; ++i) {
     const auto& w = workers[i];
-    std::string cmd = util::shell_quote_path(w.agent_path) +
+    std::string cmd = tag + util::shell_quote_path(w.agent_path) +
                       " agent preflight --format json --worker " + std::to_string(w.worker) +
                       " --hostnames " + util::shell_quote(util::join(w.peers, ",")) + " --port " +
                       std::to_string(options.coordinator_port) + " --timeout " +

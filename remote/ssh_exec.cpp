@@ -19,6 +19,16 @@
 // environment (orphans whose session leader already exited, or that called setsid). TERM first,
 // KILL after SshOptions::kill_grace if the channel has not closed. The command is prefixed with
 // `export TPUCTL_RUN=<nonce>` for that purpose.
+//
+// Lost connections: when the connection dies instead (tpuctl killed, the network cut, the
+// session's sshd killed), nobody is left to send that kill, and a command without a PTY runs on
+// as an orphan. So the prefix also starts a reaper next to the command: a tiny sh loop, with its
+// fds on /dev/null so it never holds the channel open, that checks once a second whether the
+// command's shell and the sshd session process above it are alive. The shell gone first is a
+// normal end (the reaper exits and leaves anything the user backgrounded alone); the session
+// gone while the shell still runs is a lost connection, and the reaper signals every process
+// carrying the nonce, TERM then KILL. It runs without TPUCTL_RUN in its own environment, so it
+// never matches itself.
 #include <random>
 
 #include <libssh/callbacks.h>
@@ -115,6 +125,30 @@ std::string kill_script(const std::string& nonce, const char* signal) {
          "exit 0\n";
 }
 
+// The reaper (see the top of this file). $1: the sshd session process, $2: the command's shell,
+// $3: the nonce.
+constexpr const char* k_reaper_script =
+    "while kill -0 \"$1\" 2>/dev/null; do\n"
+    "  kill -0 \"$2\" 2>/dev/null || exit 0\n"
+    "  sleep 1\n"
+    "done\n"
+    "kill -0 \"$2\" 2>/dev/null || exit 0\n"
+    "for s in TERM KILL; do\n"
+    "  for f in $(grep -lzx \"TPUCTL_RUN=$3\" /proc/[0-9]*/environ 2>/dev/null); do\n"
+    "    f=${f#/proc/}; kill -$s \"${f%%/*}\" 2>/dev/null\n"
+    "  done\n"
+    "  sleep 2\n"
+    "done\n";
+
+} // namespace
+
+std::string wrap_command(const std::string& nonce, const std::string& command) {
+  return "export TPUCTL_RUN=" + nonce + "\nenv -u TPUCTL_RUN sh -c '" + k_reaper_script +
+         "' tpuctl-reaper \"$PPID\" \"$$\" " + nonce + " </dev/null >/dev/null 2>&1 &\n" + command;
+}
+
+namespace {
+
 std::string seconds_text(milliseconds ms) {
   if (ms.count() % 1000 == 0) {
     return std::to_string(ms.count() / 1000) + "s";
@@ -173,7 +207,7 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
     return result;
   }
   const std::string nonce = random_nonce();
-  const std::string wrapped = "export TPUCTL_RUN=" + nonce + "\n" + request.command;
+  const std::string wrapped = wrap_command(nonce, request.command);
   if (ssh_channel_request_exec(ch, wrapped.c_str()) != SSH_OK) {
     result.error = "the server refused to run the command on " + m_label + ": " + ssh_get_error(s);
     cleanup();

@@ -127,6 +127,10 @@ private:
   unsigned long m_fd_inode = 0;
 };
 
+// The command line sent for `command`: exports TPUCTL_RUN=<nonce> and starts the reaper that
+// kills the command's processes if the connection is lost (ssh_exec.cpp).
+std::string wrap_command(const std::string& nonce, const std::string& command);
+
 // Routes this thread's libssh log lines to spdlog (debug), never to stdout or stderr directly.
 // libssh keeps the log callback and level per thread, so every worker thread calls this.
 void install_thread_logging();

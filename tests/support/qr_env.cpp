@@ -35,6 +35,26 @@ util::ProcessResult QrEnv::run(std::vector<std::string> args) const {
   return run_tpuctl(args, vars);
 }
 
+util::ProcessResult QrEnv::run_with(std::vector<std::string> args,
+                                    const std::map<std::string, std::string>& extra) const {
+  auto env = vars;
+  for (const auto& [k, v] : extra) {
+    env[k] = v;
+  }
+  return run_tpuctl(args, env);
+}
+
+std::unique_ptr<Background> QrEnv::start(std::vector<std::string> args, const std::string& tag,
+                                         const std::map<std::string, std::string>& extra) const {
+  auto env = vars;
+  for (const auto& [k, v] : extra) {
+    env[k] = v;
+  }
+  args.insert(args.begin(), tpuctl_binary());
+  return std::make_unique<Background>(
+      args, env, std::vector<std::string>{"TPUCTL_STATE", "TPUCTL_POOL"}, dir.path(), tag);
+}
+
 json QrEnv::run_json(std::vector<std::string> args) const {
   args.push_back("--format");
   args.push_back("json");

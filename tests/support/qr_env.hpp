@@ -6,11 +6,13 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/background.hpp"
 #include "tests/support/helpers.hpp"
 #include "util/process.hpp"
 
@@ -28,6 +30,12 @@ struct QrEnv {
   QrEnv& operator=(const QrEnv&) = delete;
 
   util::ProcessResult run(std::vector<std::string> args) const;
+  // Runs with `extra` added to the environment (TPUCTL_FAILPOINT, ...).
+  util::ProcessResult run_with(std::vector<std::string> args,
+                               const std::map<std::string, std::string>& extra) const;
+  // Starts tpuctl in the background (output in the scratch directory, files named by `tag`).
+  std::unique_ptr<Background> start(std::vector<std::string> args, const std::string& tag,
+                                    const std::map<std::string, std::string>& extra = {}) const;
   // Runs with `--format json`, requires exit 0 and parses stdout.
   nlohmann::json run_json(std::vector<std::string> args) const;
   nlohmann::json describe(const std::string& id) const;

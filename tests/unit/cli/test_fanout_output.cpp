@@ -137,9 +137,10 @@ TEST_CASE("cli::jsonl_record has exactly the documented fields") {
   for (auto it = j.begin(); it != j.end(); ++it) {
     keys.push_back(it.key());
   }
-  CHECK(keys == std::vector<std::string>{"host", "index", "exit_code", "signal", "error",
+  CHECK(keys == std::vector<std::string>{"host", "index", "outcome", "exit_code", "signal", "error",
                                          "duration_ms", "stdout", "stderr"});
   CHECK(j["host"] == "w3");
+  CHECK(j["outcome"] == "ok");
   CHECK(j["index"] == 3);
   CHECK(j["exit_code"] == 0);
   CHECK(j["signal"].is_null());
@@ -151,10 +152,12 @@ TEST_CASE("cli::jsonl_record has exactly the documented fields") {
   auto k = nlohmann::json::parse(cli::jsonl_record(signalled(1, "w1", "KILL", 9)));
   CHECK(k["exit_code"].is_null());
   CHECK(k["signal"] == "KILL");
+  CHECK(k["outcome"] == "signal");
   auto t = nlohmann::json::parse(
       cli::jsonl_record(failed(2, "w2", Outcome::timeout, "timed out after 2s")));
   CHECK(t["exit_code"].is_null());
   CHECK(t["error"] == "timed out after 2s");
+  CHECK(t["outcome"] == "timeout");
   CHECK(cli::jsonl_record(exited(0, "w0", 3)).find('\n') == std::string::npos);
 
   std::ostringstream out, err;

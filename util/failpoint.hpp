@@ -1,0 +1,21 @@
+// Failpoints: named places where a chaos test can make this process die or be interrupted at an
+// exact step, instead of guessing with timers. Off unless TPUCTL_FAILPOINT is set, and then only
+// a getenv and a string compare per point; nothing else changes.
+//
+//   TPUCTL_FAILPOINT=<name>[:<action>][,<name>[:<action>]...]
+//     actions: kill (default) SIGKILL this process at once, as `kill -9` or the OOM killer would
+//              sigint raise SIGINT once, as Ctrl-C would (the process's handler runs)
+//
+// The points (see where failpoint() is called): provision.claimed (hosts claimed, lease taken,
+// nothing pushed yet), provision.push, provision.probe, provision.startup and provision.preflight
+// (the first worker finished that step, the others are still in it).
+#pragma once
+
+#include <string_view>
+
+namespace tpuctl::util {
+
+// Acts on `name` if TPUCTL_FAILPOINT names it. A point fires at most once per process.
+void failpoint(std::string_view name);
+
+} // namespace tpuctl::util
