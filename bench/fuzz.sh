@@ -42,7 +42,7 @@ for t in "${targets[@]}"; do
     exit 2
   fi
 done
-command -v clang++ >/dev/null || { echo "fuzz.sh: needs clang++ (scripts/deps.sh --fuzz)" >&2; exit 2; }
+command -v clang++ >/dev/null || { echo "fuzz.sh: needs clang++ (scripts/deps.sh installs clang)" >&2; exit 2; }
 
 build_dir=${FUZZ_BUILD_DIR:-build-fuzz}
 scratch=${FUZZ_SCRATCH:-$build_dir/scratch}

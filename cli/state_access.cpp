@@ -36,6 +36,10 @@ Expected<state::OpenOptions> open_options(const Context& ctx) {
     TPUCTL_TRY_ASSIGN(int64_t ops, util::parse_int(n, "TPUCTL_ETCD_MAX_TXN_OPS", 8, 1 << 20));
     o.etcd.max_txn_ops = static_cast<size_t>(ops);
   }
+  // How long a SQLite command waits for the write lock under heavy concurrency (default 10s).
+  if (const char* t = std::getenv("TPUCTL_STATE_BUSY_TIMEOUT"); t && *t) {
+    TPUCTL_TRY_ASSIGN(o.busy_timeout, util::parse_duration(t, "TPUCTL_STATE_BUSY_TIMEOUT"));
+  }
   return o;
 }
 

@@ -106,53 +106,72 @@ std::vector<state::Op> transition_events(const QueuedResource& before,
   return ops;
 }
 
+namespace {
+
+// What reconciling `pool` would commit, read through `s`, with `result` filled in.
+Expected<std::vector<state::Op>> plan_reconcile(state::StateStore& s, const std::string& pool,
+                                                const state::Clock& clock,
+                                                const SchedulerPolicy& policy,
+                                                ReconcileResult& result) {
+  result = {};
+  TPUCTL_TRY_ASSIGN(PoolView view, load_pool(s, pool));
+  TPUCTL_TRY_ASSIGN(auto qrs, list_queued_resources(s, pool));
+  const int64_t now = state::to_unix_ms(clock());
+  SchedulePlan plan = schedule(view, qrs, now, policy);
+  std::map<std::string, const QueuedResource*> before;
+  for (const auto& q : qrs) {
+    before[q.id] = &q;
+  }
+  std::vector<state::Op> ops;
+  for (const auto& q : plan.changed) {
+    ops.push_back(state::UpdateOp{state::queued_resource_key(pool, q.id), to_json(q), q.version});
+    auto events = transition_events(*before[q.id], q);
+    ops.insert(ops.end(), events.begin(), events.end());
+  }
+  for (const auto& [id, hosts] : plan.claims) {
+    ops.push_back(state::ClaimOp{pool, hosts, id, std::chrono::seconds(0)});
+  }
+  // Requests nobody is carrying, as they will be after this commit.
+  std::map<std::string, const QueuedResource*> after;
+  for (const auto& q : qrs) {
+    after[q.id] = &q;
+  }
+  for (const auto& q : plan.changed) {
+    after[q.id] = &q;
+  }
+  // A request whose lease this process holds (a delete or reset that took it) is ours to
+  // carry, but needs no background driver.
+  bool orphaned = false;
+  for (const auto& [id, q] : after) {
+    auto lease = lease_of(*q);
+    if (needs_driver(*q, now)) {
+      result.needs_driver.push_back(id);
+      orphaned = true;
+    } else if (lease && is_own_lease(*lease)) {
+      result.needs_driver.push_back(id);
+    }
+  }
+  result.changed = plan.changed;
+  if (orphaned) {
+    result.driver_pools.push_back(pool);
+  }
+  return ops;
+}
+
+} // namespace
+
 Expected<ReconcileResult> reconcile_pool(state::StateStore& store, const std::string& pool,
                                          const state::Clock& clock, const SchedulerPolicy& policy) {
+  // Most commands find nothing to change: a plain read says so without taking the store's
+  // write lock (SQLite) or a guarded transaction (etcd), so read-only commands never queue
+  // behind writers. Anything to change is planned again inside the transaction.
   ReconcileResult result;
+  TPUCTL_TRY_ASSIGN(auto planned, plan_reconcile(store, pool, clock, policy, result));
+  if (planned.empty()) {
+    return result;
+  }
   auto committed = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
-    result = {};
-    TPUCTL_TRY_ASSIGN(PoolView view, load_pool(s, pool));
-    TPUCTL_TRY_ASSIGN(auto qrs, list_queued_resources(s, pool));
-    const int64_t now = state::to_unix_ms(clock());
-    SchedulePlan plan = schedule(view, qrs, now, policy);
-    std::map<std::string, const QueuedResource*> before;
-    for (const auto& q : qrs) {
-      before[q.id] = &q;
-    }
-    std::vector<state::Op> ops;
-    for (const auto& q : plan.changed) {
-      ops.push_back(state::UpdateOp{state::queued_resource_key(pool, q.id), to_json(q), q.version});
-      auto events = transition_events(*before[q.id], q);
-      ops.insert(ops.end(), events.begin(), events.end());
-    }
-    for (const auto& [id, hosts] : plan.claims) {
-      ops.push_back(state::ClaimOp{pool, hosts, id, std::chrono::seconds(0)});
-    }
-    // Requests nobody is carrying, as they will be after this commit.
-    std::map<std::string, const QueuedResource*> after;
-    for (const auto& q : qrs) {
-      after[q.id] = &q;
-    }
-    for (const auto& q : plan.changed) {
-      after[q.id] = &q;
-    }
-    // A request whose lease this process holds (a delete or reset that took it) is ours to
-    // carry, but needs no background driver.
-    bool orphaned = false;
-    for (const auto& [id, q] : after) {
-      auto lease = lease_of(*q);
-      if (needs_driver(*q, now)) {
-        result.needs_driver.push_back(id);
-        orphaned = true;
-      } else if (lease && is_own_lease(*lease)) {
-        result.needs_driver.push_back(id);
-      }
-    }
-    result.changed = plan.changed;
-    if (orphaned) {
-      result.driver_pools.push_back(pool);
-    }
-    return ops;
+    return plan_reconcile(s, pool, clock, policy, result);
   });
   if (!committed) {
     return committed.error();

@@ -29,8 +29,9 @@ Error error_from(sqlite3* db, int rc, std::string_view doing, const std::string&
   case SQLITE_BUSY:
   case SQLITE_LOCKED:
     return Error(ErrorKind::failure,
-                 "state store busy: another tpuctl has held the lock for more than " +
-                     format_seconds(busy_timeout),
+                 "state store busy: waited " + format_seconds(busy_timeout) + " for " + where +
+                     " while other tpuctl processes held its lock; try again, or raise the "
+                     "wait with TPUCTL_STATE_BUSY_TIMEOUT",
                  std::string(reason::k_busy));
   case SQLITE_NOTADB:
     return unavailable("state store " + where + " is not a tpuctl state database (sqlite: " +

@@ -76,7 +76,10 @@ TEST_CASE("cli::RowFilter: a regex with nested repeats matches in linear time "
   // The fuzzer's input: 25 stars make 25 nested repeats, which libstdc++'s backtracking matcher
   // explored in exponential time (past 14 s on one row); now each row is one linear pass.
   const std::string stars(25, '*');
-  CHECK(!passes("-lals.~-" + stars + "=m\xa7|:"));
+  // The leading '-' negates (gcloud's NOT): no row has 'lals.', so the term fails and the
+  // whole expression holds; what matters is that it returns at all.
+  CHECK(passes("-lals.~-" + stars + "=m\xa7|:"));
+  CHECK(!passes("lals.~-" + stars + "=m\xa7|:"));
   CHECK(passes("id~-" + stars + "1"));
   CHECK(!passes("id~^(a*)*b$", Json{{"id", std::string(5000, 'a')}}));
   // Still POSIX extended regexes, unanchored unless anchored.

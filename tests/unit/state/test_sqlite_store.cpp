@@ -183,8 +183,9 @@ TEST_CASE("state::SqliteStore reports a lock held past busy_timeout as busy, nev
   auto w = (*s)->create(pool_key("q"), Json::object());
   REQUIRE(!w);
   CHECK(w.error().reason == reason::k_busy);
-  CHECK(w.error().message ==
-        "state store busy: another tpuctl has held the lock for more than 0.2 s");
+  CHECK(w.error().message == "state store busy: waited 0.2 s for '" + path +
+                                 "' while other tpuctl processes held its lock; try again, or "
+                                 "raise the wait with TPUCTL_STATE_BUSY_TIMEOUT");
   auto t =
       (*s)->transact([](StateStore&) -> Expected<std::vector<Op>> { return std::vector<Op>{}; });
   REQUIRE(!t);
