@@ -163,7 +163,8 @@ void stop_group(pid_t pgid, std::chrono::milliseconds grace) {
     ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     ::setpgid(0, 0);
     ::close(ready);
-    ::execl("/bin/sh", "sh", "-c", o.command.c_str(), static_cast<char*>(nullptr));
+    // "--": a command starting with '-' is the command, never an option of sh.
+    ::execl("/bin/sh", "sh", "-c", "--", o.command.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::setpgid(child, child);
