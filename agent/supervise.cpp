@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/private_files.hpp"
+
 namespace tpuctl::agent {
 
 using Json = nlohmann::json;
@@ -163,7 +165,8 @@ void stop_group(pid_t pgid, std::chrono::milliseconds grace) {
     ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     ::setpgid(0, 0);
     ::close(ready);
-    ::execl("/bin/sh", "sh", "-c", o.command.c_str(), static_cast<char*>(nullptr));
+    // "--": a command starting with '-' is the command, never an option of sh.
+    ::execl("/bin/sh", "sh", "-c", "--", o.command.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::setpgid(child, child);
@@ -248,11 +251,14 @@ Expected<Supervised> start_supervised(const SuperviseOptions& o) {
   if (o.heartbeat_interval.count() < 100 || o.attempt < 0) {
     return usage_error("--heartbeat-interval must be at least 100ms and --attempt at least 0");
   }
-  std::error_code ec;
-  std::filesystem::create_directories(o.dir, ec);
-  if (ec || ::chmod(o.dir.c_str(), 0700) != 0) {
+  // Every level it creates (workloads/, workloads/<uid>/, the worker's own) is 0700.
+  if (auto made = util::make_private_directories(o.dir); !made) {
+    return make_error(ErrorKind::failure,
+                      "cannot create the workload directory: " + made.error().message);
+  }
+  if (::chmod(o.dir.c_str(), 0700) != 0) {
     return make_error(ErrorKind::failure, "cannot create the workload directory '" + o.dir +
-                                              "': " + (ec ? ec.message() : std::strerror(errno)));
+                                              "': " + std::strerror(errno));
   }
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) {

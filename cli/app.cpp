@@ -1,5 +1,6 @@
 #include "cli/app.hpp"
 
+#include <algorithm>
 #include <memory>
 
 #include <spdlog/spdlog.h>
@@ -136,11 +137,16 @@ std::vector<std::string> describe_parse_error(const CLI::App& root, const CLI::P
   std::string help_hint = " (see '" + path + " --help')";
   std::vector<std::string> lines;
 
-  if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
-    std::vector<std::string> extras = where.remaining();
-    if (extras.empty()) {
-      extras = root.remaining(true);
-    }
+  std::vector<std::string> extras = where.remaining();
+  if (extras.empty()) {
+    extras = root.remaining(true);
+  }
+  // A missing positional next to an unknown flag: most likely a value starting with '-' (a
+  // name such as '-rf'), which is never taken as a value; name it rather than the positional.
+  const bool required = dynamic_cast<const CLI::RequiredError*>(&e) != nullptr &&
+                        std::any_of(extras.begin(), extras.end(),
+                                    [](const std::string& w) { return util::starts_with(w, "-"); });
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) || required) {
     for (const auto& word : extras) {
       if (util::starts_with(word, "-")) {
         std::string flag = word.substr(0, word.find('='));
@@ -214,7 +220,9 @@ Status validate_globals(Context& ctx) {
 
 int report(std::ostream& err, const Error& error) {
   for (const auto& line : error.all_messages()) {
-    err << "tpuctl: error: " << line << "\n";
+    // escape_controls: a value quoted in a message (a name, a remote host's output) can
+    // neither forge a second line nor move the terminal's cursor.
+    err << "tpuctl: error: " << util::escape_controls(line) << "\n";
   }
   err.flush();
   return exit_code_for(error.kind);

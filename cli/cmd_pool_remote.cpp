@@ -142,7 +142,7 @@ std::string check_script(const std::string& workdir) {
   std::string m = std::string("echo ") + k_marker;
   return "cat /etc/os-release 2>/dev/null; " + m + "; nproc; " + m + "; cat /proc/meminfo; " + m +
          "; d=" + util::shell_quote_path(workdir) +
-         "; while [ ! -e \"$d\" ]; do d=$(dirname \"$d\"); done; df -Pk \"$d\"";
+         "; while [ ! -e \"$d\" ]; do d=$(dirname -- \"$d\"); done; df -Pk -- \"$d\"";
 }
 
 std::string host_key_status(remote::Outcome o) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
@@ -28,6 +29,7 @@ using provision::QueuedResource;
 
 struct CreateFlags {
   std::string id, accelerator_type, type, topology, node_id, node_prefix, runtime_version;
+  bool node_id_given = false, node_prefix_given = false; // an empty value is not "the default"
   int node_count = 0;
   bool reserved = false, spot = false, best_effort = false, async = false, dry_run = false;
   std::string provisioning_model;
@@ -69,6 +71,14 @@ Expected<provision::CreateRequest> build_request(const CreateFlags& f, const std
   r.node_prefix = f.node_prefix;
   r.runtime_version = f.runtime_version;
   r.request_id = f.request_id;
+  for (const auto& [given, value, flag] :
+       {std::tuple{f.node_id_given, f.node_id, "--node-id"},
+        std::tuple{f.node_prefix_given, f.node_prefix, "--node-prefix"}}) {
+    if (given && value.empty()) {
+      errors.add(usage_error(std::string(flag) + " is empty: give a name such as 'qr-1', or leave "
+                                                 "the flag out to use the queued resource id"));
+    }
+  }
   int tiers =
       int(f.reserved) + int(f.spot) + int(f.best_effort) + int(!f.provisioning_model.empty());
   if (tiers > 1) {
@@ -129,7 +139,7 @@ Expected<provision::CreateRequest> build_request(const CreateFlags& f, const std
   }
   auto labels = key_values(f.labels, "--labels", errors);
   for (const auto& [k, v] : *labels) {
-    auto parsed = provision::parse_label(k + "=" + v);
+    auto parsed = provision::parse_label(k + "=" + v, "--labels");
     if (!parsed) {
       errors.add(parsed.error());
     } else {
@@ -236,12 +246,14 @@ void add_create(CLI::App& group, Registry& registry) {
   cmd->add_option("--topology", f->topology, "chip grid, with --type (e.g. 4x4x4)")
       ->type_name("AxB[xC]");
   cmd->add_option("--node-id", f->node_id, "one node with this id (default: the QR id)")
-      ->type_name("ID");
+      ->type_name("ID")
+      ->each([f](const std::string&) { f->node_id_given = true; });
   cmd->add_option("--node-count", f->node_count,
                   "N nodes PREFIX-0..N-1, all or nothing (multislice)")
       ->type_name("N");
   cmd->add_option("--node-prefix", f->node_prefix, "node name prefix (default: the QR id)")
-      ->type_name("P");
+      ->type_name("P")
+      ->each([f](const std::string&) { f->node_prefix_given = true; });
   cmd->add_option("--runtime-version", f->runtime_version, "recorded for your scripts")
       ->type_name("V");
   cmd->add_flag("--reserved", f->reserved, "reserved tier: queued before everything else");

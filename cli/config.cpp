@@ -11,6 +11,7 @@
 #include "cli/list_filter.hpp"
 #include "provision/pools.hpp"
 #include "state/location.hpp"
+#include "util/private_files.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::cli {
@@ -174,7 +175,7 @@ Status Config::save() const {
                       "no configuration directory: set HOME or XDG_CONFIG_HOME");
   }
   const std::filesystem::path path(m_path);
-  TPUCTL_TRY(state::make_private_directories(path.parent_path().string()));
+  TPUCTL_TRY(util::make_private_directories(path.parent_path().string()));
   nlohmann::json doc = nlohmann::json::object();
   for (const auto& [k, v] : m_values) {
     doc[k] = v;

@@ -12,6 +12,7 @@
 #include "cli/terminal.hpp"
 #include "provision/reconcile.hpp"
 #include "state/location.hpp"
+#include "util/private_files.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::cli {
@@ -58,10 +59,13 @@ void spawn_detached(const Context& ctx, const std::string& pool,
   std::string log_dir;
   if (auto dir = state_dir(ctx)) {
     log_dir = *dir + "/logs";
-    std::error_code ec;
-    std::filesystem::create_directories(log_dir, ec);
-    std::filesystem::permissions(log_dir, std::filesystem::perms::owner_all,
-                                 std::filesystem::perm_options::replace, ec);
+    if (!util::make_private_directories(log_dir)) {
+      log_dir.clear(); // best effort: the background tpuctl then logs nowhere
+    } else {
+      std::error_code ec; // ours: tightened even when an older tpuctl made it
+      std::filesystem::permissions(log_dir, std::filesystem::perms::owner_all,
+                                   std::filesystem::perm_options::replace, ec);
+    }
   }
   std::vector<std::string> args{self_exe()};
   if (!ctx.globals.state.empty()) {

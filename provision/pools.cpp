@@ -126,17 +126,20 @@ Status validate_pool_name(const std::string& name) {
     ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
   }
   if (!ok) {
-    return usage_error("pool name '" + name +
+    return usage_error("pool name '" + util::printable(name) +
                        "' is not valid: use letters, digits, '-', '_' and '.', starting with a "
                        "letter or digit, at most 63 characters");
   }
   return tpuctl::ok();
 }
 
-Expected<std::pair<std::string, std::string>> parse_label(const std::string& text) {
+Expected<std::pair<std::string, std::string>> parse_label(const std::string& text,
+                                                          std::string_view what) {
+  const std::string flag(what);
   auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0) {
-    return usage_error("--label: '" + text + "' is not KEY=VALUE");
+    return usage_error(flag + ": '" + util::printable(text) + "' is not KEY=VALUE: write e.g. " +
+                       flag + " team=ml");
   }
   std::string key = text.substr(0, eq), value = text.substr(eq + 1);
   bool key_ok = key.size() <= 63 && std::isalnum(static_cast<unsigned char>(key[0]));
@@ -145,7 +148,7 @@ Expected<std::pair<std::string, std::string>> parse_label(const std::string& tex
                         c == '.' || c == '/');
   }
   if (!key_ok) {
-    return usage_error("--label: key '" + key +
+    return usage_error(flag + ": key '" + util::printable(key) +
                        "' is not valid: use letters, digits, '-', '_', '.', '/', starting with a "
                        "letter or digit, at most 63 characters");
   }
@@ -153,7 +156,7 @@ Expected<std::pair<std::string, std::string>> parse_label(const std::string& tex
                     return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
                   });
   if (!value_ok) {
-    return usage_error("--label: the value of '" + key +
+    return usage_error(flag + ": the value '" + util::printable(value) + "' of '" + key +
                        "' is not valid: at most 256 characters, no control characters");
   }
   return std::make_pair(key, value);

@@ -62,8 +62,10 @@ remote::SshTarget ssh_target(const PoolInfo& pool, const HostEntry& host);
 // Pool names: letters, digits, '-', '_', '.', starting with a letter or digit, at most 63.
 Status validate_pool_name(const std::string& name);
 // Label keys like Kubernetes' (letters, digits, '-', '_', '.', '/'; at most 63); values printable
-// without control characters, at most 256. Parses "k=v".
-Expected<std::pair<std::string, std::string>> parse_label(const std::string& text);
+// without control characters, at most 256. Parses "k=v". Errors (usage) start with `what`, the
+// flag or field the label came from (e.g. "--labels").
+Expected<std::pair<std::string, std::string>> parse_label(const std::string& text,
+                                                          std::string_view what = "--label");
 
 // Which pool a command means: `requested` when given (it must exist, else not_found listing the
 // pools); otherwise the only pool; otherwise 'default' when it exists. Errors: no pools (with how

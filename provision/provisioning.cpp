@@ -244,7 +244,7 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
   }
   remote::PushOptions push;
   push.local_path = options.binary;
-  push.mode = 0755;
+  push.mode = 0700; // run by its owner only, like everything under the workdir
   push.skip_if_same = true;
   push.make_parents = true;
   TPUCTL_TRY_ASSIGN(auto pushed, remote::push_file(push_jobs, push, ssh, counting("push"), cancel));

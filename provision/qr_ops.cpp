@@ -1,6 +1,7 @@
 #include "provision/qr_ops.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 #include "provision/pools.hpp"
 #include "provision/reconcile.hpp"
@@ -52,10 +53,13 @@ std::vector<std::string> node_ids_of(const CreateRequest& req, ErrorList& errors
                                      " is out of range: give 1 to 1024");
     return {};
   }
+  // A node id or prefix taken from the request id is checked with it (one message per value).
   if (req.node_count > 0) {
     std::string prefix = req.node_prefix.empty() ? req.id : req.node_prefix;
     if (auto s = validate_tpu_name(prefix, "node prefix"); !s) {
-      errors.add(s.error());
+      if (!req.node_prefix.empty()) {
+        errors.add(s.error());
+      }
       return {};
     }
     std::vector<std::string> ids;
@@ -66,7 +70,9 @@ std::vector<std::string> node_ids_of(const CreateRequest& req, ErrorList& errors
   }
   std::string id = req.node_id.empty() ? req.id : req.node_id;
   if (auto s = validate_tpu_name(id, "node id"); !s) {
-    errors.add(s.error());
+    if (!req.node_id.empty()) {
+      errors.add(s.error());
+    }
     return {};
   }
   return {id};
@@ -117,6 +123,19 @@ Expected<CreateOutcome> create_queued_resource(state::StateStore& store, const C
   }
   auto type = request_type(req, errors);
   auto node_ids = node_ids_of(req, errors);
+  for (const auto& [key, value] : req.metadata) {
+    // gcloud's rule for metadata keys, starting with a letter or digit as label keys do.
+    bool key_ok = !key.empty() && key.size() <= 128 &&
+                  std::isalnum(static_cast<unsigned char>(key.front())) &&
+                  std::all_of(key.begin(), key.end(), [](char c) {
+                    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+                  });
+    if (!key_ok) {
+      errors.add(ErrorKind::usage, "metadata key '" + util::printable(key) +
+                                       "' is not valid: use letters, digits, '-' and '_', "
+                                       "starting with a letter or digit, at most 128 characters");
+    }
+  }
   if (req.valid_until_ms > 0 && req.valid_after_ms > 0 &&
       req.valid_until_ms <= req.valid_after_ms) {
     errors.add(ErrorKind::usage, "the valid-until time is not after the valid-after time: the "

@@ -17,6 +17,10 @@ Expected<EnvVars> parse_env_items(const std::vector<std::string>& items) {
                        "' is not KEY=VALUE (e.g. --env XLA_FLAGS=--xla_dump_to=/tmp)");
       continue;
     }
+    if (auto valid = validate_env_name(item.substr(0, eq)); !valid) {
+      problems.add(valid.error());
+      continue;
+    }
     out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
   }
   if (!problems.empty()) {

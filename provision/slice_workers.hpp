@@ -33,7 +33,8 @@ struct WorkerSelection {
   EnvVars user_env;
 };
 
-// KEY=VALUE items (--env) as variables. Errors: usage naming every item without a '=' or a key.
+// KEY=VALUE items (--env) as variables. Errors: usage naming every item without a '=' or a key,
+// and every key that is not an environment name (validate_env_name).
 Expected<EnvVars> parse_env_items(const std::vector<std::string>& items);
 
 // The workers `selection` picks among the nodes of `target` (every node of a request, or one),

@@ -129,10 +129,8 @@ void validate_input(const SliceEnvInput& in, int worker, EnvProfile profile, Err
 void apply_user_env(EnvVars& env, const EnvVars& user_env, ErrorList& errors) {
   std::vector<std::string> seen;
   for (const auto& [name, value] : user_env) {
-    if (!is_env_name(name)) {
-      errors.add(usage_error("environment name '" + name +
-                             "' is not valid: use letters, digits and '_', not starting with a "
-                             "digit"));
+    if (auto valid = validate_env_name(name); !valid) {
+      errors.add(valid.error());
       continue;
     }
     if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
@@ -198,6 +196,14 @@ bool is_env_name(std::string_view name) {
   return std::all_of(name.begin(), name.end(), [](char c) {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
   });
+}
+
+Status validate_env_name(std::string_view name) {
+  if (!is_env_name(name)) {
+    return usage_error("environment name '" + util::printable(name) +
+                       "' is not valid: use letters, digits and '_', not starting with a digit");
+  }
+  return tpuctl::ok();
 }
 
 Expected<EnvVars> worker_env(const SliceEnvInput& in, int worker, EnvProfile profile,

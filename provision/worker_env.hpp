@@ -60,6 +60,8 @@ std::string_view to_string(EnvProfile profile);
 
 // True for a POSIX environment name: [A-Za-z_][A-Za-z0-9_]*.
 bool is_env_name(std::string_view name);
+// is_env_name as a Status. Errors: usage naming `name` and the rule.
+Status validate_env_name(std::string_view name);
 
 // The environment of worker `worker` of the slice, in the order documented above. Profiles add:
 //   torchrun: RANK (global process id), WORLD_SIZE, LOCAL_RANK=0, MASTER_ADDR (global worker 0),

@@ -11,6 +11,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "util/private_files.hpp"
 #include "util/process.hpp"
 #include "util/strings.hpp"
 
@@ -93,6 +94,10 @@ Status ensure_key(const std::string& keygen, const fs::path& key, const std::str
     return make_error(ErrorKind::failure, "ssh-keygen could not create '" + key.string() +
                                               "': " + std::string(util::trim(r->err)));
   }
+  // Both halves 0600 (ssh-keygen leaves the public one as the umask makes it).
+  const auto private_file = fs::perms::owner_read | fs::perms::owner_write;
+  fs::permissions(key, private_file, ec);
+  fs::permissions(key.string() + ".pub", private_file, ec);
   return ok();
 }
 
@@ -256,10 +261,9 @@ Expected<LocalSshdPool> create_local_sshd_pool(const LocalSshdOptions& options) 
   pool.sshd_path = fs::absolute(pool.sshd_path).string();
   std::error_code ec;
   pool.root = fs::absolute(options.root);
-  fs::create_directories(pool.root / "hosts", ec);
-  if (ec) {
-    return make_error(ErrorKind::failure, "cannot create the pool directory '" +
-                                              pool.root.string() + "': " + ec.message());
+  if (auto made = util::make_private_directories((pool.root / "hosts").string()); !made) {
+    return make_error(ErrorKind::failure,
+                      "cannot create the pool directory: " + made.error().message);
   }
   fs::permissions(pool.root, fs::perms::owner_all, ec);
   pool.user = current_user();
@@ -279,11 +283,7 @@ Expected<LocalSshdPool> create_local_sshd_pool(const LocalSshdOptions& options) 
     h.address = spec.address;
     h.port = spec.port;
     h.dir = pool.root / "hosts" / spec.name;
-    fs::create_directories(h.dir, ec);
-    if (ec) {
-      return make_error(ErrorKind::failure,
-                        "cannot create '" + h.dir.string() + "': " + ec.message());
-    }
+    TPUCTL_TRY(util::make_private_directories(h.dir.string()));
     h.host_key = h.dir / "ssh_host_ed25519_key";
     h.config = h.dir / "sshd_config";
     h.pid_file = h.dir / "sshd.pid";
@@ -338,6 +338,8 @@ Status start_local_sshd(const LocalSshdPool& pool, LocalSshdHost& host) {
   for (int i = 0; i < 500; ++i) {
     if (int pid = running_local_sshd_pid(host)) {
       host.pid = pid;
+      // sshd writes its pid file as its umask makes it; like everything else here, 0600.
+      fs::permissions(host.pid_file, fs::perms::owner_read | fs::perms::owner_write, ec);
       return ok();
     }
     std::string log = read_text(host.log_file);

@@ -42,6 +42,12 @@ std::string random_suffix() {
   return out;
 }
 
+// `dest` as the shell word the scripts assign to d: a relative path that starts with '-' gets
+// "./" in front, so no command in the scripts (rm, chmod, mv) can take it for an option.
+std::string dest_word(const std::string& dest) {
+  return util::shell_quote_path(util::starts_with(dest, "-") ? "./" + dest : dest);
+}
+
 std::string last_line(const std::string& text) {
   std::string_view t = util::trim(text);
   size_t nl = t.rfind('\n');
@@ -121,7 +127,7 @@ HostResult push_one(const PushJob& job, const PushOptions& push, const SshOption
 } // namespace
 
 std::string push_check_script(const std::string& dest, const std::string& sha256, unsigned mode) {
-  std::string d = util::shell_quote_path(dest);
+  std::string d = dest_word(dest);
   return "d=" + d +
          "\n"
          "if [ -f \"$d\" ] && h=$(sha256sum < \"$d\") && [ \"${h%% *}\" = " +
@@ -137,7 +143,7 @@ std::string push_check_script(const std::string& dest, const std::string& sha256
 
 std::string push_upload_script(const std::string& dest, const std::string& sha256, unsigned mode,
                                const std::string& temp_suffix, bool make_parents) {
-  std::string d = util::shell_quote_path(dest);
+  std::string d = dest_word(dest);
   std::string s = "d=" + d + "\nt=\"$d\".tmp." + temp_suffix + "\n";
   s += "trap 'rm -f \"$t\"' EXIT\n";
   s += "trap 'exit 143' HUP INT TERM\n";

@@ -447,9 +447,6 @@ std::optional<Failure> SshSession::connect(const SshTarget& target) {
 }
 
 std::optional<Failure> SshSession::check_host_key() {
-  if (m_options.host_key_policy == HostKeyPolicy::no) {
-    return std::nullopt;
-  }
   ssh_key server_key = nullptr;
   if (ssh_get_server_publickey(m_session, &server_key) != SSH_OK) {
     return Failure{Outcome::error, "no host key from " + m_label + ": " + ssh_get_error(m_session)};
@@ -473,7 +470,10 @@ std::optional<Failure> SshSession::check_host_key() {
   }
   case SSH_KNOWN_HOSTS_UNKNOWN:
   case SSH_KNOWN_HOSTS_NOT_FOUND:
-    if (m_options.host_key_policy == HostKeyPolicy::accept_new) {
+    if (m_options.host_key_policy == HostKeyPolicy::no) {
+      spdlog::info("{} ({}) is not in {}; not recorded (--strict-host-key-checking=no)", m_label,
+                   fp, m_known_hosts);
+    } else if (m_options.host_key_policy == HostKeyPolicy::accept_new) {
       std::lock_guard lock(known_hosts_mutex());
       if (ssh_session_update_known_hosts(m_session) != SSH_OK) {
         failure = Failure{Outcome::error, "cannot record the host key of " + m_label + " in " +
@@ -490,6 +490,12 @@ std::optional<Failure> SshSession::check_host_key() {
     break;
   case SSH_KNOWN_HOSTS_ERROR:
   default:
+    if (m_options.host_key_policy == HostKeyPolicy::no) {
+      spdlog::warn("cannot check the host key of {} against {}: {}; connecting anyway "
+                   "(--strict-host-key-checking=no)",
+                   m_label, m_known_hosts, ssh_get_error(m_session));
+      break;
+    }
     failure = Failure{Outcome::error, "cannot check the host key of " + m_label + " against " +
                                           m_known_hosts + ": " + ssh_get_error(m_session)};
   }

@@ -30,8 +30,8 @@ struct SshTarget {
   const std::string& display_name() const { return name.empty() ? address : name; }
 };
 
-// --strict-host-key-checking. `yes` refuses unknown and changed keys; `accept_new` records
-// unknown keys (never changed ones); `no` checks nothing (changed keys are only logged).
+// --strict-host-key-checking. `yes` refuses unknown keys; `accept_new` records them; `no`
+// connects to them without recording them. A changed key is refused under every policy.
 enum class HostKeyPolicy { yes, accept_new, no };
 
 struct SshOptions {

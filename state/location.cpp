@@ -5,13 +5,13 @@
 #include <cstring>
 #include <filesystem>
 #include <pwd.h>
-#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
 #include "state/etcd_store.hpp"
 #include "state/sqlite_store.hpp"
 #include "util/hostlist.hpp"
+#include "util/private_files.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::state {
@@ -288,29 +288,11 @@ Status check_local_filesystem(const std::string& dir) {
 }
 
 Status make_private_directories(const std::string& dir) {
-  fs::path target = fs::path(dir).lexically_normal();
-  fs::path built;
-  for (const auto& part : target) {
-    built /= part;
-    if (built == built.root_path()) {
-      continue;
-    }
-    if (::mkdir(built.c_str(), 0700) == 0) {
-      continue;
-    }
-    if (errno != EEXIST) {
-      return Error(ErrorKind::failure,
-                   "cannot create state directory '" + built.string() +
-                       "': " + std::strerror(errno) + "; choose another path with --state",
-                   std::string(reason::k_unavailable));
-    }
-    struct stat st {};
-    if (::stat(built.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return Error(ErrorKind::failure,
-                   "cannot create state directory '" + target.string() + "': '" + built.string() +
-                       "' is not a directory",
-                   std::string(reason::k_unavailable));
-    }
+  auto made = util::make_private_directories(dir);
+  if (!made) {
+    return Error(ErrorKind::failure,
+                 made.error().message + " (the state directory; choose another path with --state)",
+                 std::string(reason::k_unavailable));
   }
   return ok();
 }

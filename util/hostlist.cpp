@@ -16,7 +16,7 @@ bool is_name_char(char c) {
 }
 
 Error bad(std::string_view what, std::string_view value, std::string_view rule) {
-  return usage_error(std::string(what) + " '" + std::string(value) + "' " + std::string(rule));
+  return usage_error(std::string(what) + " '" + printable(value) + "' " + std::string(rule));
 }
 
 // Expands one bracket group body "01-03,7" into strings.
@@ -122,11 +122,8 @@ Status validate_hostname(std::string_view host) {
   }
   for (char c : host) {
     if (!is_name_char(c)) {
-      std::string shown = std::isprint(static_cast<unsigned char>(c))
-                              ? std::string(1, c)
-                              : "\\x" + std::to_string(static_cast<unsigned char>(c));
       return bad("host", host,
-                 "contains '" + shown +
+                 "contains '" + printable(std::string_view(&c, 1)) +
                      "': host names may only use letters, digits, '.', '-' and '_'");
     }
   }

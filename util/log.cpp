@@ -6,6 +6,8 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "util/private_files.hpp"
+
 namespace tpuctl::util {
 
 Expected<Verbosity> parse_verbosity(const std::string& text) {
@@ -55,6 +57,11 @@ Status init_logging(Verbosity level, const std::string& log_file) {
                         "--log-file: cannot open '" + log_file + "': directory '" +
                             parent.string() +
                             "' does not exist (create it or choose another path)");
+    }
+    // Created 0600: a log is the user's own business (SECURITY.md).
+    if (auto created = create_private_file(log_file); !created) {
+      return make_error(ErrorKind::failure,
+                        "--log-file: " + created.error().message + " (choose a writable path)");
     }
   }
   try {

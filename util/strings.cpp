@@ -173,17 +173,21 @@ std::vector<std::string> nearest(std::string_view word, const std::vector<std::s
   return out;
 }
 
-std::string printable(std::string_view text) {
+namespace {
+
+// `text` with the bytes `escape` picks as \xNN, cut at `limit` bytes with "..." (0: no limit).
+template <typename Pred>
+std::string escaped(std::string_view text, size_t limit, Pred escape) {
   static constexpr char k_hex[] = "0123456789abcdef";
   std::string out;
   size_t shown = 0;
   for (char ch : text) {
-    if (++shown > 80) {
+    if (limit != 0 && ++shown > limit) {
       out += "...";
       break;
     }
     auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c >= 0x7f) {
+    if (escape(c)) {
       out += "\\x";
       out += k_hex[c >> 4];
       out += k_hex[c & 15];
@@ -192,6 +196,16 @@ std::string printable(std::string_view text) {
     }
   }
   return out;
+}
+
+} // namespace
+
+std::string printable(std::string_view text) {
+  return escaped(text, 80, [](unsigned char c) { return c < 0x20 || c >= 0x7f; });
+}
+
+std::string escape_controls(std::string_view text) {
+  return escaped(text, 0, [](unsigned char c) { return c < 0x20 || c == 0x7f; });
 }
 
 Expected<std::chrono::milliseconds> parse_optional_duration(std::string_view text,

@@ -19,6 +19,8 @@ std::string to_lower(std::string_view text);
 // `text` safe to show in a message: control characters and bytes >= 0x7f become \xNN, so a
 // hostile name cannot move the cursor or forge a line. Long text is cut at 80 with "...".
 std::string printable(std::string_view text);
+// `text` with only its control characters (below 0x20, and 0x7f) as \xNN; UTF-8 and length kept.
+std::string escape_controls(std::string_view text);
 
 // Parses a whole decimal integer in [min, max]. The error names `what` and the offending text,
 // e.g. "--port: 'abc' is not a whole number".

@@ -1,7 +1,7 @@
 // Host-key policy and authentication against real sshd servers: unknown keys refused under
-// `yes` and recorded under `accept-new`, a changed key refused (exit 5) naming the known_hosts
-// line, a user's `StrictHostKeyChecking no` not weakening tpuctl's policy, and an unauthorized
-// key refused as an authentication failure.
+// `yes`, recorded under `accept-new` and let in unrecorded under `no`, a changed key refused under
+// every policy (exit 5) naming the known_hosts line, a user's `StrictHostKeyChecking no` not
+// weakening tpuctl's policy, and an unauthorized key refused as an authentication failure.
 #include <csignal>
 #include <fcntl.h>
 #include <fstream>
@@ -139,7 +139,8 @@ TEST_CASE(
   std::ofstream(known) << text;
   auto opts = pool().options();
   auto jobs = remote::make_jobs(with_known_hosts(known), "echo in");
-  for (auto policy : {remote::HostKeyPolicy::yes, remote::HostKeyPolicy::accept_new}) {
+  for (auto policy :
+       {remote::HostKeyPolicy::yes, remote::HostKeyPolicy::accept_new, remote::HostKeyPolicy::no}) {
     opts.host_key_policy = policy;
     auto results = remote::run_fanout(jobs, opts);
     REQUIRE(results);
@@ -154,12 +155,22 @@ TEST_CASE(
     CHECK(cli::broadcast_exit_status(r) == 5);
   }
   CHECK(read_text(known) == text); // accept-new never replaces a key
+}
 
-  // `no` checks nothing (as OpenSSH's StrictHostKeyChecking=no would connect).
+TEST_CASE("remote::run_fanout under no connects to unknown hosts without recording them") {
+  test::TempDir tmp;
+  auto known = tmp.path() / "known_hosts";
+  std::ofstream(known) << "";
+  auto opts = pool().options();
   opts.host_key_policy = remote::HostKeyPolicy::no;
-  auto unchecked = remote::run_fanout(jobs, opts);
-  REQUIRE(unchecked);
-  CHECK((*unchecked)[0].outcome == Outcome::ok);
+  auto results = remote::run_fanout(remote::make_jobs(with_known_hosts(known), "echo in"), opts);
+  REQUIRE(results);
+  for (const auto& r : *results) {
+    CAPTURE(r.host);
+    CHECK(r.outcome == Outcome::ok);
+    CHECK(r.out == "in\n");
+  }
+  CHECK(read_text(known).empty());
 }
 
 TEST_CASE("remote::run_fanout applies ~/.ssh/config first, then its own settings and policy") {

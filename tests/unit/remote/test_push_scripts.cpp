@@ -63,3 +63,14 @@ TEST_CASE("remote::push_check_script says same only for the same content, and fi
       sh(remote::push_check_script((tmp.path() / "absent").string(), util::sha256_hex("v1"), 0755))
           .out == "differ\n");
 }
+
+TEST_CASE("remote::push_upload_script and push_check_script take a leading '-' as a path") {
+  test::TempDir tmp;
+  const std::string in_tmp = "cd '" + tmp.path().string() + "' || exit 99\n";
+  auto r =
+      sh(in_tmp + remote::push_upload_script("-rf", util::sha256_hex("x"), 0600, "t1", false), "x");
+  CHECK(r.exit_code == 0);
+  CHECK(r.err == "");
+  CHECK(test::read_file(tmp.path() / "-rf") == "x");
+  CHECK(sh(in_tmp + remote::push_check_script("-rf", util::sha256_hex("x"), 0600)).out == "same\n");
+}

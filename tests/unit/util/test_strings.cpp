@@ -13,6 +13,14 @@ TEST_CASE("util::split and join round-trip, keeping empty fields") {
   CHECK(join({"a", "b", "c"}, ", ") == "a, b, c");
 }
 
+TEST_CASE("util::printable and escape_controls show control characters as \\xNN") {
+  CHECK(printable("a\nb\x1b[2J") == "a\\x0ab\\x1b[2J");
+  CHECK(printable("\xc3\xa4") == "\\xc3\\xa4");
+  CHECK(printable(std::string(100, 'x')) == std::string(80, 'x') + "...");
+  CHECK(escape_controls("a\nb\x7f \xc3\xa4") == "a\\x0ab\\x7f \xc3\xa4");
+  CHECK(escape_controls(std::string(100, 'x')) == std::string(100, 'x'));
+}
+
 TEST_CASE("util::parse_int") {
   SUBCASE("accepts whole numbers in range") {
     CHECK(*parse_int("42", "--n", 0, 100) == 42);

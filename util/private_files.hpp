@@ -1,0 +1,20 @@
+// Directories and files only their owner may read: tpuctl's state, config, logs and local pools
+// locally, and the workload directories it writes on workers (SECURITY.md "What tpuctl stores").
+#pragma once
+
+#include <string>
+
+#include "util/expected.hpp"
+
+namespace tpuctl::util {
+
+// Creates `dir` and every missing parent with mode 0700 (exactly, whatever the umask); levels
+// that already exist are left as they are. Errors: failure naming the level that could not be
+// created, or the one that exists but is not a directory.
+Status make_private_directories(const std::string& dir);
+
+// Creates `file` empty with mode 0600 when it does not exist; an existing file is left as it is.
+// Errors: failure naming the file and why it could not be created.
+Status create_private_file(const std::string& file);
+
+} // namespace tpuctl::util
