@@ -4,7 +4,7 @@
 #   scripts/test.sh --sanitize    every test under AddressSanitizer + UBSan (build-sanitize/)
 #   scripts/test.sh --tsan        the threaded tests under ThreadSanitizer (build-tsan/): the
 #                                 fan-out engine, the reconciler and drivers, the SPMD rendezvous
-#                                 and ring, concurrent SQLite stores, the GEMM's threads
+#                                 and ring, concurrent SQLite stores, the GEMM's threads, chaos
 #   scripts/test.sh -L unit       extra arguments go to ctest (here: only the unit tests; the
 #                                 fuzz smoke runs only when no argument is given)
 # The fuzz smoke (bench/fuzz.sh, clang build in build-fuzz/) replays every fuzz target's corpus
@@ -12,7 +12,7 @@
 # Fuzzing for minutes is bench/fuzz.sh's job, not the test suite's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-k_tsan_tests='fanout|rendezvous|ring_allgather|spmd|sqlite_store|qr_cli|provisioning|workload_cli|agent_preflight|gemm_support'
+k_tsan_tests='fanout|rendezvous|ring_allgather|spmd|sqlite_store|qr_cli|provisioning|workload_cli|agent_preflight|gemm_support|chaos'
 build_args=()
 ctest_args=()
 mode=plain
