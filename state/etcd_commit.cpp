@@ -399,16 +399,7 @@ struct EtcdStore::Internals {
         busy.push_back(in_quotes(host) + " is claimed by " + in_quotes(c->owner));
       }
     }
-    std::string what = "cannot claim hosts in pool '" + op.pool + "' for '" + op.owner + "': ";
-    if (!missing.empty()) {
-      return make(ErrorKind::not_found,
-                  what + "no such host " + util::join(missing, ", ") +
-                      " (add hosts with 'tpuctl pool add-hosts')",
-                  reason::k_not_found);
-    }
-    if (!busy.empty()) {
-      return make(ErrorKind::capacity, what + util::join(busy, ", "), reason::k_hosts_busy);
-    }
+    TPUCTL_TRY(check_claimable(op, missing, busy));
     etcd::ClaimValue v{op.owner, op.claimed_at_ms != 0 ? op.claimed_at_ms : now, 0};
     if (op.ttl.count() > 0) {
       v.expires_at_ms = now + static_cast<int64_t>(op.ttl.count()) * 1000;

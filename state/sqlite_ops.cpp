@@ -209,16 +209,7 @@ Status SqliteStore::apply(const ClaimOp& op, int64_t rev) {
       return m_db.error(rc, "read");
     }
   }
-  std::string what = "cannot claim hosts in pool '" + op.pool + "' for '" + op.owner + "': ";
-  if (!missing.empty()) {
-    return make(ErrorKind::not_found,
-                what + "no such host " + util::join(missing, ", ") +
-                    " (add hosts with 'tpuctl pool add-hosts')",
-                reason::k_not_found);
-  }
-  if (!busy.empty()) {
-    return make(ErrorKind::capacity, what + util::join(busy, ", "), reason::k_hosts_busy);
-  }
+  TPUCTL_TRY(check_claimable(op, missing, busy));
   int64_t expires = op.ttl.count() > 0 ? now + static_cast<int64_t>(op.ttl.count()) * 1000 : 0;
   for (const auto& host : op.hosts) {
     {
@@ -237,8 +228,7 @@ Status SqliteStore::apply(const ClaimOp& op, int64_t rev) {
     s->bind(6, rev);
     int rc = s->step();
     if ((rc & 0xff) == SQLITE_CONSTRAINT) { // unreachable under the lock; the key's backstop
-      return make(ErrorKind::capacity, what + quoted(host) + " is claimed already",
-                  reason::k_hosts_busy);
+      return check_claimable(op, {}, {quoted(host) + " is claimed already"}).error();
     }
     if (rc != SQLITE_DONE) {
       return m_db.error(rc, "write");

@@ -5,6 +5,8 @@
 #include <set>
 #include <thread>
 
+#include "util/strings.hpp"
+
 namespace tpuctl::state {
 
 namespace {
@@ -321,6 +323,22 @@ Expected<CommitResult> StateStore::release_all(const std::string& pool, const st
       return r;
     }
   }
+}
+
+Status check_claimable(const ClaimOp& op, const std::vector<std::string>& missing,
+                       const std::vector<std::string>& busy) {
+  std::string what = "cannot claim hosts in pool '" + op.pool + "' for '" + op.owner + "': ";
+  if (!missing.empty()) {
+    return Error(ErrorKind::not_found,
+                 what + "no such host " + util::join(missing, ", ") +
+                     " (add hosts with 'tpuctl pool add-hosts')",
+                 std::string(reason::k_not_found));
+  }
+  if (!busy.empty()) {
+    return Error(ErrorKind::capacity, what + util::join(busy, ", "),
+                 std::string(reason::k_hosts_busy));
+  }
+  return ok();
 }
 
 Status check_expected_version(const Key& key, std::optional<int64_t> current, int64_t expected) {

@@ -300,6 +300,12 @@ public:
 // for every backend: k_conflict (exists but expected absent; another version), k_not_found.
 Status check_expected_version(const Key& key, std::optional<int64_t> current, int64_t expected);
 
+// For backends: the refusal of a ClaimOp, the same words for every backend: not_found naming the
+// `missing` hosts (already quoted), else capacity (k_hosts_busy) listing `busy` ("'h' is claimed
+// by 'o'"); ok when both are empty.
+Status check_claimable(const ClaimOp& op, const std::vector<std::string>& missing,
+                       const std::vector<std::string>& busy);
+
 // For backends: the error transact() returns when its last attempt lost a compare-and-swap.
 Error gave_up_after(Error conflict, int attempts);
 

@@ -24,6 +24,7 @@
 
 using nlohmann::json;
 using namespace tpuctl;
+using tpuctl::test::can_bind;
 using tpuctl::test::EtcdCluster;
 using tpuctl::test::run_tpuctl;
 using tpuctl::test::TempDir;
@@ -62,19 +63,6 @@ struct Machine {
   }
   std::filesystem::path sqlite_file() const { return dir.path() / "state" / "tpuctl" / "state.db"; }
 };
-
-bool can_bind(const std::string& address, uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  ::inet_pton(AF_INET, address.c_str(), &sa.sin_addr);
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
-  ::close(fd);
-  return ok;
-}
 
 // "127.130.S.2" with .2 ... .(1+hosts) free on port 2222, S in 200..249.
 std::string free_sshd_base(int hosts) {
