@@ -31,10 +31,16 @@ Expected<state::OpenOptions> open_options(const Context& ctx) {
   } else if (const char* p = std::getenv("TPUCTL_ETCD_PASSWORD"); p && *p) {
     o.etcd.password = p;
   }
-  // For an etcd whose members run with a --max-txn-ops other than the default 128.
+  // For an etcd whose members run with a --max-txn-ops or --max-request-bytes other than the
+  // defaults (128 and 1.5 MiB).
   if (const char* n = std::getenv("TPUCTL_ETCD_MAX_TXN_OPS"); n && *n) {
-    TPUCTL_TRY_ASSIGN(int64_t ops, util::parse_int(n, "TPUCTL_ETCD_MAX_TXN_OPS", 8, 1 << 20));
+    TPUCTL_TRY_ASSIGN(int64_t ops, util::parse_int(n, "TPUCTL_ETCD_MAX_TXN_OPS", 40, 1 << 20));
     o.etcd.max_txn_ops = static_cast<size_t>(ops);
+  }
+  if (const char* n = std::getenv("TPUCTL_ETCD_MAX_REQUEST_BYTES"); n && *n) {
+    TPUCTL_TRY_ASSIGN(int64_t bytes,
+                      util::parse_int(n, "TPUCTL_ETCD_MAX_REQUEST_BYTES", 65536, 1LL << 31));
+    o.etcd.max_request_bytes = static_cast<size_t>(bytes);
   }
   // How long a SQLite command waits for the write lock under heavy concurrency (default 10s).
   if (const char* t = std::getenv("TPUCTL_STATE_BUSY_TIMEOUT"); t && *t) {

@@ -1,13 +1,16 @@
 // What the etcd backend reads from etcd's HTTP gateway: a response's JSON (header revision, the
 // "kvs" of a range, the responses of a txn), base64 fields, int64 fields written as strings,
-// and the stored values decoded into records, claims, heartbeats and events (state/etcd_wire,
-// etcd_keys, etcd_values). Input: a response body. Properties: base64 round-trips both ways; a
-// decoded key-value written back the gateway's way decodes to the same; a key a record, claim,
-// heartbeat or event decodes from is the key KeyLayout names for it.
+// and the stored values decoded into records, host and claim pages, heartbeats and events
+// (state/etcd_wire, etcd_keys, etcd_values, etcd_pages). Input: a response body. Properties:
+// base64 round-trips both ways; a decoded key-value written back the gateway's way decodes to
+// the same; a key a record or heartbeat decodes from is the key KeyLayout names for it; a page
+// that decodes encodes and decodes again to the same records and claims, every revision
+// resolved (none is 0).
 #include <string>
 
 #include "fuzz/fuzz_check.hpp"
 #include "state/etcd_keys.hpp"
+#include "state/etcd_pages.hpp"
 #include "state/etcd_values.hpp"
 #include "state/etcd_wire.hpp"
 
@@ -35,15 +38,38 @@ void check_kv(const KeyLayout& keys, const KeyValue& kv) {
     FUZZ_CHECK(keys.record(r->key) == kv.key, "record key " + kv.key);
     FUZZ_CHECK(r->doc.is_object() && r->version == kv.mod_revision, "record " + kv.key);
   }
-  if (auto c = decode_claim_record(keys, kv)) {
-    FUZZ_CHECK(keys.claim(c->pool, c->host) == kv.key && !c->owner.empty(), "claim " + kv.key);
+  if (auto page = decode_host_page(kv)) {
+    auto again =
+        decode_host_page(KeyValue{kv.key, encode_host_page(*page), 0, kv.mod_revision, 0, 0});
+    FUZZ_CHECK(again && again->size() == page->size(), "host page " + kv.key);
+    for (const auto& [name, rec] : *page) {
+      FUZZ_CHECK(rec.doc.is_object() && (kv.mod_revision == 0 || rec.version != 0),
+                 "host page entry " + name);
+      FUZZ_CHECK(again->count(name) && again->at(name).doc == rec.doc &&
+                     again->at(name).version == rec.version &&
+                     again->at(name).create_revision == rec.create_revision,
+                 "host page round trip " + name);
+    }
+  }
+  if (auto page = decode_claim_page(kv)) {
+    auto again =
+        decode_claim_page(KeyValue{kv.key, encode_claim_page(*page), 0, kv.mod_revision, 0, 0});
+    FUZZ_CHECK(again && again->size() == page->size(), "claim page " + kv.key);
+    for (const auto& [host, c] : *page) {
+      FUZZ_CHECK(!c.owner.empty() && again->count(host) && again->at(host).owner == c.owner &&
+                     again->at(host).revision == c.revision &&
+                     again->at(host).expires_at_ms == c.expires_at_ms,
+                 "claim page round trip " + host);
+    }
   }
   if (auto h = decode_heartbeat(keys, kv)) {
     FUZZ_CHECK(keys.heartbeat(h->pool, h->host) == kv.key && h->payload.is_object(),
                "heartbeat " + kv.key);
   }
-  if (auto e = decode_event(keys, kv)) {
-    FUZZ_CHECK(e->detail.is_object() && e->revision == kv.create_revision, "event " + kv.key);
+  if (auto events = decode_events(keys, kv)) {
+    for (const auto& e : *events) {
+      FUZZ_CHECK(e.detail.is_object() && e.revision == kv.create_revision, "event " + kv.key);
+    }
   }
 }
 

@@ -2,16 +2,17 @@
 // write the result in one txn guarded by compares on everything read, retry on a lost compare,
 // and resolve a txn whose reply was lost through its commit marker (see etcd_store.hpp).
 //
-// The view is a map of Slots, one per key an op looks at or writes. A slot remembers the
-// mod_revision it had when read (0 = absent) and whether a decision depended on it
-// ("consulted"); every consulted slot becomes a `mod_revision == read` compare. Host existence
-// for a claim comes from one keys-only range of the pool's hosts, guarded by the pool's hostset
-// key (rewritten by every host create and remove), so a claim of N hosts costs N + 1 compares
-// (the claim keys and the hostset), not 2N.
+// The view holds two kinds of slots. A Slot is one-key record (a pool, queued resource, cluster
+// or workload); a PageSlot is a host page or a claim page (state/etcd_pages.hpp), decoded. Each
+// remembers the mod_revision it had when read (0 = absent) and whether a decision depended on
+// it ("consulted"); every consulted slot becomes one `mod_revision == read` compare. A claim of
+// N hosts thus costs one compare per host page and per claim page it touches (at most 2 x 16),
+// whatever N is, and the same txn rewrites those pages: all or nothing, never a host twice.
 #include <random>
 #include <set>
 #include <thread>
 
+#include "state/etcd_pages.hpp"
 #include "state/etcd_store.hpp"
 #include "state/etcd_values.hpp"
 #include "util/strings.hpp"
@@ -37,21 +38,38 @@ std::string random_nonce() {
   return buf;
 }
 
-constexpr int64_t k_written_here = -2; // the version of a key this commit already wrote
+constexpr int64_t k_written_here = -2; // the version of a record this commit already wrote
+
+// Headroom under --max-request-bytes for what the estimate does not count (protobuf framing of
+// the txn, the compares' fields).
+constexpr size_t k_request_slack = 4096;
 
 enum class Outcome { applied, not_applied };
 
+// A one-key record.
 struct Slot {
-  bool known = false;     // read from the store (or known absent from a complete range)
+  bool known = false;     // read from the store
   bool consulted = false; // a decision depended on it: its mod_revision is compared
-  bool blind = false;     // written without being read (a heartbeat delete, the hostset)
   bool existed = false;   // when read
   int64_t read_mod = 0;   // mod_revision when read; 0 when absent
   bool exists = false;    // in the view, after the ops so far
   std::string value;
-  bool dirty = false;    // written by this commit
-  int64_t lease_ttl = 0; // seconds; a put on a lease of this ttl
+  bool dirty = false; // written by this commit
 };
+
+// A host page or a claim page.
+template <typename Page>
+struct PageSlot {
+  bool known = false;
+  bool consulted = false;
+  bool existed = false;
+  int64_t read_mod = 0;
+  Page page;
+  bool dirty = false;
+  void consult() { consulted = true; }
+};
+using HostSlot = PageSlot<etcd::HostPage>;
+using ClaimSlot = PageSlot<etcd::ClaimPage>;
 
 // Checks a record's version against an op's expectation (the rules and words of SQLite's).
 Status check_expected(const Key& key, const Slot& s, int64_t expected) {
@@ -75,44 +93,58 @@ struct EtcdStore::Internals {
   std::string nonce;
 
   std::map<std::string, Slot> slots;
-  std::map<std::string, std::set<std::string>> hosts_present; // pool -> hosts (keys-only read)
-  std::map<std::string, int64_t> claims_read_at;              // pool -> revision of its claims
-  std::vector<std::string> wiped_prefixes;                    // delete-ranges of removed pools
+  std::map<std::string, HostSlot> host_pages;
+  std::map<std::string, ClaimSlot> claim_pages;
+  std::map<std::string, int64_t> claims_read_at; // pool -> revision its claim pages were read at
+  std::vector<std::string> wiped_prefixes;       // delete-ranges of removed pools
   std::vector<std::string> wiped_pools;
-  std::vector<std::pair<std::string, std::string>> event_puts; // key, value
+  std::map<std::string, std::vector<Event>> events; // pool -> events, in order
   int64_t read_revision = 0;
 
   // ---- step 1: reads ----
   struct Reads {
-    std::set<std::string> keys;
-    std::set<std::string> host_pools;
-    std::set<std::string> claim_pools;
+    std::set<std::string> keys;        // one-key records
+    std::set<std::string> host_pages;  // page keys
+    std::set<std::string> claim_pages; // page keys
+    std::set<std::string> claim_pools; // every claim page of the pool (a pool removal)
   };
 
   Reads reads_of(const std::vector<Op>& ops) const {
     Reads r;
+    auto record = [&](const Key& key) {
+      if (key.kind == Kind::host) {
+        r.host_pages.insert(keys.host_page_of(key.pool, key.id));
+      } else {
+        r.keys.insert(keys.record(key));
+      }
+    };
     for (const auto& op : ops) {
       if (auto* c = std::get_if<CreateOp>(&op)) {
-        r.keys.insert(keys.record(c->key));
+        record(c->key);
         if (c->key.kind != Kind::pool) {
           r.keys.insert(keys.record(pool_key(c->key.pool)));
         }
       } else if (auto* u = std::get_if<UpdateOp>(&op)) {
-        r.keys.insert(keys.record(u->key));
+        record(u->key);
       } else if (auto* k = std::get_if<CheckOp>(&op)) {
-        r.keys.insert(keys.record(k->key));
+        record(k->key);
       } else if (auto* d = std::get_if<RemoveOp>(&op)) {
-        r.keys.insert(keys.record(d->key));
+        record(d->key);
         if (d->key.kind == Kind::pool) {
+          r.keys.insert(keys.record(d->key));
           r.claim_pools.insert(d->key.pool);
         } else if (d->key.kind == Kind::host) {
-          r.keys.insert(keys.claim(d->key.pool, d->key.id));
+          r.claim_pages.insert(keys.claim_page_of(d->key.pool, d->key.id));
         }
       } else if (auto* cl = std::get_if<ClaimOp>(&op)) {
-        r.host_pools.insert(cl->pool);
-        r.claim_pools.insert(cl->pool);
+        for (const auto& h : cl->hosts) {
+          r.host_pages.insert(keys.host_page_of(cl->pool, h));
+          r.claim_pages.insert(keys.claim_page_of(cl->pool, h));
+        }
       } else if (auto* rl = std::get_if<ReleaseOp>(&op)) {
-        r.claim_pools.insert(rl->pool);
+        for (const auto& h : rl->hosts) {
+          r.claim_pages.insert(keys.claim_page_of(rl->pool, h));
+        }
       }
     }
     return r;
@@ -131,72 +163,86 @@ struct EtcdStore::Internals {
     }
   }
 
+  template <typename Slots, typename Decode>
+  Status fill_page(Slots& pages, const std::string& key, const KeyValue* kv, Decode decode) {
+    auto& s = pages[key];
+    if (s.known) {
+      return ok();
+    }
+    s.known = true;
+    if (kv) {
+      TPUCTL_TRY_ASSIGN(s.page, decode(*kv));
+      s.existed = true;
+      s.read_mod = kv->mod_revision;
+    }
+    return ok();
+  }
+
+  Status fill_host_page(const std::string& key, const std::vector<KeyValue>& kvs) {
+    return fill_page(host_pages, key, kvs.empty() ? nullptr : &kvs[0], etcd::decode_host_page);
+  }
+  Status fill_claim_page(const std::string& key, const KeyValue* kv) {
+    return fill_page(claim_pages, key, kv, etcd::decode_claim_page);
+  }
+
   Status read(const std::vector<Op>& ops) {
     Reads r = reads_of(ops);
-    // Units of ranges that must be read at one revision (a pool's hostset and host keys).
     struct Unit {
-      std::vector<Json> ranges;
-      std::function<Status(const std::vector<Json>&, int64_t)> take;
+      Json range;
+      std::function<Status(const Json&, int64_t)> take;
     };
     std::vector<Unit> units;
-    for (const auto& pool : r.host_pools) {
-      std::string hs = keys.hostset(pool);
-      std::string hp = keys.records_of(Kind::host, pool);
-      etcd::RangeOptions ko{etcd::prefix_end(hp), true, 0};
-      units.push_back({{etcd::range_request(hs), etcd::range_request(hp, ko)},
-                       [this, pool, hs](const std::vector<Json>& res, int64_t) -> Status {
-                         TPUCTL_TRY_ASSIGN(auto hset, kvs(res[0]));
-                         fill(hs, hset);
-                         TPUCTL_TRY_ASSIGN(auto hosts, kvs(res[1]));
-                         auto& present = hosts_present[pool];
-                         for (const auto& kv : hosts) {
-                           if (auto p = keys.parse(kv.key)) {
-                             present.insert(p->rest);
-                           }
-                         }
-                         return ok();
-                       }});
-    }
     for (const auto& pool : r.claim_pools) {
-      std::string cp = keys.claims_of(pool);
-      units.push_back({{etcd::range_request(cp, {etcd::prefix_end(cp)})},
-                       [this, pool](const std::vector<Json>& res, int64_t rev) -> Status {
-                         TPUCTL_TRY_ASSIGN(auto claims, kvs(res[0]));
-                         for (const auto& kv : claims) {
-                           fill(kv.key, {kv});
+      std::string cp = keys.claim_pages_of(pool);
+      units.push_back({etcd::range_request(cp, {etcd::prefix_end(cp)}),
+                       [this, pool](const Json& res, int64_t rev) -> Status {
+                         TPUCTL_TRY_ASSIGN(auto found, kvs(res));
+                         std::map<std::string, const KeyValue*> by_key;
+                         for (const auto& kv : found) {
+                           by_key[kv.key] = &kv;
+                         }
+                         for (int p = 0; p < etcd::k_pages_per_pool; ++p) {
+                           std::string key = keys.claim_page(pool, p);
+                           auto it = by_key.find(key);
+                           TPUCTL_TRY(
+                               fill_claim_page(key, it == by_key.end() ? nullptr : it->second));
                          }
                          claims_read_at[pool] = rev;
                          return ok();
                        }});
     }
+    for (const auto& key : r.claim_pages) {
+      units.push_back({etcd::range_request(key), [this, key](const Json& res, int64_t) -> Status {
+                         TPUCTL_TRY_ASSIGN(auto found, kvs(res));
+                         return fill_claim_page(key, found.empty() ? nullptr : &found[0]);
+                       }});
+    }
+    for (const auto& key : r.host_pages) {
+      units.push_back({etcd::range_request(key), [this, key](const Json& res, int64_t) -> Status {
+                         TPUCTL_TRY_ASSIGN(auto found, kvs(res));
+                         return fill_host_page(key, found);
+                       }});
+    }
     for (const auto& key : r.keys) {
-      units.push_back({{etcd::range_request(key)},
-                       [this, key](const std::vector<Json>& res, int64_t) -> Status {
-                         TPUCTL_TRY_ASSIGN(auto found, kvs(res[0]));
+      units.push_back({etcd::range_request(key), [this, key](const Json& res, int64_t) -> Status {
+                         TPUCTL_TRY_ASSIGN(auto found, kvs(res));
                          fill(key, found);
                          return ok();
                        }});
     }
-    // As few read txns as the op limit allows, never splitting a unit.
-    size_t i = 0;
-    while (i < units.size()) {
+    // As few read txns as the op limit allows.
+    const size_t limit = std::max<size_t>(1, store.m_options.max_txn_ops);
+    for (size_t i = 0; i < units.size(); i += limit) {
+      size_t j = std::min(units.size(), i + limit);
       std::vector<Json> ranges;
-      size_t j = i;
-      while (j < units.size() && (ranges.empty() || ranges.size() + units[j].ranges.size() <=
-                                                        store.m_options.max_txn_ops)) {
-        ranges.insert(ranges.end(), units[j].ranges.begin(), units[j].ranges.end());
-        ++j;
+      for (size_t u = i; u < j; ++u) {
+        ranges.push_back(units[u].range);
       }
       TPUCTL_TRY_ASSIGN(auto got, store.read_ranges(ranges));
       read_revision = std::max(read_revision, got.second);
-      size_t at = 0;
       for (size_t u = i; u < j; ++u) {
-        std::vector<Json> mine(got.first.begin() + static_cast<long>(at),
-                               got.first.begin() + static_cast<long>(at + units[u].ranges.size()));
-        at += units[u].ranges.size();
-        TPUCTL_TRY(units[u].take(mine, got.second));
+        TPUCTL_TRY(units[u].take(got.first[u - i], got.second));
       }
-      i = j;
     }
     return ok();
   }
@@ -212,68 +258,66 @@ struct EtcdStore::Internals {
 
   // ---- step 2: the ops, applied to the view ----
   Slot& slot(const std::string& key) { return slots[key]; }
-
-  Slot& claim_slot(const std::string& pool, const std::string& host) {
-    Slot& s = slots[keys.claim(pool, host)];
-    if (!s.known && claims_read_at.count(pool)) {
-      s.known = true; // the pool's claims were read whole: this one is absent
-    }
-    return s;
+  HostSlot& host_page(const std::string& pool, const std::string& host) {
+    return host_pages[keys.host_page_of(pool, host)];
+  }
+  ClaimSlot& claim_page(const std::string& pool, const std::string& host) {
+    return claim_pages[keys.claim_page_of(pool, host)];
   }
 
-  bool host_exists(const std::string& pool, const std::string& host) {
-    auto it = slots.find(keys.record(host_key(pool, host)));
-    if (it != slots.end() && (it->second.known || it->second.dirty)) {
-      return it->second.exists;
-    }
-    auto p = hosts_present.find(pool);
-    return p != hosts_present.end() && p->second.count(host) > 0;
+  // The live claim on `host`, if any (its page is consulted).
+  const etcd::PagedClaim* live_claim(const std::string& pool, const std::string& host) {
+    ClaimSlot& cs = claim_page(pool, host);
+    cs.consult();
+    auto it = cs.page.find(host);
+    return it != cs.page.end() && it->second.live(now) ? &it->second : nullptr;
   }
 
-  // The live claim in `s`, if any. `consult`: guard the decision with a compare on this key
-  // (a pool removal guards all its claims with one range compare instead).
-  Expected<std::optional<etcd::ClaimValue>> live_claim(const std::string& key, Slot& s,
-                                                       bool consult = true) {
-    s.consulted = s.consulted || (consult && !s.dirty);
-    if (!s.exists) {
-      return std::optional<etcd::ClaimValue>{};
-    }
-    TPUCTL_TRY_ASSIGN(auto c, etcd::decode_claim(KeyValue{key, s.value, 0, 0, 0, 0}));
-    if (!c.live(now)) {
-      return std::optional<etcd::ClaimValue>{};
-    }
-    return std::optional<etcd::ClaimValue>(c);
-  }
-
-  void write(Slot& s, std::string value, int64_t lease_ttl = 0) {
+  void write(Slot& s, std::string value) {
     s.exists = true;
     s.dirty = true;
     s.value = std::move(value);
-    s.lease_ttl = lease_ttl;
   }
   void erase(Slot& s) {
     s.exists = false;
     s.dirty = true;
     s.value.clear();
   }
-  void touch_hostset(const std::string& pool) {
-    Slot& s = slots[keys.hostset(pool)];
-    if (!s.known) {
-      s.blind = true;
+
+  Status pool_must_exist(const Key& key) {
+    Slot& p = slot(keys.record(pool_key(key.pool)));
+    p.consulted = p.consulted || !p.dirty;
+    if (!p.exists) {
+      return make(ErrorKind::not_found,
+                  "cannot create " + describe(key) + ": pool '" + key.pool + "' does not exist",
+                  reason::k_not_found);
     }
-    write(s, nonce);
+    return ok();
+  }
+
+  // A host record's version for check_expected_version: nullopt when absent.
+  static std::optional<int64_t> current_version(const HostSlot& hs, const std::string& host) {
+    auto it = hs.page.find(host);
+    if (it == hs.page.end()) {
+      return std::nullopt;
+    }
+    return it->second.version == 0 ? k_written_here : it->second.version;
   }
 
   Status apply(const CreateOp& op) {
     if (op.key.kind != Kind::pool) {
-      Slot& p = slot(keys.record(pool_key(op.key.pool)));
-      p.consulted = p.consulted || !p.dirty;
-      if (!p.exists) {
-        return make(ErrorKind::not_found,
-                    "cannot create " + describe(op.key) + ": pool '" + op.key.pool +
-                        "' does not exist",
-                    reason::k_not_found);
+      TPUCTL_TRY(pool_must_exist(op.key));
+    }
+    if (op.key.kind == Kind::host) {
+      HostSlot& hs = host_page(op.key.pool, op.key.id);
+      hs.consult();
+      if (hs.page.count(op.key.id)) {
+        return make(ErrorKind::failure, describe(op.key) + " already exists",
+                    reason::k_already_exists);
       }
+      hs.page[op.key.id] = etcd::PagedRecord{op.doc, 0, 0};
+      hs.dirty = true;
+      return ok();
     }
     Slot& s = slot(keys.record(op.key));
     s.consulted = s.consulted || !s.dirty;
@@ -282,13 +326,21 @@ struct EtcdStore::Internals {
                   reason::k_already_exists);
     }
     write(s, to_text(op.doc));
-    if (op.key.kind == Kind::host) {
-      touch_hostset(op.key.pool);
-    }
     return ok();
   }
 
   Status apply(const UpdateOp& op) {
+    if (op.key.kind == Kind::host) {
+      HostSlot& hs = host_page(op.key.pool, op.key.id);
+      hs.consult();
+      TPUCTL_TRY(
+          check_expected_version(op.key, current_version(hs, op.key.id), op.expected_version));
+      auto& rec = hs.page[op.key.id];
+      rec.doc = op.doc;
+      rec.version = 0;
+      hs.dirty = true;
+      return ok();
+    }
     Slot& s = slot(keys.record(op.key));
     s.consulted = s.consulted || !s.dirty;
     TPUCTL_TRY(check_expected(op.key, s, op.expected_version));
@@ -297,60 +349,63 @@ struct EtcdStore::Internals {
   }
 
   Status apply(const CheckOp& op) {
+    if (op.key.kind == Kind::host) {
+      HostSlot& hs = host_page(op.key.pool, op.key.id);
+      hs.consult();
+      return check_expected_version(op.key, current_version(hs, op.key.id), op.expected_version);
+    }
     Slot& s = slot(keys.record(op.key));
     s.consulted = s.consulted || !s.dirty;
     return check_expected(op.key, s, op.expected_version);
   }
 
-  Status busy_claims_block_removal(const Key& key) {
-    std::vector<std::string> busy;
-    std::string prefix =
-        key.kind == Kind::pool ? keys.claims_of(key.pool) : keys.claim(key.pool, key.id);
-    if (key.kind == Kind::host) {
-      claim_slot(key.pool, key.id);
-    }
-    for (auto it = slots.lower_bound(prefix); it != slots.end(); ++it) {
-      if (!util::starts_with(it->first, prefix)) {
-        break;
-      }
-      if (key.kind == Kind::host && it->first != prefix) {
-        continue;
-      }
-      TPUCTL_TRY_ASSIGN(auto c, live_claim(it->first, it->second, key.kind == Kind::host));
-      if (c) {
-        busy.push_back(in_quotes(it->first.substr(it->first.rfind('/') + 1)) + " is claimed by " +
-                       in_quotes(c->owner));
-      }
-    }
-    if (!busy.empty()) {
-      return make(ErrorKind::failure,
-                  "cannot remove " + describe(key) + ": " + util::join(busy, ", ") +
-                      "; release or drain the claims first",
-                  reason::k_hosts_busy);
-    }
-    return ok();
+  Status refuse_removal(const Key& key, const std::vector<std::string>& busy) {
+    return make(ErrorKind::failure,
+                "cannot remove " + describe(key) + ": " + util::join(busy, ", ") +
+                    "; release or drain the claims first",
+                reason::k_hosts_busy);
   }
 
   Status apply(const RemoveOp& op) {
+    if (op.key.kind == Kind::host) {
+      HostSlot& hs = host_page(op.key.pool, op.key.id);
+      hs.consult();
+      TPUCTL_TRY(
+          check_expected_version(op.key, current_version(hs, op.key.id), op.expected_version));
+      if (const auto* c = live_claim(op.key.pool, op.key.id)) {
+        return refuse_removal(op.key,
+                              {in_quotes(op.key.id) + " is claimed by " + in_quotes(c->owner)});
+      }
+      hs.page.erase(op.key.id);
+      hs.dirty = true;
+      ClaimSlot& cs = claim_page(op.key.pool, op.key.id);
+      if (cs.page.erase(op.key.id)) { // an expired provisional claim
+        cs.dirty = true;
+      }
+      return ok();
+    }
     Slot& s = slot(keys.record(op.key));
     s.consulted = s.consulted || !s.dirty;
     TPUCTL_TRY(check_expected(op.key, s, op.expected_version));
-    if (op.key.kind == Kind::pool || op.key.kind == Kind::host) {
-      TPUCTL_TRY(busy_claims_block_removal(op.key));
-    }
-    erase(slot(keys.record(op.key)));
-    if (op.key.kind == Kind::host) {
-      Slot& c = claim_slot(op.key.pool, op.key.id);
-      if (c.exists) {
-        erase(c); // an expired provisional claim
+    if (op.key.kind == Kind::pool) {
+      std::vector<std::string> busy;
+      for (int p = 0; p < etcd::k_pages_per_pool; ++p) {
+        const ClaimSlot& cs = claim_pages[keys.claim_page(op.key.pool, p)];
+        for (const auto& [host, c] : cs.page) {
+          if (c.live(now)) {
+            busy.push_back(in_quotes(host) + " is claimed by " + in_quotes(c.owner));
+          }
+        }
       }
-      Slot& hb = slot(keys.heartbeat(op.key.pool, op.key.id));
-      hb.blind = true;
-      erase(hb);
-      touch_hostset(op.key.pool);
-    } else if (op.key.kind == Kind::pool) {
+      if (!busy.empty()) {
+        std::sort(busy.begin(), busy.end());
+        return refuse_removal(op.key, busy);
+      }
+      erase(s);
       wipe_pool(op.key.pool);
+      return ok();
     }
+    erase(s);
     return ok();
   }
 
@@ -361,51 +416,48 @@ struct EtcdStore::Internals {
         prefixes.push_back(keys.records_of(k, pool));
       }
     }
-    for (const auto& p : {keys.claims_of(pool), keys.heartbeats_of(pool), keys.events_of(pool)}) {
+    for (const auto& p :
+         {keys.claim_pages_of(pool), keys.heartbeats_of(pool), keys.events_of(pool)}) {
       prefixes.push_back(p);
     }
-    for (const auto& p : prefixes) {
-      for (auto it = slots.lower_bound(p); it != slots.end() && util::starts_with(it->first, p);
-           ++it) {
-        it->second.exists = false;
+    auto forget = [&](auto& map, const std::string& p, auto clear) {
+      for (auto it = map.lower_bound(p); it != map.end() && util::starts_with(it->first, p); ++it) {
+        clear(it->second);
         it->second.dirty = false; // the range delete covers it
       }
+    };
+    for (const auto& p : prefixes) {
+      forget(slots, p, [](Slot& s) { s.exists = false; });
+      forget(host_pages, p, [](HostSlot& s) { s.page.clear(); });
+      forget(claim_pages, p, [](ClaimSlot& s) { s.page.clear(); });
       wiped_prefixes.push_back(p);
     }
-    hosts_present.erase(pool);
-    Slot& hs = slot(keys.hostset(pool));
-    if (!hs.known) {
-      hs.blind = true;
-    }
-    erase(hs);
     wiped_pools.push_back(pool);
-    // Events of the pool queued earlier in this commit go with it.
-    std::string ep = keys.events_of(pool);
-    std::erase_if(event_puts, [&](const auto& e) { return util::starts_with(e.first, ep); });
+    events.erase(pool); // events of the pool queued earlier in this commit go with it
   }
 
   Status apply(const ClaimOp& op) {
     std::vector<std::string> missing, busy;
-    Slot& hs = slot(keys.hostset(op.pool));
-    hs.consulted = hs.consulted || !hs.dirty;
     for (const auto& host : op.hosts) {
-      if (!host_exists(op.pool, host)) {
+      HostSlot& hs = host_page(op.pool, host);
+      hs.consult();
+      if (!hs.page.count(host)) {
         missing.push_back(in_quotes(host));
         continue;
       }
-      std::string key = keys.claim(op.pool, host);
-      TPUCTL_TRY_ASSIGN(auto c, live_claim(key, claim_slot(op.pool, host)));
-      if (c) {
+      if (const auto* c = live_claim(op.pool, host)) {
         busy.push_back(in_quotes(host) + " is claimed by " + in_quotes(c->owner));
       }
     }
     TPUCTL_TRY(check_claimable(op, missing, busy));
-    etcd::ClaimValue v{op.owner, op.claimed_at_ms != 0 ? op.claimed_at_ms : now, 0};
+    etcd::PagedClaim claim{op.owner, op.claimed_at_ms != 0 ? op.claimed_at_ms : now, 0, 0};
     if (op.ttl.count() > 0) {
-      v.expires_at_ms = now + static_cast<int64_t>(op.ttl.count()) * 1000;
+      claim.expires_at_ms = now + static_cast<int64_t>(op.ttl.count()) * 1000;
     }
     for (const auto& host : op.hosts) {
-      write(claim_slot(op.pool, host), etcd::encode_claim(v), op.ttl.count());
+      ClaimSlot& cs = claim_page(op.pool, host);
+      cs.page[host] = claim;
+      cs.dirty = true;
     }
     return ok();
   }
@@ -413,8 +465,7 @@ struct EtcdStore::Internals {
   Status apply(const ReleaseOp& op) {
     std::vector<std::string> problems;
     for (const auto& host : op.hosts) {
-      std::string key = keys.claim(op.pool, host);
-      TPUCTL_TRY_ASSIGN(auto c, live_claim(key, claim_slot(op.pool, host)));
+      const auto* c = live_claim(op.pool, host);
       if (!c) {
         problems.push_back(in_quotes(host) + " is not claimed");
       } else if (c->owner != op.owner) {
@@ -428,28 +479,30 @@ struct EtcdStore::Internals {
                   reason::k_not_owner);
     }
     for (const auto& host : op.hosts) {
-      erase(claim_slot(op.pool, host));
+      ClaimSlot& cs = claim_page(op.pool, host);
+      cs.page.erase(host);
+      cs.dirty = true;
     }
     return ok();
   }
 
   Status apply(const EventOp& op) {
-    const Event& e = op.event;
-    event_puts.emplace_back(keys.event(e.pool, nonce, event_puts.size()),
-                            etcd::encode_event(e, e.time_ms != 0 ? e.time_ms : now));
+    Event e = op.event;
+    if (e.time_ms == 0) {
+      e.time_ms = now;
+    }
+    events[e.pool].push_back(std::move(e));
     return ok();
   }
 
   bool writes_anything() const {
-    if (!event_puts.empty() || !wiped_prefixes.empty()) {
+    if (!events.empty() || !wiped_prefixes.empty()) {
       return true;
     }
-    for (const auto& [key, s] : slots) {
-      if (s.dirty) {
-        return true;
-      }
-    }
-    return false;
+    auto any_dirty = [](const auto& map) {
+      return std::any_of(map.begin(), map.end(), [](const auto& kv) { return kv.second.dirty; });
+    };
+    return any_dirty(slots) || any_dirty(host_pages) || any_dirty(claim_pages);
   }
 
   // ---- step 3: the txn ----
@@ -462,19 +515,55 @@ struct EtcdStore::Internals {
     return nullptr;
   }
 
-  // Builds the txn; `lease_for(ttl)` gives the lease of provisional claims.
-  Expected<Json> build(int64_t marker_lease,
-                       const std::function<Expected<int64_t>(int64_t)>& lease_for) {
+  static Error writes_into_removed_pool(const std::string& key) {
+    return make(ErrorKind::usage,
+                "a commit that removes a pool cannot also write into it ('" + key +
+                    "'): commit those ops separately",
+                reason::k_invalid);
+  }
+
+  // The txn, and the bytes etcd will count for it.
+  struct Built {
+    Json txn;
+    size_t bytes = 0;
+    size_t compares = 0;
+    size_t writes = 0;
+  };
+
+  Expected<Built> build(int64_t marker_lease) {
+    Built out;
     std::string marker = keys.marker(nonce);
     std::vector<Json> compares{etcd::compare_mod_equals(marker, 0)};
     std::vector<Json> success;
+    auto put = [&](const std::string& key, const std::string& value, int64_t lease = 0) {
+      out.bytes += etcd::request_bytes(key, value);
+      success.push_back(etcd::op_put(etcd::put_request(key, value, lease)));
+    };
+    auto del = [&](const std::string& key, const std::string& end = "") {
+      out.bytes += etcd::request_bytes(key, end);
+      success.push_back(etcd::op_delete(etcd::delete_request(key, end)));
+    };
+    auto compare = [&](const std::string& key, int64_t mod) {
+      out.bytes += etcd::request_bytes(key, "");
+      compares.push_back(etcd::compare_mod_equals(key, mod));
+    };
     for (const auto& [key, s] : slots) {
-      if (s.consulted) { // an unread slot was taken as absent: mod_revision 0 guards that
-        compares.push_back(etcd::compare_mod_equals(key, s.read_mod));
+      if (s.consulted) { // an absent slot was read as absent: mod_revision 0 guards that
+        compare(key, s.read_mod);
+      }
+    }
+    for (const auto& [key, s] : host_pages) {
+      if (s.consulted) {
+        compare(key, s.read_mod);
+      }
+    }
+    for (const auto& [key, s] : claim_pages) {
+      if (s.consulted) {
+        compare(key, s.read_mod);
       }
     }
     for (const auto& pool : wiped_pools) {
-      std::string cp = keys.claims_of(pool);
+      std::string cp = keys.claim_pages_of(pool);
       auto at = claims_read_at.find(pool);
       compares.push_back(etcd::compare_mod_below(
           cp, etcd::prefix_end(cp), (at == claims_read_at.end() ? read_revision : at->second) + 1));
@@ -486,47 +575,85 @@ struct EtcdStore::Internals {
       const std::string* wiped = wiped_prefix_of(key);
       if (s.exists) {
         if (wiped) {
-          return make(ErrorKind::usage,
-                      "a commit that removes a pool cannot also write into it ('" + key +
-                          "'): commit those ops separately",
-                      reason::k_invalid);
+          return writes_into_removed_pool(key);
         }
-        int64_t lease = 0;
-        if (s.lease_ttl > 0) {
-          TPUCTL_TRY_ASSIGN(lease, lease_for(s.lease_ttl));
-        }
-        success.push_back(etcd::op_put(etcd::put_request(key, s.value, lease)));
-      } else if (!wiped && (s.existed || s.blind || !s.known)) {
-        success.push_back(etcd::op_delete(etcd::delete_request(key)));
+        put(key, s.value);
+      } else if (!wiped && s.existed) {
+        del(key);
+      }
+    }
+    for (const auto& [key, s] : host_pages) {
+      if (!s.dirty) {
+        continue;
+      }
+      if (wiped_prefix_of(key)) {
+        return writes_into_removed_pool(key);
+      }
+      if (!s.page.empty()) {
+        put(key, etcd::encode_host_page(s.page));
+      } else if (s.existed) {
+        del(key);
+      }
+    }
+    for (auto& [key, s] : claim_pages) {
+      if (!s.dirty) {
+        continue;
+      }
+      if (wiped_prefix_of(key)) {
+        return writes_into_removed_pool(key);
+      }
+      std::erase_if(s.page, [&](const auto& c) { return !c.second.live(now); }); // lapsed
+      if (!s.page.empty()) {
+        put(key, etcd::encode_claim_page(s.page));
+      } else if (s.existed) {
+        del(key);
       }
     }
     for (const auto& p : wiped_prefixes) {
-      success.push_back(etcd::op_delete(etcd::delete_request(p, etcd::prefix_end(p))));
+      del(p, etcd::prefix_end(p));
     }
-    for (const auto& [key, value] : event_puts) {
+    for (const auto& [pool, list] : events) {
+      std::string key = keys.event(pool, nonce, 0);
       if (wiped_prefix_of(key)) {
         return make(ErrorKind::usage,
                     "a commit that removes a pool cannot also record an event in it: commit the "
                     "event separately",
                     reason::k_invalid);
       }
-      success.push_back(etcd::op_put(etcd::put_request(key, value)));
+      put(key, etcd::encode_events(list));
     }
-    success.push_back(etcd::op_put(etcd::put_request(marker, "applied", marker_lease)));
-    const size_t limit = store.m_options.max_txn_ops;
-    if (compares.size() > limit || success.size() > limit) {
+    put(marker, "applied", marker_lease);
+    out.compares = compares.size();
+    out.writes = success.size();
+    out.txn = etcd::txn_request(std::move(compares), std::move(success));
+    return out;
+  }
+
+  // Refuses a txn above etcd's limits, naming the numbers and what to do.
+  Status check_limits(const Built& b) const {
+    const size_t ops = store.m_options.max_txn_ops;
+    if (b.compares > ops || b.writes > ops) {
       return make(ErrorKind::usage,
-                  "this change needs one etcd transaction of " + std::to_string(compares.size()) +
-                      " compares and " + std::to_string(success.size()) +
-                      " writes, above the store's limit of " + std::to_string(limit) +
-                      " operations each (etcd's --max-txn-ops): claim or change fewer hosts at "
-                      "once (a slice can have at most " +
-                      std::to_string(limit - 3) +
-                      " hosts), or raise --max-txn-ops on every etcd member and "
-                      "TPUCTL_ETCD_MAX_TXN_OPS",
+                  "this change needs one etcd transaction of " + std::to_string(b.compares) +
+                      " compares and " + std::to_string(b.writes) +
+                      " writes, above the store's limit of " + std::to_string(ops) +
+                      " operations each (etcd's --max-txn-ops): change fewer records at once, "
+                      "or raise --max-txn-ops on every etcd member and TPUCTL_ETCD_MAX_TXN_OPS",
                   reason::k_invalid);
     }
-    return etcd::txn_request(std::move(compares), std::move(success));
+    const size_t bytes = store.m_options.max_request_bytes;
+    if (b.bytes + k_request_slack > bytes) {
+      return make(ErrorKind::usage,
+                  "this change is " + std::to_string(b.bytes) +
+                      " bytes as one etcd transaction, above the store's limit of " +
+                      std::to_string(bytes) + " (etcd's --max-request-bytes, less " +
+                      std::to_string(k_request_slack) +
+                      " of framing): change fewer or smaller records at once, or raise "
+                      "--max-request-bytes on every etcd member and "
+                      "TPUCTL_ETCD_MAX_REQUEST_BYTES",
+                  reason::k_invalid);
+    }
+    return ok();
   }
 
   // ---- unknown outcomes ----
@@ -581,22 +708,6 @@ Expected<CommitResult> EtcdStore::commit(const std::vector<Op>& ops) {
     TPUCTL_TRY_ASSIGN(int64_t rev, revision());
     return CommitResult{rev};
   }
-  std::map<int64_t, int64_t> claim_leases; // ttl -> lease, kept across attempts
-  auto revoke_leases = [&] {
-    for (const auto& [ttl, id] : claim_leases) {
-      (void)m_client->post("/v3/lease/revoke", Json{{"ID", std::to_string(id)}},
-                           etcd::Retry::anywhere);
-    }
-  };
-  auto lease_for = [&](int64_t ttl) -> Expected<int64_t> {
-    auto it = claim_leases.find(ttl);
-    if (it != claim_leases.end()) {
-      return it->second;
-    }
-    TPUCTL_TRY_ASSIGN(int64_t id, grant_lease(ttl));
-    claim_leases[ttl] = id;
-    return id;
-  };
   thread_local std::mt19937_64 rng{std::random_device{}()};
   const int attempts = std::max(1, m_options.max_commit_attempts);
   std::chrono::milliseconds backoff{5};
@@ -605,60 +716,34 @@ Expected<CommitResult> EtcdStore::commit(const std::vector<Op>& ops) {
     TPUCTL_TRY(in.read(ops));
     m_last_view = in.read_revision;
     for (const auto& op : ops) {
-      Status st = std::visit([&](const auto& o) { return in.apply(o); }, op);
-      if (!st) {
-        revoke_leases();
-        return std::move(st).error();
-      }
+      TPUCTL_TRY(std::visit([&](const auto& o) { return in.apply(o); }, op));
     }
     if (!in.writes_anything()) {
       return CommitResult{in.read_revision}; // checks only: they held at that revision
     }
     TPUCTL_TRY_ASSIGN(int64_t marker, marker_lease());
-    auto txn = in.build(marker, lease_for);
-    if (!txn) {
-      revoke_leases();
-      return std::move(txn).error();
-    }
-    std::string body = txn->dump();
-    if (body.size() > m_options.max_request_bytes) {
-      revoke_leases();
-      return make(ErrorKind::usage,
-                  "this change is " + std::to_string(body.size()) +
-                      " bytes as one etcd transaction, above the store's limit of " +
-                      std::to_string(m_options.max_request_bytes) +
-                      " (etcd's --max-request-bytes): change fewer or smaller records at once",
-                  reason::k_invalid);
-    }
-    auto reply = m_client->post("/v3/kv/txn", *txn, etcd::Retry::unsent_only);
-    Outcome outcome = Outcome::not_applied;
-    int64_t revision = 0;
+    TPUCTL_TRY_ASSIGN(auto built, in.build(marker));
+    TPUCTL_TRY(in.check_limits(built));
+    auto reply = m_client->post("/v3/kv/txn", built.txn, etcd::Retry::unsent_only);
     if (reply) {
       if (etcd::bool_field(*reply, "succeeded")) {
         return CommitResult{etcd::header_revision(*reply)};
       }
       // A compare failed: the view changed since it was read. Read again.
     } else if (has_reason(reply.error(), etcd::k_lease_not_found)) {
-      m_marker_lease = 0; // a lease expired (a long pause): grant new ones and go again
-      claim_leases.clear();
+      m_marker_lease = 0; // the marker lease expired (a long pause): grant a new one, go again
     } else if (has_reason(reply.error(), etcd::k_outcome_unknown)) {
-      auto resolved = Internals::resolve(*this, in.nonce, reply.error());
-      if (!resolved) {
-        return std::move(resolved).error(); // leases stay: the claims may have been made
-      }
-      std::tie(outcome, revision) = *resolved;
-      if (outcome == Outcome::applied) {
-        return CommitResult{revision};
+      TPUCTL_TRY_ASSIGN(auto resolved, Internals::resolve(*this, in.nonce, reply.error()));
+      if (resolved.first == Outcome::applied) {
+        return CommitResult{resolved.second};
       }
     } else {
-      revoke_leases();
       return std::move(reply).error();
     }
     std::uniform_int_distribution<int64_t> dist(0, backoff.count());
     std::this_thread::sleep_for(std::chrono::milliseconds(dist(rng)));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   }
-  revoke_leases();
   return make(ErrorKind::failure,
               "the etcd state store kept changing while this change was being written (" +
                   std::to_string(attempts) +

@@ -2,9 +2,20 @@
 
 #include <cstdio>
 
+#include "state/etcd_pages.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::state::etcd {
+
+namespace {
+
+std::string page_name(int page) {
+  char n[8];
+  std::snprintf(n, sizeof n, "%02d", page);
+  return n;
+}
+
+} // namespace
 
 std::string KeyLayout::record(const Key& key) const {
   if (key.kind == Kind::pool) {
@@ -17,6 +28,9 @@ std::string KeyLayout::records_of(Kind kind, const std::string& pool) const {
   if (kind == Kind::pool) {
     return m_prefix + "pool/" + pool; // "pool/" alone when pool is empty
   }
+  if (kind == Kind::host) {
+    return host_pages_of(pool);
+  }
   return family_of(to_string(kind), pool);
 }
 
@@ -28,8 +42,20 @@ std::string KeyLayout::family_of(std::string_view family, const std::string& poo
   return out;
 }
 
-std::string KeyLayout::claim(const std::string& pool, const std::string& host) const {
-  return m_prefix + "claim/" + pool + "/" + host;
+std::string KeyLayout::host_page(const std::string& pool, int page) const {
+  return host_pages_of(pool) + page_name(page);
+}
+
+std::string KeyLayout::host_page_of(const std::string& pool, const std::string& host) const {
+  return host_page(pool, page_of(host));
+}
+
+std::string KeyLayout::claim_page(const std::string& pool, int page) const {
+  return claim_pages_of(pool) + page_name(page);
+}
+
+std::string KeyLayout::claim_page_of(const std::string& pool, const std::string& host) const {
+  return claim_page(pool, page_of(host));
 }
 
 std::string KeyLayout::heartbeat(const std::string& pool, const std::string& host) const {
@@ -75,7 +101,7 @@ std::optional<Key> KeyLayout::parse_record(std::string_view key) const {
     return std::nullopt;
   }
   auto kind = parse_kind(p->family);
-  if (!kind) {
+  if (!kind || *kind == Kind::host) {
     return std::nullopt;
   }
   return Key{*kind, p->pool, *kind == Kind::pool ? "" : p->rest};

@@ -3,11 +3,14 @@
 #include "state/etcd_store.hpp"
 
 #include <algorithm>
+#include <iterator>
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
 #include <tuple>
 
+#include "state/etcd_pages.hpp"
 #include "state/etcd_values.hpp"
 
 namespace tpuctl::state {
@@ -72,6 +75,10 @@ Status EtcdStore::init_schema() {
                     reason::k_unavailable);
       }
       m_schema_version = doc["schema"].get<int>();
+      if (m_schema_version == 1 ||
+          (m_schema_version == k_etcd_schema_version && doc.value("upgrading", false))) {
+        return upgrade_schema();
+      }
       return ok();
     }
     // A new store: mark it, unless another tpuctl does so first.
@@ -134,15 +141,70 @@ Status EtcdStore::ping() {
 
 Expected<std::optional<Record>> EtcdStore::find(const Key& key) {
   TPUCTL_TRY(validate_op(CheckOp{key, k_absent}));
-  TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range", etcd::range_request(m_keys.record(key)),
-                                           etcd::Retry::anywhere));
+  const bool paged = key.kind == Kind::host;
+  const std::string k = paged ? m_keys.host_page_of(key.pool, key.id) : m_keys.record(key);
+  TPUCTL_TRY_ASSIGN(Json r,
+                    m_client->post("/v3/kv/range", etcd::range_request(k), etcd::Retry::anywhere));
   saw(etcd::header_revision(r));
   TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
   if (kvs.empty()) {
     return std::optional<Record>{};
   }
+  if (paged) {
+    TPUCTL_TRY_ASSIGN(auto page, etcd::decode_host_page(kvs[0]));
+    auto it = page.find(key.id);
+    if (it == page.end()) {
+      return std::optional<Record>{};
+    }
+    return std::optional<Record>(
+        Record{key, std::move(it->second.doc), it->second.version, it->second.create_revision});
+  }
   TPUCTL_TRY_ASSIGN(Record rec, etcd::decode_record(m_keys, kvs[0]));
   return std::optional<Record>(std::move(rec));
+}
+
+Expected<std::vector<Record>> EtcdStore::decode_records(Kind kind,
+                                                        const std::vector<KeyValue>& kvs) const {
+  std::vector<Record> out;
+  for (const auto& kv : kvs) {
+    if (kind != Kind::host) {
+      TPUCTL_TRY_ASSIGN(Record rec, etcd::decode_record(m_keys, kv));
+      out.push_back(std::move(rec));
+      continue;
+    }
+    auto parsed = m_keys.parse(kv.key);
+    if (!parsed || parsed->family != "hosts") {
+      continue; // not a page of this layout
+    }
+    TPUCTL_TRY_ASSIGN(auto page, etcd::decode_host_page(kv));
+    for (auto& [name, rec] : page) {
+      out.push_back(Record{host_key(parsed->pool, name), std::move(rec.doc), rec.version,
+                           rec.create_revision});
+    }
+  }
+  return out;
+}
+
+Expected<std::vector<Claim>> EtcdStore::decode_claims(const std::vector<KeyValue>& kvs) const {
+  std::vector<Claim> out;
+  const int64_t now = now_ms();
+  for (const auto& kv : kvs) {
+    auto parsed = m_keys.parse(kv.key);
+    if (!parsed || parsed->family != "claims") {
+      continue;
+    }
+    TPUCTL_TRY_ASSIGN(auto page, etcd::decode_claim_page(kv));
+    for (auto& [host, c] : page) {
+      if (c.live(now)) {
+        out.push_back(Claim{parsed->pool, host, std::move(c.owner), c.claimed_at_ms,
+                            c.expires_at_ms, c.revision});
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Claim& a, const Claim& b) {
+    return std::tie(a.pool, a.host) < std::tie(b.pool, b.host);
+  });
+  return out;
 }
 
 Expected<Listing> EtcdStore::list(Kind kind, const std::string& pool) {
@@ -157,10 +219,7 @@ Expected<Listing> EtcdStore::list(Kind kind, const std::string& pool) {
   Listing out;
   out.revision = etcd::header_revision(r);
   saw(out.revision);
-  for (const auto& kv : kvs) {
-    TPUCTL_TRY_ASSIGN(Record rec, etcd::decode_record(m_keys, kv));
-    out.records.push_back(std::move(rec));
-  }
+  TPUCTL_TRY_ASSIGN(out.records, decode_records(kind, kvs));
   sort_records(out.records);
   return out;
 }
@@ -176,7 +235,7 @@ Expected<PoolSnapshot> EtcdStore::snapshot(const std::string& pool) {
       ranges.push_back(etcd::range_request(p, {etcd::prefix_end(p)}));
     }
   }
-  std::string claims_prefix = m_keys.claims_of(pool);
+  std::string claims_prefix = m_keys.claim_pages_of(pool);
   ranges.push_back(etcd::range_request(claims_prefix, {etcd::prefix_end(claims_prefix)}));
   TPUCTL_TRY_ASSIGN(auto read, read_ranges(ranges));
   PoolSnapshot snap;
@@ -189,47 +248,26 @@ Expected<PoolSnapshot> EtcdStore::snapshot(const std::string& pool) {
   TPUCTL_TRY_ASSIGN(snap.pool, etcd::decode_record(m_keys, pool_kvs[0]));
   for (size_t i = 1; i <= kinds.size(); ++i) {
     TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(read.first[i]));
-    for (const auto& kv : kvs) {
-      TPUCTL_TRY_ASSIGN(Record rec, etcd::decode_record(m_keys, kv));
-      snap.records.push_back(std::move(rec));
-    }
+    TPUCTL_TRY_ASSIGN(auto records, decode_records(kinds[i - 1], kvs));
+    std::move(records.begin(), records.end(), std::back_inserter(snap.records));
   }
   std::sort(snap.records.begin(), snap.records.end(), [](const Record& a, const Record& b) {
     return std::make_tuple(to_string(a.key.kind), std::cref(a.key.id)) <
            std::make_tuple(to_string(b.key.kind), std::cref(b.key.id));
   });
   TPUCTL_TRY_ASSIGN(auto claim_kvs, kvs_of(read.first.back()));
-  int64_t now = now_ms();
-  for (const auto& kv : claim_kvs) {
-    TPUCTL_TRY_ASSIGN(Claim c, etcd::decode_claim_record(m_keys, kv));
-    if (c.expires_at_ms == 0 || c.expires_at_ms > now) {
-      snap.claims.push_back(std::move(c));
-    }
-  }
-  std::sort(snap.claims.begin(), snap.claims.end(),
-            [](const Claim& a, const Claim& b) { return a.host < b.host; });
+  TPUCTL_TRY_ASSIGN(snap.claims, decode_claims(claim_kvs));
   return snap;
 }
 
 Expected<std::vector<Claim>> EtcdStore::claims(const std::string& pool) {
-  std::string prefix = m_keys.claims_of(pool);
+  std::string prefix = m_keys.claim_pages_of(pool);
   TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range",
                                            etcd::range_request(prefix, {etcd::prefix_end(prefix)}),
                                            etcd::Retry::anywhere));
   saw(etcd::header_revision(r));
   TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
-  std::vector<Claim> out;
-  int64_t now = now_ms();
-  for (const auto& kv : kvs) {
-    TPUCTL_TRY_ASSIGN(Claim c, etcd::decode_claim_record(m_keys, kv));
-    if (c.expires_at_ms == 0 || c.expires_at_ms > now) {
-      out.push_back(std::move(c));
-    }
-  }
-  std::sort(out.begin(), out.end(), [](const Claim& a, const Claim& b) {
-    return std::tie(a.pool, a.host) < std::tie(b.pool, b.host);
-  });
-  return out;
+  return decode_claims(kvs);
 }
 
 Expected<std::vector<Event>> EtcdStore::events(const EventQuery& q) {
@@ -241,27 +279,30 @@ Expected<std::vector<Event>> EtcdStore::events(const EventQuery& q) {
                                            etcd::Retry::anywhere));
   saw(etcd::header_revision(r));
   TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
-  // Oldest first: by revision, then by the index in the key within one commit.
+  // Oldest first: by revision, then by the index in the key within one commit (schema 1 wrote
+  // one key per event; schema 2 one key per commit and pool, its events in order).
   std::sort(kvs.begin(), kvs.end(), [](const KeyValue& a, const KeyValue& b) {
     auto order = [](const KeyValue& kv) {
       return kv.key.substr(kv.key.rfind('.') == std::string::npos ? 0 : kv.key.rfind('.'));
     };
-    return std::make_pair(a.create_revision, order(a)) <
-           std::make_pair(b.create_revision, order(b));
+    return std::make_tuple(a.create_revision, order(a), std::cref(a.key)) <
+           std::make_tuple(b.create_revision, order(b), std::cref(b.key));
   });
   std::vector<Event> out;
   for (const auto& kv : kvs) {
     if (kv.create_revision <= q.after_revision) {
       continue;
     }
-    TPUCTL_TRY_ASSIGN(Event e, etcd::decode_event(m_keys, kv));
-    if ((q.subject_kind && e.subject_kind != *q.subject_kind) ||
-        (!q.subject.empty() && e.subject != q.subject)) {
-      continue;
-    }
-    out.push_back(std::move(e));
-    if (q.limit != 0 && out.size() >= q.limit) {
-      break;
+    TPUCTL_TRY_ASSIGN(auto decoded, etcd::decode_events(m_keys, kv));
+    for (auto& e : decoded) {
+      if ((q.subject_kind && e.subject_kind != *q.subject_kind) ||
+          (!q.subject.empty() && e.subject != q.subject)) {
+        continue;
+      }
+      out.push_back(std::move(e));
+      if (q.limit != 0 && out.size() >= q.limit) {
+        return out;
+      }
     }
   }
   return out;
@@ -269,17 +310,28 @@ Expected<std::vector<Event>> EtcdStore::events(const EventQuery& q) {
 
 Expected<std::vector<Heartbeat>> EtcdStore::live_heartbeats(const std::string& pool) {
   TPUCTL_TRY(validate_op(CheckOp{pool_key(pool), k_absent}));
+  // With the hosts, in one read: a heartbeat counts only for a host that exists and was written
+  // after that host was added (removing a host leaves its heartbeat key to its lease).
   std::string prefix = m_keys.heartbeats_of(pool);
-  TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range",
-                                           etcd::range_request(prefix, {etcd::prefix_end(prefix)}),
-                                           etcd::Retry::anywhere));
-  saw(etcd::header_revision(r));
-  TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
+  std::string hosts = m_keys.host_pages_of(pool);
+  TPUCTL_TRY_ASSIGN(auto read,
+                    read_ranges({etcd::range_request(prefix, {etcd::prefix_end(prefix)}),
+                                 etcd::range_request(hosts, {etcd::prefix_end(hosts)})}));
+  saw(read.second);
+  TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(read.first[0]));
+  TPUCTL_TRY_ASSIGN(auto host_kvs, kvs_of(read.first[1]));
+  TPUCTL_TRY_ASSIGN(auto records, decode_records(Kind::host, host_kvs));
+  std::map<std::string, int64_t> added_at; // host -> create revision
+  for (const auto& r : records) {
+    added_at[r.key.id] = r.create_revision;
+  }
   std::vector<Heartbeat> out;
   int64_t now = now_ms();
   for (const auto& kv : kvs) {
     TPUCTL_TRY_ASSIGN(Heartbeat h, etcd::decode_heartbeat(m_keys, kv));
-    if (h.last_seen_ms + h.ttl_ms > now) {
+    auto host = added_at.find(h.host);
+    if (host != added_at.end() && kv.mod_revision > host->second &&
+        h.last_seen_ms + h.ttl_ms > now) {
       out.push_back(std::move(h));
     }
   }
@@ -372,8 +424,8 @@ Status EtcdStore::put_heartbeat(const std::string& pool, const std::string& host
 
 Expected<int64_t> EtcdStore::wait_for_change(const std::string& pool, int64_t after_revision,
                                              std::chrono::milliseconds timeout) {
-  static const std::set<std::string> k_changes{"pool",     "host",  "queued_resource", "cluster",
-                                               "workload", "claim", "event",           "hostset"};
+  static const std::set<std::string> k_changes{
+      "pool", "hosts", "queued_resource", "cluster", "workload", "claims", "event"};
   const std::string& prefix = m_keys.prefix();
   Json create{{"key", etcd::base64_encode(prefix)},
               {"range_end", etcd::base64_encode(etcd::prefix_end(prefix))},

@@ -6,23 +6,27 @@
 // revisions and every key one commit writes gets that commit's revision.
 //
 // commit(ops) is optimistic and never half-applied (etcd_commit.cpp):
-//  1. read every key the ops depend on (the records they name, the pool, the claims and the
-//     hostset of the pool);
+//  1. read every key the ops depend on (the records they name, the pool, and the host pages and
+//     claim pages of the hosts they name);
 //  2. apply the ops in order to that view with the same rules and messages as SQLite, which
 //     yields the keys to put and delete, or the op's error (conflict, hosts_busy, ...);
 //  3. send one txn comparing the mod_revision of every key read in step 1 (absent keys compare
-//     to 0, i.e. create_revision == 0 for a claim) and writing everything, plus a commit marker;
+//     to 0) and writing everything, plus a commit marker;
 //  4. if a compare failed, someone changed the view meanwhile: start again at 1 (bounded).
-// A claim is thus one txn with one compare per host claim key, and a host can never be claimed
-// twice. Provisional claims (ClaimOp ttl > 0) and heartbeats are put on etcd leases of their
-// ttl, so they vanish on their own when the process that made them dies; the store's clock
-// also hides them at the ttl as SQLite does.
+// Host records and claims live in 16 pages per pool and family (state/etcd_pages.hpp), so a
+// claim of any number of hosts is one txn of at most 32 page compares and 32 page writes, and a
+// host can never be claimed twice. Provisional claims (ClaimOp ttl > 0) lapse by the store's
+// clock, as in SQLite, and are pruned when their page is next written. Heartbeats are put on
+// etcd leases of their ttl, so they vanish on their own when the process that made them dies.
 //
 // Limits: one txn holds at most EtcdOptions::max_txn_ops compares and as many writes (etcd's
-// --max-txn-ops, 128 by default) and max_request_bytes of JSON (etcd's --max-request-bytes,
-// 1.5 MiB). A commit above them is refused whole with reason k_invalid, naming its counts and
-// the limit, before anything is sent: claiming N hosts takes N + 3 compares, so a slice can
-// have at most 125 hosts on a default etcd. Nothing is split across transactions.
+// --max-txn-ops, 128 by default) and max_request_bytes of keys and values (etcd's
+// --max-request-bytes, 1.5 MiB). Host pages and claim pages count one op each whatever their
+// size, so the op limit bounds only how many one-key records (queued resources, clusters,
+// workloads) one commit changes; the byte limit bounds how many hosts one commit adds or
+// changes (~9,000 typical host records). A commit above either is refused whole with reason
+// k_invalid, naming its size and the limit, before anything is sent. Nothing is split across
+// transactions.
 //
 // Unknown outcomes. A txn sent without a definite answer (timeout, lost connection, a member
 // without quorum) may or may not apply. Every commit puts a marker key commit/<nonce>
@@ -39,6 +43,7 @@
 
 #include "state/etcd_client.hpp"
 #include "state/etcd_keys.hpp"
+#include "state/etcd_wire.hpp"
 #include "state/store.hpp"
 
 namespace tpuctl::state {
@@ -55,7 +60,9 @@ struct EtcdOptions {
 };
 
 // The schema version this tpuctl writes into meta/schema.
-inline constexpr int k_etcd_schema_version = 1;
+// 2: host records and claims in pages (state/etcd_pages.hpp); a schema-1 store is upgraded in
+// place when opened (state/etcd_upgrade.cpp).
+inline constexpr int k_etcd_schema_version = 2;
 
 class EtcdStore final : public StateStore {
 public:
@@ -87,6 +94,12 @@ public:
   Expected<int64_t> revision();
   const etcd::KeyLayout& keys() const { return m_keys; }
 
+  // Records of `kind` in range values `kvs` (host pages expand to their hosts).
+  Expected<std::vector<Record>> decode_records(Kind kind,
+                                               const std::vector<etcd::KeyValue>& kvs) const;
+  // The live claims in claim pages `kvs`, by pool then host.
+  Expected<std::vector<Claim>> decode_claims(const std::vector<etcd::KeyValue>& kvs) const;
+
   // Internal to the backend (etcd_commit.cpp); public so the commit machinery can be a set of
   // free functions there.
   struct Internals;
@@ -94,6 +107,10 @@ public:
 private:
   explicit EtcdStore(EtcdOptions options);
   Status init_schema();
+  // The upgrade from schema 1 (etcd_upgrade.cpp).
+  Status upgrade_schema();
+  Status upgrade_pool(const std::string& pool);
+  Status swap_schema(const etcd::KeyValue& current, const Json& next);
   Status check_writable() const;
   int64_t now_ms() const { return to_unix_ms(m_options.clock()); }
   // POSTs a read-only txn of `ranges` and returns the RangeResponses (one per range) and the

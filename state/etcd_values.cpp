@@ -2,14 +2,14 @@
 
 namespace tpuctl::state::etcd {
 
-namespace {
-
 Error unreadable(const std::string& key, const std::string& why) {
   return Error(ErrorKind::failure,
                "the etcd state store holds key '" + key + "' that this tpuctl cannot read (" + why +
                    "): was it written by a newer tpuctl or by hand?",
                std::string(reason::k_unavailable));
 }
+
+namespace {
 
 Expected<Json> parse_object(const KeyValue& kv) {
   Json doc = Json::parse(kv.value, nullptr, false);
@@ -30,12 +30,6 @@ std::string text_or(const Json& doc, const char* name) {
 }
 
 } // namespace
-
-std::string encode_claim(const ClaimValue& claim) {
-  return to_text(Json{{"owner", claim.owner},
-                      {"claimed_at_ms", claim.claimed_at_ms},
-                      {"expires_at_ms", claim.expires_at_ms}});
-}
 
 Expected<ClaimValue> decode_claim(const KeyValue& kv) {
   TPUCTL_TRY_ASSIGN(Json doc, parse_object(kv));
@@ -62,16 +56,6 @@ Expected<Record> decode_record(const KeyLayout& keys, const KeyValue& kv) {
   return r;
 }
 
-Expected<Claim> decode_claim_record(const KeyLayout& keys, const KeyValue& kv) {
-  auto parsed = keys.parse(kv.key);
-  if (!parsed || parsed->family != "claim") {
-    return unreadable(kv.key, "not a claim key");
-  }
-  TPUCTL_TRY_ASSIGN(ClaimValue v, decode_claim(kv));
-  return Claim{parsed->pool,    parsed->rest,    v.owner,
-               v.claimed_at_ms, v.expires_at_ms, kv.mod_revision};
-}
-
 std::string encode_heartbeat(const Json& payload, int64_t last_seen_ms, int64_t ttl_ms) {
   return to_text(Json{{"payload", payload}, {"last_seen_ms", last_seen_ms}, {"ttl_ms", ttl_ms}});
 }
@@ -92,27 +76,24 @@ Expected<Heartbeat> decode_heartbeat(const KeyLayout& keys, const KeyValue& kv) 
   return h;
 }
 
-std::string encode_event(const Event& e, int64_t time_ms) {
-  return to_text(Json{{"time_ms", time_ms},
-                      {"subject_kind", to_string(e.subject_kind)},
-                      {"subject", e.subject},
-                      {"type", e.type},
-                      {"from_state", e.from_state},
-                      {"to_state", e.to_state},
-                      {"initiator", to_string(e.initiator)},
-                      {"detail", e.detail}});
+namespace {
+
+Json event_json(const Event& e) {
+  return Json{{"time_ms", e.time_ms},
+              {"subject_kind", to_string(e.subject_kind)},
+              {"subject", e.subject},
+              {"type", e.type},
+              {"from_state", e.from_state},
+              {"to_state", e.to_state},
+              {"initiator", to_string(e.initiator)},
+              {"detail", e.detail}};
 }
 
-Expected<Event> decode_event(const KeyLayout& keys, const KeyValue& kv) {
-  auto parsed = keys.parse(kv.key);
-  if (!parsed || parsed->family != "event") {
-    return unreadable(kv.key, "not an event key");
-  }
-  TPUCTL_TRY_ASSIGN(Json doc, parse_object(kv));
+Event event_from(const Json& doc, const std::string& pool, int64_t revision) {
   Event e;
-  e.revision = kv.create_revision;
+  e.revision = revision;
   e.time_ms = int_or(doc, "time_ms");
-  e.pool = parsed->pool;
+  e.pool = pool;
   e.subject_kind = parse_kind(text_or(doc, "subject_kind")).value_or(Kind::pool);
   e.subject = text_or(doc, "subject");
   e.type = text_or(doc, "type");
@@ -122,6 +103,40 @@ Expected<Event> decode_event(const KeyLayout& keys, const KeyValue& kv) {
   auto d = doc.find("detail");
   e.detail = d != doc.end() && d->is_object() ? *d : Json::object();
   return e;
+}
+
+} // namespace
+
+std::string encode_events(const std::vector<Event>& events) {
+  Json list = Json::array();
+  for (const auto& e : events) {
+    list.push_back(event_json(e));
+  }
+  return to_text(Json{{"events", std::move(list)}});
+}
+
+Expected<std::vector<Event>> decode_events(const KeyLayout& keys, const KeyValue& kv) {
+  auto parsed = keys.parse(kv.key);
+  if (!parsed || parsed->family != "event") {
+    return unreadable(kv.key, "not an event key");
+  }
+  TPUCTL_TRY_ASSIGN(Json doc, parse_object(kv));
+  std::vector<Event> out;
+  auto list = doc.find("events");
+  if (list == doc.end()) { // schema 1: one event per key
+    out.push_back(event_from(doc, parsed->pool, kv.create_revision));
+    return out;
+  }
+  if (!list->is_array()) {
+    return unreadable(kv.key, "its events are not a list");
+  }
+  for (const auto& e : *list) {
+    if (!e.is_object()) {
+      return unreadable(kv.key, "an event that is not a JSON object");
+    }
+    out.push_back(event_from(e, parsed->pool, kv.create_revision));
+  }
+  return out;
 }
 
 } // namespace tpuctl::state::etcd

@@ -113,8 +113,7 @@ Expected<StateLocation> parse_etcd(std::string_view url, std::string_view scheme
                       host.find(':') != std::string::npos;
     const std::string bare = ipv6 ? host.substr(1, host.size() - 2) : host;
     if ((!ipv6 && bare.find_first_of("[]:") != std::string::npos) ||
-        (ipv6 && bare.find_first_of("[]") != std::string::npos) ||
-        !util::validate_hostname(bare)) {
+        (ipv6 && bare.find_first_of("[]") != std::string::npos) || !util::validate_hostname(bare)) {
       return bad_url(url, "has an invalid etcd host '" + host +
                               "' (a host name, an IPv4 address or an IPv6 address in brackets "
                               "such as [::1])");
@@ -157,6 +156,7 @@ Expected<std::unique_ptr<StateStore>> open_etcd(const StateLocation& loc,
   o.location = loc.url();
   o.clock = options.clock;
   o.max_txn_ops = a.max_txn_ops;
+  o.max_request_bytes = a.max_request_bytes;
   TPUCTL_TRY_ASSIGN(auto store, EtcdStore::open(std::move(o)));
   return std::unique_ptr<StateStore>(std::move(store));
 }

@@ -68,7 +68,8 @@ struct EtcdAccess {
   std::string key;
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds request_timeout{10000};
-  size_t max_txn_ops = 128; // etcd's --max-txn-ops
+  size_t max_txn_ops = 128;               // etcd's --max-txn-ops
+  size_t max_request_bytes = 1536 * 1024; // etcd's --max-request-bytes
 };
 
 struct OpenOptions {

@@ -244,8 +244,12 @@ Expected<std::vector<Event>> SqliteStore::events(const EventQuery& q) {
 Expected<std::vector<Heartbeat>> SqliteStore::live_heartbeats(const std::string& pool) {
   Txn t(*this);
   TPUCTL_TRY(t.begin(false));
-  TPUCTL_TRY_ASSIGN(auto s, m_db.prepare("SELECT host, payload, last_seen, ttl FROM heartbeats "
-                                         "WHERE pool = ? AND last_seen + ttl > ? ORDER BY host"));
+  // Hosts of the pool only, as the etcd backend (whose heartbeats outlive a removed host until
+  // their lease ends) answers.
+  TPUCTL_TRY_ASSIGN(auto s, m_db.prepare("SELECT h.host, h.payload, h.last_seen, h.ttl FROM "
+                                         "heartbeats h JOIN records r ON r.kind = 'host' AND "
+                                         "r.pool = h.pool AND r.id = h.host WHERE h.pool = ? "
+                                         "AND h.last_seen + h.ttl > ? ORDER BY h.host"));
   s->bind(1, pool).bind(2, now_ms());
   std::vector<Heartbeat> out;
   int rc;

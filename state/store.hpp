@@ -249,7 +249,8 @@ public:
   virtual Expected<std::vector<Claim>> claims(const std::string& pool) = 0;
   // Events matching `query`, oldest first (by revision, then by order within a commit).
   virtual Expected<std::vector<Event>> events(const EventQuery& query) = 0;
-  // Heartbeats of `pool` still live by the store's clock, by host.
+  // Heartbeats of `pool`'s hosts still live by the store's clock, by host (a heartbeat of a name
+  // that is not a host of the pool, or of a host removed since, is not listed).
   virtual Expected<std::vector<Heartbeat>> live_heartbeats(const std::string& pool) = 0;
 
   // Blocks until a commit newer than `after_revision` may have changed `pool` (every pool when

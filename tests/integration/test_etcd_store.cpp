@@ -1,6 +1,7 @@
 // The etcd StateStore against a real one-member etcd: the conformance suite every backend
-// passes, then what only etcd has: leases that free provisional claims and heartbeats on their
-// own, watches, the transaction limits, endpoint failover and an unreachable store.
+// passes (2,304-host claims included), then what only etcd has: heartbeats on leases, pages
+// pruned of lapsed claims, watches, claims of any size in one transaction and the limits that
+// remain, endpoint failover, an unreachable store, and the upgrade of a schema-1 store.
 #include <thread>
 
 #include <doctest/doctest.h>
@@ -75,16 +76,28 @@ TEST_CASE("EtcdStore: info names the backend and the canonical location") {
   CHECK(info.writable);
 }
 
-TEST_CASE("EtcdStore: a provisional claim is freed by its etcd lease, not only by the clock") {
+TEST_CASE("EtcdStore: a lapsed provisional claim is pruned when its page is next written") {
   EtcdFixture f;
-  // A clock frozen at the claim's time: only etcd's lease can make the claim go away.
-  FakeClock frozen;
-  auto s = f.open(frozen.clock());
+  FakeClock clock;
+  auto s = f.open(clock.clock());
   state::test::conformance::seed_pool(*s, "p", 2);
   REQUIRE(s->commit({ClaimOp{"p", {"h1"}, "qr-dead", std::chrono::seconds(2)}}));
   REQUIRE(s->claims("p")->size() == 1);
-  CHECK(eventually([&] { return s->claims("p")->empty(); }, std::chrono::seconds(8)));
+  clock.advance(std::chrono::seconds(3));
+  CHECK(s->claims("p")->empty());
+  // The next write to the page drops it from the stored value too.
   REQUIRE(s->claim_hosts("p", {"h1"}, "qr-b"));
+  auto* etcd_store = dynamic_cast<EtcdStore*>(s.get());
+  REQUIRE(etcd_store);
+  etcd::Client raw(cluster().client_options());
+  auto reply =
+      raw.post("/v3/kv/range", etcd::range_request(etcd_store->keys().claim_page_of("p", "h1")),
+               etcd::Retry::anywhere);
+  REQUIRE(reply);
+  auto kvs = etcd::parse_kvs(*reply);
+  REQUIRE(kvs);
+  REQUIRE(kvs->size() == 1);
+  CHECK((*kvs)[0].value.find("qr-dead") == std::string::npos);
   CHECK(s->claims("p")->at(0).owner == "qr-b");
 }
 
@@ -136,34 +149,64 @@ TEST_CASE("EtcdStore: wait_for_change wakes on a change to its pool and times ou
   }
 }
 
-TEST_CASE("EtcdStore: a commit above etcd's transaction limit is refused whole, naming counts") {
+TEST_CASE("EtcdStore: claims and host changes of any size are one transaction") {
   EtcdFixture f;
   auto s = f.open(system_clock());
   REQUIRE(s->create(pool_key("p"), Json::object()));
   std::vector<Op> hosts;
   std::vector<std::string> names;
-  for (int i = 0; i < 130; ++i) {
+  for (int i = 0; i < 600; ++i) {
     names.push_back("h" + std::to_string(i));
-    hosts.push_back(CreateOp{host_key("p", names.back()), Json::object()});
+    hosts.push_back(CreateOp{host_key("p", names.back()), {{"addr", "10.0." + std::to_string(i)}}});
   }
-  auto big = s->commit(hosts);
+  auto added = s->commit(hosts); // 600 creates: one txn of 16 host pages
+  REQUIRE_MESSAGE(added, (added ? "" : added.error().message));
+  auto listed = s->list(Kind::host, "p");
+  REQUIRE(listed->records.size() == 600);
+  for (const auto& r : listed->records) {
+    CHECK(r.version == added->revision);
+    CHECK(r.create_revision == added->revision);
+  }
+  auto big = s->claim_hosts("p", {names.begin(), names.begin() + 500}, "qr-big");
+  REQUIRE_MESSAGE(big, (big ? "" : big.error().message));
+  auto overlap = s->claim_hosts("p", {names.begin() + 499, names.end()}, "qr-other");
+  REQUIRE(!overlap);
+  CHECK(overlap.error().reason == reason::k_hosts_busy);
+  CHECK(overlap.error().message.find("'h499' is claimed by 'qr-big'") != std::string::npos);
+  CHECK(s->claims_of("p", "qr-other")->empty());
+  REQUIRE(s->claim_hosts("p", {names.begin() + 500, names.end()}, "qr-other"));
+  auto claims = s->claims("p");
+  REQUIRE(claims->size() == 600);
+  // A host the claims left alone keeps its version: only its page was rewritten.
+  CHECK(s->get(host_key("p", "h3"))->version == added->revision);
+  REQUIRE(s->release_all("p", "qr-big"));
+  CHECK(s->claims("p")->size() == 100);
+}
+
+TEST_CASE("EtcdStore: a commit above etcd's request size is refused whole, naming its size") {
+  EtcdFixture f;
+  auto s = f.open(system_clock());
+  REQUIRE(s->create(pool_key("p"), Json::object()));
+  std::vector<Op> hosts;
+  for (int i = 0; i < 200; ++i) {
+    hosts.push_back(
+        CreateOp{host_key("p", "h" + std::to_string(i)),
+                 {{"blob", std::string(10000, static_cast<char>('a' + i % 26))}, {"i", i}}});
+  }
+  auto big = s->commit(hosts); // ~2 MB of distinct records
   REQUIRE(!big);
   CHECK(big.error().reason == reason::k_invalid);
-  CHECK(big.error().message.find("above the store's limit of 128") != std::string::npos);
+  CHECK(big.error().message.find("above the store's limit of 1572864") != std::string::npos);
   CHECK(s->list(Kind::host, "p")->records.empty());
-  // In batches it fits; a 127-host claim does not (127 claim compares, the hostset and the
-  // commit marker), a 126-host one does.
-  for (size_t i = 0; i < hosts.size(); i += 60) {
-    std::vector<Op> batch(hosts.begin() + static_cast<long>(i),
-                          hosts.begin() + static_cast<long>(std::min(hosts.size(), i + 60)));
-    REQUIRE(s->commit(batch));
+  // Too many one-key records at once: the op limit, named.
+  std::vector<Op> qrs;
+  for (int i = 0; i < 130; ++i) {
+    qrs.push_back(CreateOp{queued_resource_key("p", "q" + std::to_string(i)), Json::object()});
   }
-  auto too_many = s->claim_hosts("p", {names.begin(), names.begin() + 127}, "qr-big");
-  REQUIRE(!too_many);
-  CHECK(too_many.error().message.find("at most 125 hosts") != std::string::npos);
-  CHECK(s->claims("p")->empty());
-  REQUIRE(s->claim_hosts("p", {names.begin(), names.begin() + 126}, "qr-big"));
-  CHECK(s->claims("p")->size() == 126);
+  auto many = s->commit(qrs);
+  REQUIRE(!many);
+  CHECK(many.error().message.find("above the store's limit of 128") != std::string::npos);
+  CHECK(s->list(Kind::queued_resource, "p")->records.empty());
 }
 
 TEST_CASE("EtcdStore: a dead endpoint is skipped; no endpoint reachable names every one") {
@@ -183,4 +226,58 @@ TEST_CASE("EtcdStore: a dead endpoint is skipped; no endpoint reachable names ev
     CHECK(s.error().message.find("http://127.130.255.254:23790") != std::string::npos);
     CHECK(s.error().message.find("http://127.130.255.253:23790") != std::string::npos);
   }
+}
+
+TEST_CASE("EtcdStore: a schema-1 store is moved to pages when opened, keeping every version") {
+  // Schema 1 as an earlier tpuctl wrote it: one key per host and per claim, a hostset key.
+  std::string prefix = unique_prefix();
+  etcd::Client raw(cluster().client_options());
+  auto put = [&](const std::string& key, const std::string& value) {
+    auto r = raw.post("/v3/kv/put", etcd::put_request(prefix + key, value), etcd::Retry::anywhere);
+    REQUIRE(r);
+    return etcd::header_revision(*r);
+  };
+  put("meta/schema", R"({"schema":1})");
+  put("pool/p", R"({"generation":"v5p"})");
+  int64_t h1 = put("host/p/h1", R"({"addr":"10.0.0.1"})");
+  put("host/p/h2", R"({"addr":"10.0.0.2"})");
+  int64_t h2 = put("host/p/h2", R"({"addr":"10.0.0.22"})");
+  put("host/p/h3", R"({"addr":"10.0.0.3"})");
+  put("hostset/p", "x");
+  put("queued_resource/p/q", R"({"state":"ACTIVE"})");
+  int64_t c1 = put("claim/p/h1", R"({"owner":"q","claimed_at_ms":5,"expires_at_ms":0})");
+  put("claim/p/h3", R"({"owner":"gone","claimed_at_ms":5,"expires_at_ms":6})"); // lapsed
+  put("event/p/abc.0000", R"({"time_ms":7,"type":"CREATED","subject":"q"})");
+
+  auto s = open_url(cluster().url(prefix));
+  CHECK(s->info().schema_version == 2);
+  auto hosts = s->list(Kind::host, "p");
+  REQUIRE(hosts);
+  REQUIRE(hosts->records.size() == 3);
+  CHECK(hosts->records[0].doc["addr"] == "10.0.0.1");
+  CHECK(hosts->records[0].version == h1);
+  CHECK(hosts->records[0].create_revision == h1);
+  CHECK(hosts->records[1].doc["addr"] == "10.0.0.22");
+  CHECK(hosts->records[1].version == h2);
+  CHECK(hosts->records[1].create_revision < h2);
+  auto claims = s->claims("p");
+  REQUIRE(claims->size() == 1);
+  CHECK(claims->at(0).host == "h1");
+  CHECK(claims->at(0).owner == "q");
+  CHECK(claims->at(0).revision == c1);
+  CHECK(s->events({})->at(0).type == "CREATED");
+  CHECK(s->get(queued_resource_key("p", "q"))->doc["state"] == "ACTIVE");
+  // Nothing of schema 1 is left, and the store works as any other.
+  auto old = raw.post("/v3/kv/range",
+                      etcd::range_request(prefix + "host/", {etcd::prefix_end(prefix + "host/")}),
+                      etcd::Retry::anywhere);
+  REQUIRE(old);
+  CHECK(etcd::parse_kvs(*old)->empty());
+  auto busy = s->claim_hosts("p", {"h1"}, "other");
+  REQUIRE(!busy);
+  CHECK(busy.error().reason == reason::k_hosts_busy);
+  REQUIRE(s->claim_hosts("p", {"h2", "h3"}, "other"));
+  // A second open finds nothing more to move.
+  auto again = open_url(cluster().url(prefix));
+  CHECK(again->claims("p")->size() == 3);
 }

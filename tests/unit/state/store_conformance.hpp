@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -491,6 +493,21 @@ inline void heartbeats(StateStore& s, FakeClock& clock) {
     CHECK((*live)[0].payload["load"] == 0.7);
     CHECK((*live)[0].last_seen_ms == clock.now_ms());
   }
+  SUBCASE("a removed host's heartbeat is gone, and a host added again has none until it beats") {
+    REQUIRE(s.put_heartbeat("p", "h1", {{"load", 0.5}}, std::chrono::seconds(30)));
+    REQUIRE(s.put_heartbeat("p", "h2", {{"load", 0.5}}, std::chrono::seconds(30)));
+    int64_t v = s.get(host_key("p", "h1"))->version;
+    REQUIRE(s.remove(host_key("p", "h1"), v));
+    auto live = s.live_heartbeats("p");
+    REQUIRE(live->size() == 1);
+    CHECK((*live)[0].host == "h2");
+    REQUIRE(s.create(host_key("p", "h1"), {{"addr", "10.0.0.1"}}));
+    CHECK(s.live_heartbeats("p")->size() == 1);
+    REQUIRE(s.put_heartbeat("p", "h1", {{"load", 0.9}}, std::chrono::seconds(30)));
+    live = s.live_heartbeats("p");
+    REQUIRE(live->size() == 2);
+    CHECK((*live)[0].payload["load"] == 0.9);
+  }
   SUBCASE("a heartbeat for a pool that does not exist is not_found") {
     auto r = s.put_heartbeat("nope", "h1", Json::object(), std::chrono::seconds(10));
     REQUIRE(!r);
@@ -618,6 +635,179 @@ inline void two_handles(StoreFixture& fixture, FakeClock& clock) {
   }
 }
 
+// A host record as `pool add-hosts` writes one (~330 bytes), for host `i` of a pod.
+inline Json pod_host_doc(int i) {
+  std::string name = "10.2." + std::to_string(i / 256) + "." + std::to_string(i % 256);
+  return Json{{"name", name},
+              {"address", name},
+              {"port", 22},
+              {"user", "tpu"},
+              {"identity_file", "/home/tpu/.local/state/tpuctl/local-pools/pod/client_ed25519"},
+              {"known_hosts", ""},
+              {"workdir", "/home/tpu/.tpuctl/work/" + name},
+              {"coords", Json::array({i % 16, (i / 16) % 12, i / 192})},
+              {"labels", Json::object()},
+              {"drain_reason", ""},
+              {"added_at_ms", 1795593625852},
+              {"local", nullptr}};
+}
+
+inline constexpr int k_pod_hosts = 2304; // a tpu7x-18432 pod: 9,216 chips, 4 a host
+
+// The names of hosts [from, to) of the pod.
+inline std::vector<std::string> pod_hosts(int from, int to) {
+  std::vector<std::string> out;
+  for (int i = from; i < to; ++i) {
+    out.push_back(pod_host_doc(i)["name"]);
+  }
+  return out;
+}
+
+inline void pod_scale(StateStore& s) {
+  REQUIRE(s.create(pool_key("pod"), {{"generation", "tpu7x"}}));
+  std::vector<Op> adds;
+  for (int i = 0; i < k_pod_hosts; ++i) {
+    adds.push_back(CreateOp{host_key("pod", pod_host_doc(i)["name"]), pod_host_doc(i)});
+  }
+  auto added = s.commit(adds);
+  REQUIRE_MESSAGE(added, (added ? "" : added.error().message));
+  const auto all = pod_hosts(0, k_pod_hosts);
+  SUBCASE("2,304 hosts are added, claimed whole, refused whole and released in single commits") {
+    auto hosts = s.list(Kind::host, "pod");
+    REQUIRE(hosts->records.size() == k_pod_hosts);
+    auto seventh = s.get(host_key("pod", all[7]));
+    REQUIRE(seventh);
+    CHECK(seventh->doc == pod_host_doc(7));
+    CHECK(s.get(host_key("pod", all[1000]))->version == added->revision);
+    auto claimed = s.claim_hosts("pod", all, "qr-pod");
+    REQUIRE_MESSAGE(claimed, (claimed ? "" : claimed.error().message));
+    auto claims = s.claims("pod");
+    REQUIRE(claims->size() == k_pod_hosts);
+    CHECK(std::all_of(claims->begin(), claims->end(), [&](const Claim& c) {
+      return c.owner == "qr-pod" && c.revision == claimed->revision;
+    }));
+    auto again = s.claim_hosts("pod", {all[2303]}, "qr-late");
+    REQUIRE(!again);
+    CHECK(again.error().reason == reason::k_hosts_busy);
+    CHECK(again.error().message.find("'" + all[2303] + "' is claimed by 'qr-pod'") !=
+          std::string::npos);
+    REQUIRE(s.release_all("pod", "qr-pod"));
+    CHECK(s.claims("pod")->empty());
+    auto missing = all;
+    missing.push_back("10.9.9.9");
+    auto refused = s.claim_hosts("pod", missing, "qr-pod");
+    REQUIRE(!refused);
+    CHECK(refused.error().reason == reason::k_not_found);
+    CHECK(refused.error().message.find("'10.9.9.9'") != std::string::npos);
+    CHECK(s.claims("pod")->empty());
+  }
+  SUBCASE("2,304 hosts are drained and removed in single commits") {
+    std::vector<Op> drains;
+    auto listed = s.list(Kind::host, "pod");
+    REQUIRE(listed);
+    for (const auto& r : listed->records) {
+      Json doc = r.doc;
+      doc["drain_reason"] = "retired";
+      drains.push_back(UpdateOp{r.key, doc, r.version});
+    }
+    auto drained = s.commit(drains);
+    REQUIRE_MESSAGE(drained, (drained ? "" : drained.error().message));
+    auto hosts = s.list(Kind::host, "pod")->records;
+    CHECK(std::all_of(hosts.begin(), hosts.end(), [&](const Record& r) {
+      return r.doc["drain_reason"] == "retired" && r.version == drained->revision &&
+             r.create_revision == added->revision;
+    }));
+    REQUIRE(s.claim_hosts("pod", {all[5]}, "drain:retired"));
+    std::vector<Op> removes;
+    for (const auto& r : hosts) {
+      removes.push_back(RemoveOp{r.key, r.version});
+    }
+    auto busy = s.commit(removes);
+    REQUIRE(!busy);
+    CHECK(busy.error().reason == reason::k_hosts_busy);
+    CHECK(s.list(Kind::host, "pod")->records.size() == k_pod_hosts);
+    removes.insert(removes.begin(), ReleaseOp{"pod", {all[5]}, "drain:retired"});
+    REQUIRE(s.commit(removes));
+    CHECK(s.list(Kind::host, "pod")->records.empty());
+    CHECK(s.claims("pod")->empty());
+  }
+}
+
+// Eight clients claim overlapping 288-host slices of a 2,304-host pool at once, each with its
+// own handle, through transact(): whatever wins, every host is claimed at most once, and every
+// claim is whole (all 288 hosts of its owner, or none).
+inline void concurrent_pod_claims(StoreFixture& fixture, FakeClock& clock) {
+  auto a = fixture.open(clock.clock());
+  REQUIRE(a->create(pool_key("pod"), {{"generation", "tpu7x"}}));
+  std::vector<Op> adds;
+  for (int i = 0; i < k_pod_hosts; ++i) {
+    adds.push_back(CreateOp{host_key("pod", pod_host_doc(i)["name"]), pod_host_doc(i)});
+  }
+  REQUIRE(a->commit(adds));
+  constexpr int k_clients = 8, k_slice = 288, k_stride = 270; // neighbours share 18 hosts
+  std::vector<std::unique_ptr<StateStore>> handles;
+  for (int c = 0; c < k_clients; ++c) {
+    handles.push_back(fixture.open(clock.clock()));
+  }
+  std::vector<std::string> outcome(k_clients);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < k_clients; ++c) {
+    threads.emplace_back([&, c] {
+      auto hosts = pod_hosts(c * k_stride, c * k_stride + k_slice);
+      auto r = handles[static_cast<size_t>(c)]->transact(
+          [&](StateStore& st) -> Expected<std::vector<Op>> {
+            TPUCTL_TRY_ASSIGN(auto claims, st.claims("pod"));
+            std::set<std::string> busy;
+            for (const auto& cl : claims) {
+              busy.insert(cl.host);
+            }
+            for (const auto& h : hosts) {
+              if (busy.count(h)) {
+                return Error(ErrorKind::capacity, "busy", "mine");
+              }
+            }
+            return std::vector<Op>{ClaimOp{"pod", hosts, "qr-" + std::to_string(c)}};
+          },
+          TransactOptions{50, std::chrono::milliseconds(5), std::chrono::milliseconds(100)});
+      outcome[static_cast<size_t>(c)] = r ? "claimed" : r.error().reason;
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  auto claims = a->claims("pod");
+  REQUIRE(claims);
+  std::map<std::string, int> per_owner;
+  std::set<std::string> seen;
+  for (const auto& c : *claims) {
+    CHECK(seen.insert(c.host).second);
+    ++per_owner[c.owner];
+  }
+  int winners = 0;
+  for (int c = 0; c < k_clients; ++c) {
+    std::string owner = "qr-" + std::to_string(c);
+    INFO(owner << ": " << outcome[static_cast<size_t>(c)]);
+    CHECK((outcome[static_cast<size_t>(c)] == "claimed" ||
+           outcome[static_cast<size_t>(c)] == "mine"));
+    if (outcome[static_cast<size_t>(c)] == "claimed") {
+      ++winners;
+      CHECK(per_owner[owner] == k_slice);
+    } else {
+      CHECK(per_owner.count(owner) == 0);
+    }
+  }
+  // Winners never neighbour each other, and each loser lost to a winning neighbour.
+  auto won = [&](int c) {
+    return c >= 0 && c < k_clients && outcome[static_cast<size_t>(c)] == "claimed";
+  };
+  for (int c = 0; c < k_clients; ++c) {
+    CHECK(!(won(c) && won(c + 1)));
+    CHECK((won(c) || won(c - 1) || won(c + 1)));
+  }
+  CHECK(winners >= 3);
+  CHECK(claims->size() == static_cast<size_t>(winners * k_slice));
+}
+
 } // namespace conformance
 
 // Runs every behaviour against stores made by `factory`.
@@ -653,6 +843,12 @@ inline void run_store_conformance(const FixtureFactory& factory) {
   }
   SUBCASE("waiting for changes") {
     conformance::waiting(*fixture, clock);
+  }
+  SUBCASE("pod scale") {
+    conformance::pod_scale(*store);
+  }
+  SUBCASE("concurrent claims at pod scale") {
+    conformance::concurrent_pod_claims(*fixture, clock);
   }
 }
 

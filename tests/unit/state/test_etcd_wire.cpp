@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "state/etcd_keys.hpp"
+#include "state/etcd_pages.hpp"
 #include "state/etcd_values.hpp"
 #include "state/etcd_wire.hpp"
 
@@ -77,38 +78,48 @@ TEST_CASE("etcd::parse_kvs decodes a RangeResponse and treats absent fields as z
 TEST_CASE("etcd::KeyLayout names and parses every family") {
   KeyLayout k("/tpuctl/v1/");
   CHECK(k.record(pool_key("p")) == "/tpuctl/v1/pool/p");
-  CHECK(k.record(host_key("p", "h1")) == "/tpuctl/v1/host/p/h1");
   CHECK(k.record(queued_resource_key("p", "q")) == "/tpuctl/v1/queued_resource/p/q");
   CHECK(k.records_of(Kind::pool, "") == "/tpuctl/v1/pool/");
-  CHECK(k.records_of(Kind::host, "p") == "/tpuctl/v1/host/p/");
+  CHECK(k.records_of(Kind::host, "p") == "/tpuctl/v1/hosts/p/");
   CHECK(k.records_of(Kind::workload, "") == "/tpuctl/v1/workload/");
-  CHECK(k.claim("p", "h1") == "/tpuctl/v1/claim/p/h1");
-  CHECK(k.claims_of("") == "/tpuctl/v1/claim/");
+  CHECK(k.host_page("p", 3) == "/tpuctl/v1/hosts/p/03");
+  CHECK(k.host_page_of("p", "h1") == k.host_page("p", page_of("h1")));
+  CHECK(k.claim_page("p", 15) == "/tpuctl/v1/claims/p/15");
+  CHECK(k.claim_page_of("p", "h1") == k.claim_page("p", page_of("h1")));
+  CHECK(k.claim_pages_of("") == "/tpuctl/v1/claims/");
   CHECK(k.event("p", "abc", 3) == "/tpuctl/v1/event/p/abc.0003");
   CHECK(k.marker("abc") == "/tpuctl/v1/commit/abc");
-  CHECK(k.parse_record("/tpuctl/v1/host/p/h1") == host_key("p", "h1"));
+  CHECK(k.legacy_of("host", "p") == "/tpuctl/v1/host/p/");
   CHECK(k.parse_record("/tpuctl/v1/pool/p") == pool_key("p"));
-  CHECK(!k.parse_record("/tpuctl/v1/claim/p/h1").has_value());
+  CHECK(k.parse_record("/tpuctl/v1/workload/p/w") == record_key(Kind::workload, "p", "w"));
+  // Host records are in pages, never one key each: neither a page nor a schema-1 host key
+  // is a record key.
+  CHECK(!k.parse_record("/tpuctl/v1/hosts/p/03").has_value());
+  CHECK(!k.parse_record("/tpuctl/v1/host/p/h1").has_value());
+  CHECK(!k.parse_record("/tpuctl/v1/claims/p/01").has_value());
   CHECK(!k.parse_record("/other/pool/p").has_value());
-  CHECK(!k.parse("/tpuctl/v1/host/p/h1/extra").has_value());
-  auto c = k.parse("/tpuctl/v1/claim/p/h1");
+  CHECK(!k.parse("/tpuctl/v1/hosts/p/01/extra").has_value());
+  auto c = k.parse("/tpuctl/v1/claims/p/07");
   REQUIRE(c);
-  CHECK(c->family == "claim");
+  CHECK(c->family == "claims");
   CHECK(c->pool == "p");
-  CHECK(c->rest == "h1");
+  CHECK(c->rest == "07");
 }
 
-TEST_CASE("etcd values: claims, heartbeats and events round-trip") {
+TEST_CASE("etcd values: heartbeats, events and schema-1 claims decode") {
   KeyLayout k("/x/");
-  KeyValue kv{k.claim("p", "h1"), encode_claim({"qr-a", 1000, 31000}), 5, 6, 1, 0};
-  auto claim = decode_claim_record(k, kv);
+  KeyValue kv{k.legacy_of("claim", "p") + "h1",
+              R"({"owner":"qr-a","claimed_at_ms":1000,"expires_at_ms":31000})",
+              5,
+              6,
+              1,
+              0};
+  auto claim = decode_claim(kv);
   REQUIRE(claim);
-  CHECK(claim->host == "h1");
   CHECK(claim->owner == "qr-a");
   CHECK(claim->expires_at_ms == 31000);
-  CHECK(claim->revision == 6);
   Event e{0,
-          0,
+          77,
           "p",
           Kind::queued_resource,
           "q",
@@ -117,15 +128,27 @@ TEST_CASE("etcd values: claims, heartbeats and events round-trip") {
           "B",
           Initiator::service,
           {{"reason", "x"}}};
-  KeyValue ev{k.event("p", "n", 0), encode_event(e, 77), 9, 9, 1, 0};
-  auto back = decode_event(k, ev);
+  Event f = e;
+  f.type = "SECOND";
+  KeyValue ev{k.event("p", "n", 0), encode_events({e, f}), 9, 9, 1, 0};
+  auto back = decode_events(k, ev);
   REQUIRE(back);
-  CHECK(back->revision == 9);
-  CHECK(back->time_ms == 77);
-  CHECK(back->initiator == Initiator::service);
-  CHECK(back->detail["reason"] == "x");
-  KeyValue bad{k.claim("p", "h1"), "not json", 1, 1, 1, 0};
-  auto unreadable = decode_claim_record(k, bad);
+  REQUIRE(back->size() == 2);
+  CHECK((*back)[0].revision == 9);
+  CHECK((*back)[0].time_ms == 77);
+  CHECK((*back)[0].pool == "p");
+  CHECK((*back)[0].initiator == Initiator::service);
+  CHECK((*back)[0].detail["reason"] == "x");
+  CHECK((*back)[1].type == "SECOND");
+  // A schema-1 event key holds one event as the whole value.
+  KeyValue old{k.event("p", "n", 1), R"({"time_ms":5,"type":"CREATED","subject":"q"})", 4, 4, 1, 0};
+  auto one = decode_events(k, old);
+  REQUIRE(one);
+  REQUIRE(one->size() == 1);
+  CHECK((*one)[0].type == "CREATED");
+  CHECK((*one)[0].revision == 4);
+  KeyValue bad{k.legacy_of("claim", "p") + "h1", "not json", 1, 1, 1, 0};
+  auto unreadable = decode_claim(bad);
   REQUIRE(!unreadable);
   CHECK(unreadable.error().reason == reason::k_unavailable);
 }
