@@ -131,8 +131,8 @@ Expected<int> run_create(Context& ctx, const ClusterFlags& f) {
   if (f.async) {
     TPUCTL_TRY(reconcile_and_spawn(ctx, *store));
   } else {
-    TPUCTL_TRY_ASSIGN(auto followed,
-                      follow(ctx, *store, pool, cluster.queued_resource, settled, timeout, drive));
+    TPUCTL_TRY_ASSIGN(auto followed, follow(ctx, *store, pool, cluster.queued_resource, settled,
+                                            timeout, drive, f.ssh));
     if (!followed.done && followed.qr) {
       TPUCTL_TRY_ASSIGN(auto j, describe_json(*store, cluster));
       emit(ctx, j, print_cluster);
@@ -223,7 +223,7 @@ Expected<int> run_delete(Context& ctx, const ClusterFlags& f) {
                         follow(
                             ctx, *store, pool, cluster.queued_resource,
                             [](const std::optional<QueuedResource>& q) { return !q.has_value(); },
-                            timeout, drive));
+                            timeout, drive, f.ssh));
       if (!followed.done) {
         return Error(ErrorKind::capacity, "cluster '" + f.name +
                                               "': its slices are still DELETING after --timeout " +

@@ -3,6 +3,7 @@
 // scp) are in cmd_pool_remote.cpp and the local sshd pool (local-up, local-down) in
 // cmd_pool_local.cpp.
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "cli/commands.hpp"
@@ -11,6 +12,7 @@
 #include "cli/pool_view.hpp"
 #include "cli/state_access.hpp"
 #include "provision/pools.hpp"
+#include "util/hostlist.hpp"
 
 namespace tpuctl::cli {
 
@@ -175,17 +177,33 @@ void add_add_hosts(CLI::App& group, Registry& registry) {
   cmd->add_option("--label", o->labels, "a KEY=VALUE label (repeatable)")->type_name("K=V");
 }
 
+// Host names as typed, each with pdsh-style ranges (node[01-16], 10.0.0.[1-4]) expanded.
+Expected<std::vector<std::string>> host_names(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& a : args) {
+    TPUCTL_TRY_ASSIGN(auto names, util::expand_hostlist(a));
+    for (auto& n : names) {
+      if (seen.insert(n).second) {
+        out.push_back(std::move(n));
+      }
+    }
+  }
+  return out;
+}
+
 void add_remove_hosts(CLI::App& group, Registry& registry) {
   auto hosts = std::make_shared<std::vector<std::string>>();
   CLI::App* cmd = registry.add(group, "remove-hosts", "remove hosts from a pool",
                                [hosts](Context& ctx) -> Expected<int> {
+                                 TPUCTL_TRY_ASSIGN(auto names, host_names(*hosts));
                                  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
                                  TPUCTL_TRY_ASSIGN(auto pool, pool_name(ctx, *store));
-                                 TPUCTL_TRY(provision::remove_hosts(*store, pool, *hosts));
-                                 emit(ctx, Json{{"removed", *hosts}});
+                                 TPUCTL_TRY(provision::remove_hosts(*store, pool, names));
+                                 emit(ctx, Json{{"removed", names}});
                                  return 0;
                                });
-  cmd->add_option("HOST", *hosts, "host names")->required();
+  cmd->add_option("HOST", *hosts, "host names, with ranges such as node[01-16]")->required();
 }
 
 void add_hosts_list(CLI::App& group, Registry& registry) {
@@ -200,38 +218,41 @@ void add_hosts_list(CLI::App& group, Registry& registry) {
 
 void add_drain(CLI::App& group, Registry& registry) {
   struct DrainOptions {
-    std::string host;
+    std::vector<std::string> hosts;
     std::string reason;
   };
   auto d = std::make_shared<DrainOptions>();
+  auto set = [](Context& ctx, const std::vector<std::string>& hosts,
+                const std::string& reason) -> Expected<int> {
+    TPUCTL_TRY_ASSIGN(auto names, host_names(hosts));
+    TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+    TPUCTL_TRY_ASSIGN(auto pool, pool_name(ctx, *store));
+    TPUCTL_TRY_ASSIGN(auto changed, provision::set_drain(*store, pool, names, reason));
+    Json rows = Json::array();
+    for (const auto& h : changed) {
+      rows.push_back(host_json(h, ""));
+    }
+    TPUCTL_TRY(emit_list(ctx, rows, k_host_columns));
+    return 0;
+  };
   CLI::App* drain = registry.add(
-      group, "drain", "take a host out of service (never placed until undrained)",
-      [d](Context& ctx) -> Expected<int> {
+      group, "drain", "take hosts out of service (never placed until undrained)",
+      [d, set](Context& ctx) -> Expected<int> {
         if (d->reason.empty()) {
           return usage_error("--reason: say why the host is drained (e.g. --reason 'disk')");
         }
-        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-        TPUCTL_TRY_ASSIGN(auto pool, pool_name(ctx, *store));
-        TPUCTL_TRY_ASSIGN(auto host, provision::set_drain(*store, pool, d->host, d->reason));
-        emit(ctx, host_json(host, ""));
-        return 0;
+        return set(ctx, d->hosts, d->reason);
       });
-  drain->add_option("HOST", d->host, "host name")->required();
+  drain->add_option("HOST", d->hosts, "host names, with ranges such as node[01-16]")->required();
   drain->add_option("--reason", d->reason, "why (shown in describe and placement messages)")
       ->required()
       ->type_name("TEXT");
 
-  auto host = std::make_shared<std::string>();
+  auto hosts = std::make_shared<std::vector<std::string>>();
   CLI::App* undrain =
-      registry.add(group, "undrain", "put a drained host back in service",
-                   [host](Context& ctx) -> Expected<int> {
-                     TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-                     TPUCTL_TRY_ASSIGN(auto pool, pool_name(ctx, *store));
-                     TPUCTL_TRY_ASSIGN(auto h, provision::set_drain(*store, pool, *host, ""));
-                     emit(ctx, host_json(h, ""));
-                     return 0;
-                   });
-  undrain->add_option("HOST", *host, "host name")->required();
+      registry.add(group, "undrain", "put drained hosts back in service",
+                   [hosts, set](Context& ctx) -> Expected<int> { return set(ctx, *hosts, ""); });
+  undrain->add_option("HOST", *hosts, "host names, with ranges such as node[01-16]")->required();
 }
 
 void add_import(CLI::App& group, Registry& registry) {

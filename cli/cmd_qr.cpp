@@ -211,7 +211,8 @@ Expected<int> run_create(Context& ctx, const CreateFlags& f) {
     TPUCTL_TRY(reconcile_and_spawn(ctx, *store));
     TPUCTL_TRY_ASSIGN(last, provision::load_queued_resource(*store, pool, f.id));
   } else {
-    TPUCTL_TRY_ASSIGN(auto followed, follow(ctx, *store, pool, f.id, settled, timeout, drive));
+    TPUCTL_TRY_ASSIGN(auto followed,
+                      follow(ctx, *store, pool, f.id, settled, timeout, drive, f.ssh));
     if (!followed.qr) {
       return Error(ErrorKind::failure, "queued resource '" + f.id + "' was deleted meanwhile");
     }

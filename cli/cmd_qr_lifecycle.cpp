@@ -39,7 +39,7 @@ Expected<int> run_delete(Context& ctx, const LifecycleFlags& f) {
                       follow(
                           ctx, *store, pool, f.id,
                           [](const std::optional<QueuedResource>& q) { return !q.has_value(); },
-                          timeout, drive));
+                          timeout, drive, f.ssh));
     if (!followed.done) {
       return Error(ErrorKind::capacity,
                    "queued resource '" + f.id + "' is still DELETING after --timeout " + f.timeout);
@@ -73,7 +73,7 @@ Expected<int> run_reset(Context& ctx, const LifecycleFlags& f) {
                                            return !q || q->state == QrState::active ||
                                                   q->state == QrState::failed;
                                          },
-                                         timeout, drive));
+                                         timeout, drive, f.ssh));
     if (!followed.qr) {
       return Error(ErrorKind::failure, "queued resource '" + f.id + "' was deleted meanwhile");
     }
@@ -117,7 +117,7 @@ Expected<int> run_wait(Context& ctx, const LifecycleFlags& f) {
     }
     return q->state == cond.state || q->state == QrState::failed;
   };
-  TPUCTL_TRY_ASSIGN(auto followed, follow(ctx, *store, pool, f.id, done, timeout, drive));
+  TPUCTL_TRY_ASSIGN(auto followed, follow(ctx, *store, pool, f.id, done, timeout, drive, f.ssh));
   if (!followed.qr) {
     if (cond.for_delete) {
       emit(ctx, Json{{"id", f.id}, {"deleted", true}},

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -131,20 +132,63 @@ void spawn_driver(const Context& ctx, const std::string& pool, const SshFlags& f
   spawn_detached(ctx, pool, {"controller", "drive"}, flags, "driver.log");
 }
 
-Status reconcile_and_spawn(const Context& ctx, state::StateStore& store) {
-  auto result = provision::reconcile_all(store, state::system_clock());
-  if (!result) {
-    if (state::has_reason(result.error(), state::reason::k_schema_too_new)) {
-      return tpuctl::ok(); // read-only store: reads still work
+void warn_unreconciled(const std::vector<Error>& errors) {
+  for (const auto& e : errors) {
+    if (state::has_reason(e, state::reason::k_schema_too_new)) {
+      continue; // read-only store: reads still work, writes say so themselves
     }
-    return result.error();
+    spdlog::warn("due transitions were not applied: {}", e.message);
   }
+}
+
+Status reconcile_and_spawn(const Context& ctx, state::StateStore& store) {
+  TPUCTL_TRY_ASSIGN(auto result, provision::reconcile_all(store, state::system_clock()));
+  warn_unreconciled(result.errors);
   SshFlags defaults;
-  for (const auto& pool : result->driver_pools) {
+  for (const auto& pool : result.driver_pools) {
     spawn_driver(ctx, pool, defaults);
   }
   return tpuctl::ok();
 }
+
+namespace {
+
+// One tick of follow(): reconciles `pool`, drives `id` and the requests whose lease this
+// process holds, and starts one detached driver for the others that need one and were not
+// handed off before. Returns how many it carried.
+Expected<int> drive_own(const Context& ctx, state::StateStore& store, const std::string& pool,
+                        const std::string& id, const provision::DriveOptions& options,
+                        const SshFlags& flags, const remote::CancelToken* cancel,
+                        std::set<std::string>& handed_off) {
+  if (cancel != nullptr && cancel->cancelled()) {
+    return 0; // interrupted: nothing more is started here
+  }
+  TPUCTL_TRY_ASSIGN(auto r, provision::reconcile_pool(store, pool, options.clock));
+  int carried = 0;
+  bool hand_off = false;
+  for (const auto& need : r.needs_driver) {
+    TPUCTL_TRY_ASSIGN(auto found, store.find(state::queued_resource_key(pool, need)));
+    bool ours = false;
+    if (found) {
+      if (auto q = provision::qr_from_record(*found)) {
+        auto lease = provision::lease_of(*q);
+        ours = lease && provision::is_own_lease(*lease);
+      }
+    }
+    if (need == id || ours) {
+      TPUCTL_TRY_ASSIGN(auto d, provision::drive(store, pool, need, options, cancel));
+      carried += d.carried ? 1 : 0;
+    } else if (handed_off.insert(need).second) {
+      hand_off = true;
+    }
+  }
+  if (hand_off) {
+    spawn_driver(ctx, pool, flags);
+  }
+  return carried;
+}
+
+} // namespace
 
 bool settled(const std::optional<provision::QueuedResource>& qr) {
   using provision::QrState;
@@ -155,7 +199,7 @@ bool settled(const std::optional<provision::QueuedResource>& qr) {
 Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, const std::string& pool,
                               const std::string& id, const DoneFn& done,
                               std::chrono::milliseconds timeout,
-                              const provision::DriveOptions& options) {
+                              const provision::DriveOptions& options, const SshFlags& flags) {
   remote::CancelToken cancel;
   InterruptGuard guard(cancel);
   const auto start = std::chrono::steady_clock::now();
@@ -163,6 +207,7 @@ Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, cons
   auto shown_since = start;
   Progress progress(ctx);
   FollowResult result;
+  std::set<std::string> handed_off; // requests given to a detached driver by this call
   // Shows the request's state (when it changed), then drives what is due, so the first line
   // a user sees is where the request stands, not the provisioning detail that follows.
   auto refresh = [&]() -> Status {
@@ -203,10 +248,14 @@ Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, cons
   for (;;) {
     TPUCTL_TRY(refresh());
     if (done(result.qr)) {
+      // What this request's change unblocked (a waiting request placed on hosts a delete
+      // freed) starts now, in a detached driver, not at the next command.
+      TPUCTL_TRY(drive_own(ctx, store, pool, id, options, flags, &cancel, handed_off));
       result.done = true;
       return result;
     }
-    TPUCTL_TRY_ASSIGN(int carried, provision::drive_pending(store, pool, options, {}, &cancel, 4));
+    TPUCTL_TRY_ASSIGN(int carried,
+                      drive_own(ctx, store, pool, id, options, flags, &cancel, handed_off));
     if (carried > 0) {
       continue; // show the new state at once
     }

@@ -33,14 +33,19 @@ void spawn_detached(const Context& ctx, const std::string& pool,
                     const std::string& log_name);
 
 // Reconciles every pool and spawns a driver for each pool with requests that need one. Called
-// by open_state(). Errors: the store's.
+// by open_state(). A pool that could not be reconciled is a warning (warn_unreconciled), not an
+// error: the command goes on. Errors: the store's when it cannot be read at all.
 Status reconcile_and_spawn(const Context& ctx, state::StateStore& store);
+// One warning on stderr per pool whose due transitions could not be applied.
+void warn_unreconciled(const std::vector<Error>& errors);
 
 // Follows request `id` of `pool` until done(record) holds (the record is nullopt once deleted)
-// or `timeout` passes (0: no limit): every tick reconciles the pool and drives, in this process,
-// whatever needs a driver, and prints each new state (with its reason) on stderr unless --quiet.
-// Returns the last record seen and whether done() held. Errors: the store's; interrupted (kind
-// interrupted) on SIGINT.
+// or `timeout` passes (0: no limit): every tick reconciles the pool and drives `id` (and any
+// request whose lease this process holds) in this process; any other request that needs a
+// driver (say one placed on the hosts a delete just freed) is handed to a detached driver
+// (spawn_driver, with `flags`), so a command does its own work only. Prints each new state
+// (with its reason) on stderr unless --quiet. Returns the last record seen and whether done()
+// held. Errors: the store's; interrupted (kind interrupted) on SIGINT.
 struct FollowResult {
   std::optional<provision::QueuedResource> qr;
   bool done = false;
@@ -51,7 +56,7 @@ bool settled(const std::optional<provision::QueuedResource>& qr);
 Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, const std::string& pool,
                               const std::string& id, const DoneFn& done,
                               std::chrono::milliseconds timeout,
-                              const provision::DriveOptions& options);
+                              const provision::DriveOptions& options, const SshFlags& flags);
 
 // The state directory (where local pools and driver logs live). Errors: a bad --state URL.
 Expected<std::string> state_dir(const Context& ctx);

@@ -56,13 +56,14 @@ Expected<state::StateStore*> open_state(Context& ctx, Drivers drivers) {
     TPUCTL_TRY_ASSIGN(auto options, open_options(ctx));
     TPUCTL_TRY_ASSIGN(s_store, state::open_store(ctx.globals.state, options));
     s_url = ctx.globals.state;
+    // Due transitions first. What stops them is said on stderr and the command goes on: a
+    // read still shows the state as it is, and a write meets the same store on its own.
     if (drivers == Drivers::spawn) {
       TPUCTL_TRY(reconcile_and_spawn(ctx, *s_store));
+    } else if (auto r = provision::reconcile_all(*s_store, state::system_clock()); !r) {
+      return r.error();
     } else {
-      auto r = provision::reconcile_all(*s_store, state::system_clock());
-      if (!r && !state::has_reason(r.error(), state::reason::k_schema_too_new)) {
-        return r.error();
-      }
+      warn_unreconciled(r->errors);
     }
   }
   return s_store.get();

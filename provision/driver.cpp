@@ -89,6 +89,16 @@ Expected<DriveResult> finish(state::StateStore& store, const std::string& pool,
     }
     return ops;
   });
+  if (!committed && state::is_permanent_refusal(committed.error()) && result.carried) {
+    // What provisioning found cannot be recorded (too large for the store): the request fails
+    // on its own, its hosts freed, instead of staying PROVISIONING for driver after driver.
+    spdlog::warn("queued resource '{}': its {} outcome cannot be recorded: {}", id,
+                 to_string(expected), committed.error().message);
+    TPUCTL_TRY_ASSIGN(auto failed,
+                      fail_unrecordable(store, pool, id, options.clock, committed.error()));
+    result.qr = std::move(failed);
+    return result;
+  }
   if (!committed) {
     return committed.error();
   }
@@ -164,7 +174,7 @@ Expected<DriveResult> drive(state::StateStore& store, const std::string& pool,
                   [&](QueuedResource& q, std::vector<state::Op>& ops, int64_t now) {
                     if (report && report->ok) {
                       q.provisioning["agent_sha256"] = report->agent_sha256;
-                      q.provisioning["report"] = to_json(*report);
+                      q.provisioning["report"] = to_stored_json(*report);
                       size_t workers = hosts_of(q).size();
                       transition(q, QrState::active, state::Initiator::service, now,
                                  "all " + std::to_string(workers) + " workers passed preflight");
@@ -173,7 +183,7 @@ Expected<DriveResult> drive(state::StateStore& store, const std::string& pool,
                     if (report) {
                       q.error = report->failure.value_or(
                           QrError{k_provisioning_failed, "provisioning failed", -1, "", ""});
-                      q.provisioning["report"] = to_json(*report);
+                      q.provisioning["report"] = to_stored_json(*report);
                     } else {
                       q.error = QrError{k_provisioning_failed, report.error().message, -1, "", ""};
                     }

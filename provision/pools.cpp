@@ -445,41 +445,59 @@ Status remove_hosts(state::StateStore& store, const std::string& pool,
   return tpuctl::ok();
 }
 
-Expected<HostEntry> set_drain(state::StateStore& store, const std::string& pool,
-                              const std::string& host, const std::string& reason) {
-  HostEntry result;
+Expected<std::vector<HostEntry>> set_drain(state::StateStore& store, const std::string& pool,
+                                           const std::vector<std::string>& hosts,
+                                           const std::string& reason) {
+  std::vector<HostEntry> result;
   auto r = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
-    auto rec = s.find(state::host_key(pool, host));
-    if (!rec) {
-      return rec.error();
+    result.clear();
+    TPUCTL_TRY_ASSIGN(PoolView view, load_pool(s, pool));
+    std::map<std::string, const HostEntry*> by_name;
+    for (const auto& h : view.hosts) {
+      by_name[h.name] = &h;
     }
-    if (!*rec) {
-      TPUCTL_TRY(load_pool(s, pool).has_value()
-                     ? Status{}
-                     : Status{Error(ErrorKind::not_found, "pool '" + pool + "' does not exist",
-                                    "not_found")});
-      return Error(ErrorKind::not_found, "host '" + host + "' is not in pool '" + pool + "'",
-                   "not_found");
+    ErrorList problems;
+    std::vector<state::Op> ops;
+    for (const auto& name : hosts) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) {
+        problems.add(Error(ErrorKind::not_found,
+                           "host '" + name + "' is not in pool '" + pool + "'", "not_found"));
+        continue;
+      }
+      HostEntry h = *it->second;
+      h.drain_reason = reason;
+      ops.push_back(state::UpdateOp{state::host_key(pool, name), to_json(h), h.version});
+      result.push_back(std::move(h));
     }
-    TPUCTL_TRY_ASSIGN(result, host_from_json((*rec)->doc));
-    std::string before = result.drain_reason;
-    result.drain_reason = reason;
+    if (!problems.empty()) {
+      return problems.combined();
+    }
     state::Event ev;
     ev.pool = pool;
-    ev.subject_kind = state::Kind::host;
-    ev.subject = host;
-    ev.type = reason.empty() ? "HOST_UNDRAINED" : "HOST_DRAINED";
-    ev.from_state = before.empty() ? "READY" : "DRAINED";
-    ev.to_state = reason.empty() ? "READY" : "DRAINED";
     ev.detail = Json{{"reason", reason}};
-    return std::vector<state::Op>{
-        state::UpdateOp{state::host_key(pool, host), to_json(result), (*rec)->version},
-        state::EventOp{ev}};
+    if (hosts.size() == 1) {
+      const HostEntry& before = *by_name.at(hosts[0]);
+      ev.subject_kind = state::Kind::host;
+      ev.subject = hosts[0];
+      ev.type = reason.empty() ? "HOST_UNDRAINED" : "HOST_DRAINED";
+      ev.from_state = before.drain_reason.empty() ? "READY" : "DRAINED";
+      ev.to_state = reason.empty() ? "READY" : "DRAINED";
+    } else {
+      ev.subject_kind = state::Kind::pool;
+      ev.subject = pool;
+      ev.type = reason.empty() ? "HOSTS_UNDRAINED" : "HOSTS_DRAINED";
+      ev.detail["hosts"] = hosts;
+    }
+    ops.push_back(state::EventOp{ev});
+    return ops;
   });
   if (!r) {
     return r.error();
   }
-  result.version = r->revision;
+  for (auto& h : result) {
+    h.version = r->revision;
+  }
   return result;
 }
 

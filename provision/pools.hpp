@@ -106,13 +106,18 @@ Expected<std::vector<HostEntry>> add_hosts(state::StateStore& store, const std::
                                            const std::vector<util::HostSpec>& specs,
                                            const AddHostsOptions& options);
 
-// Removes hosts. Errors: not_found naming each unknown host; hosts_busy when one is claimed.
+// Removes hosts, all or none, in one transaction. Errors: not_found naming each unknown host;
+// hosts_busy naming each claimed one.
 Status remove_hosts(state::StateStore& store, const std::string& pool,
                     const std::vector<std::string>& hosts);
 
-// Drains (reason non-empty) or undrains (reason empty) a host. A drained host is never placed.
-Expected<HostEntry> set_drain(state::StateStore& store, const std::string& pool,
-                              const std::string& host, const std::string& reason);
+// Drains (reason non-empty) or undrains (reason empty) hosts, all or none, in one transaction;
+// a drained host is never placed. One event: HOST_DRAINED/HOST_UNDRAINED for one host,
+// HOSTS_DRAINED/HOSTS_UNDRAINED (detail: hosts) for several. Returns the hosts afterwards.
+// Errors: not_found naming each unknown host (and a missing pool).
+Expected<std::vector<HostEntry>> set_drain(state::StateStore& store, const std::string& pool,
+                                           const std::vector<std::string>& hosts,
+                                           const std::string& reason);
 
 // Deletes a pool and all its records. Refused (hosts_busy, naming the claims) while hosts are
 // claimed, unless `force`.

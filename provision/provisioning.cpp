@@ -21,6 +21,8 @@
 #include "provision/provisioning.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <iterator>
 #include <mutex>
 
 #include "provision/preflight_report.hpp"
@@ -175,6 +177,56 @@ json to_json(const ProvisionReport& report) {
                           {"node", f.node},
                           {"host", f.host}};
   }
+  return doc;
+}
+
+namespace {
+
+bool worker_failed(const json& w) {
+  const json& pf = w.value("preflight", json(nullptr));
+  return w.value("facts", json(nullptr)).is_null() || !pf.is_object() || !pf.value("ok", false);
+}
+
+} // namespace
+
+json to_stored_json(const ProvisionReport& report) {
+  json doc = to_json(report);
+  const json& all = report.workers;
+  if (all.size() <= k_report_workers_kept) {
+    return doc;
+  }
+  json kept = json::array();
+  json common;
+  int passed = 0;
+  int64_t max_skew = 0;
+  for (const auto& w : all) {
+    const json& facts = w.value("facts", json(nullptr));
+    if (facts.is_object()) {
+      if (common.is_null()) {
+        common = facts;
+      } else {
+        for (auto it = common.begin(); it != common.end();) {
+          auto f = facts.find(it.key());
+          it = f != facts.end() && *f == it.value() ? std::next(it) : common.erase(it);
+        }
+      }
+    }
+    const json& pf = w.value("preflight", json(nullptr));
+    if (pf.is_object() && pf.contains("clock") && pf["clock"].is_object()) {
+      max_skew = std::max<int64_t>(max_skew, std::abs(pf["clock"].value("skew_ms", int64_t{0})));
+    }
+    if (!worker_failed(w)) {
+      ++passed;
+    } else if (kept.size() < k_report_workers_kept) {
+      kept.push_back(w);
+    }
+  }
+  doc["workers"] = std::move(kept);
+  doc["workers_total"] = all.size();
+  doc["facts_common"] = common.is_null() ? json::object() : common;
+  doc["preflight_summary"] = json{{"passed", passed},
+                                  {"failed", static_cast<int>(all.size()) - passed},
+                                  {"max_skew_ms", max_skew}};
   return doc;
 }
 

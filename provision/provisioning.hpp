@@ -59,6 +59,15 @@ struct ProvisionReport {
 //  "timings": {push_ms, probe_ms, startup_ms, preflight_ms, total_ms}}. Never fails.
 nlohmann::json to_json(const ProvisionReport& report);
 
+// What the queued-resource record keeps of a report: to_json() as it is for slices of up to
+// k_report_workers_kept workers; for larger ones, the same fields but "workers" only the failed
+// workers (at most k_report_workers_kept of them), plus "workers_total", "facts_common" (the
+// probe facts every worker shares) and "preflight_summary" ({passed, failed, max_skew_ms}), so
+// the record stays a few tens of KB whatever the slice's size (a whole report is ~3 KB a worker
+// and grows with the slice: it cannot be stored for a pod of 2,304 hosts).
+inline constexpr size_t k_report_workers_kept = 64;
+nlohmann::json to_stored_json(const ProvisionReport& report);
+
 // The failure code of each step.
 inline constexpr const char* k_provisioning_failed = "PROVISIONING_FAILED";
 inline constexpr const char* k_preflight_failed = "PREFLIGHT_FAILED";

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include <spdlog/spdlog.h>
+
 #include "provision/pools.hpp"
 #include "provision/reconcile.hpp"
 #include "topology/accelerator_type.hpp"
@@ -113,6 +115,34 @@ state::Op event_op(const QueuedResource& qr, const std::string& type, QrState fr
   return state::EventOp{std::move(e)};
 }
 
+// The ops that remove a record at once (delete --force of a record this tpuctl cannot read, or
+// cannot rewrite): the record goes and the hosts it holds are released. Nothing on the workers
+// is stopped (`why` says why not).
+Expected<std::vector<state::Op>> remove_at_once(state::StateStore& s, const std::string& pool,
+                                                const std::string& id,
+                                                const std::vector<state::Claim>& held, int64_t now,
+                                                const std::string& why) {
+  TPUCTL_TRY_ASSIGN(state::Record rec, s.get(state::queued_resource_key(pool, id)));
+  spdlog::warn("queued resource '{}' in pool '{}' {}: removing its record and releasing its {} "
+               "hosts without stopping anything on them",
+               id, pool, why, held.size());
+  std::vector<state::Op> ops;
+  if (!held.empty()) {
+    std::vector<std::string> hosts;
+    for (const auto& c : held) {
+      hosts.push_back(c.host);
+    }
+    ops.push_back(state::ReleaseOp{pool, std::move(hosts), id});
+  }
+  ops.push_back(state::RemoveOp{rec.key, rec.version});
+  QueuedResource gone;
+  gone.id = id;
+  gone.pool = pool;
+  ops.push_back(event_op(gone, "DELETED", QrState::deleting, QrState::deleting,
+                         state::Initiator::user, now, "removed at once: " + why));
+  return ops;
+}
+
 } // namespace
 
 Expected<CreateOutcome> create_queued_resource(state::StateStore& store, const CreateRequest& req,
@@ -221,9 +251,20 @@ Expected<std::optional<QueuedResource>> begin_delete(state::StateStore& store,
   std::optional<QueuedResource> result;
   auto committed = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
     result.reset();
-    TPUCTL_TRY_ASSIGN(QueuedResource qr, load_queued_resource(s, pool, id));
     TPUCTL_TRY_ASSIGN(auto held, s.claims_of(pool, id));
     const int64_t now = state::to_unix_ms(clock());
+    auto loaded = load_queued_resource(s, pool, id);
+    if (!loaded && state::has_reason(loaded.error(), k_malformed_record)) {
+      if (force) {
+        return remove_at_once(s, pool, id, held, now, "cannot be read");
+      }
+      Error e = loaded.error();
+      e.message += ": 'tpuctl queued-resources delete " + id + " --force' removes its record" +
+                   (held.empty() ? std::string()
+                                 : " and releases its " + std::to_string(held.size()) + " hosts");
+      return e;
+    }
+    TPUCTL_TRY_ASSIGN(QueuedResource qr, std::move(loaded));
     const bool has_hosts = holds_hosts(qr.state) || !held.empty();
     if (has_hosts && !force && qr.state != QrState::deleting) {
       return make_error(ErrorKind::failure, "queued resource '" + id + "' is " +
@@ -255,6 +296,16 @@ Expected<std::optional<QueuedResource>> begin_delete(state::StateStore& store,
     result = qr;
     return ops;
   });
+  if (!committed && force && state::is_permanent_refusal(committed.error())) {
+    // The store cannot even record DELETING (a record too large to rewrite): --force still
+    // deletes, at once.
+    const std::string why = "cannot be rewritten (" + committed.error().message + ")";
+    committed = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
+      TPUCTL_TRY_ASSIGN(auto held, s.claims_of(pool, id));
+      return remove_at_once(s, pool, id, held, state::to_unix_ms(clock()), why);
+    });
+    result.reset();
+  }
   if (!committed) {
     return committed.error();
   }

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <set>
+
+#include <spdlog/spdlog.h>
 
 #include "util/strings.hpp"
 
@@ -316,28 +319,42 @@ Expected<QueuedResource> qr_from_json(const Json& doc) {
     qr.provisioning = doc.value("provisioning", Json::object());
     return qr;
   } catch (const std::exception& e) {
-    return make_error(ErrorKind::failure,
-                      std::string("queued resource record is malformed: ") + e.what());
+    return Error(ErrorKind::failure,
+                 std::string("queued resource record is malformed: ") + e.what(),
+                 std::string(k_malformed_record));
   }
 }
 
 Expected<QueuedResource> qr_from_record(const state::Record& record) {
-  TPUCTL_TRY_ASSIGN(QueuedResource qr, qr_from_json(record.doc));
+  auto parsed = qr_from_json(record.doc);
+  if (!parsed) {
+    Error e = parsed.error();
+    e.message = state::describe(record.key) + " cannot be read (" + e.message + ")";
+    return e;
+  }
+  QueuedResource qr = std::move(*parsed);
   qr.version = record.version;
   qr.create_revision = record.create_revision;
   return qr;
 }
 
 Expected<std::vector<QueuedResource>> list_queued_resources(state::StateStore& store,
-                                                            const std::string& pool) {
+                                                            const std::string& pool,
+                                                            std::vector<Error>* unreadable) {
   TPUCTL_TRY_ASSIGN(state::Listing listing, store.list(state::Kind::queued_resource, pool));
   std::vector<QueuedResource> out;
   for (const auto& r : listing.records) {
     auto qr = qr_from_record(r);
     if (!qr) {
       Error e = qr.error();
-      e.message = state::describe(r.key) + ": " + e.message;
-      return e;
+      e.message +=
+          ": it is left out; 'tpuctl queued-resources delete " + r.key.id + " --force' removes it";
+      if (unreadable != nullptr) {
+        unreadable->push_back(std::move(e));
+      } else if (static std::set<std::string> warned; warned.insert(e.message).second) {
+        spdlog::warn("{}", e.message); // once per process
+      }
+      continue;
     }
     out.push_back(std::move(*qr));
   }

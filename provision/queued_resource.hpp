@@ -126,13 +126,19 @@ const QrNode* find_node(const QueuedResource& qr, const std::string& node_id);
 std::vector<std::string> hosts_of(const QueuedResource& qr);
 
 nlohmann::json to_json(const QueuedResource& qr);
-// Errors: failure naming the bad field (a corrupt record).
+// Error::reason of a record that is not a queued resource this tpuctl can read.
+inline constexpr std::string_view k_malformed_record = "malformed_record";
+// Errors: failure naming the bad field (a corrupt record), reason k_malformed_record.
 Expected<QueuedResource> qr_from_json(const nlohmann::json& doc);
 Expected<QueuedResource> qr_from_record(const state::Record& record);
 
-// Every queued resource of `pool` (every pool when empty), by pool then id.
-Expected<std::vector<QueuedResource>> list_queued_resources(state::StateStore& store,
-                                                            const std::string& pool);
+// Every queued resource of `pool` (every pool when empty), by pool then id. A record that cannot
+// be read is left out, so one corrupt record never stops every command on the pool: its error
+// (naming it, and how to remove it) goes to `unreadable` when given, else to the log (a warning
+// on stderr). Errors: the store's.
+Expected<std::vector<QueuedResource>>
+list_queued_resources(state::StateStore& store, const std::string& pool,
+                      std::vector<Error>* unreadable = nullptr);
 // The record. Errors: not_found naming the id and the pool (with the ids that exist, up to 5).
 Expected<QueuedResource> load_queued_resource(state::StateStore& store, const std::string& pool,
                                               const std::string& id);

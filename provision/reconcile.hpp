@@ -48,20 +48,40 @@ bool is_own_lease(const Lease& lease);
 bool needs_driver(const QueuedResource& qr, int64_t now_ms);
 
 struct ReconcileResult {
-  std::vector<QueuedResource> changed;   // what this pass changed (after the commit)
+  std::vector<QueuedResource> changed; // what this pass changed (after the commit)
   // ids in PROVISIONING/SUSPENDING/DELETING with no live lease, or a lease this process holds
   std::vector<std::string> needs_driver;
   std::vector<std::string> driver_pools; // pools with a request no live process carries
+  std::vector<Error> errors;             // reconcile_all: pools that could not be reconciled
 };
 
 // Runs one scheduler pass on `pool` inside a transaction and commits it: record updates
 // (compare-and-swap), host claims for requests that were placed, and a STATE_CHANGED event per
-// transition. Errors: the store's (not_found for a missing pool).
+// transition. When the store refuses the pass as a whole for good (state::is_permanent_refusal:
+// too large), it is recorded request by request, and a request whose own change is refused
+// fails on its own (fail_unrecordable): one request never stops the pool. Records that cannot
+// be read are left out (list_queued_resources). Errors: the store's (not_found for a missing
+// pool).
 Expected<ReconcileResult> reconcile_pool(state::StateStore& store, const std::string& pool,
                                          const state::Clock& clock,
                                          const SchedulerPolicy& policy = {});
 
-// reconcile_pool() on every pool of the store; the results concatenated.
+// The FAILED code of a request whose change the state store refuses to record.
+inline constexpr std::string_view k_state_store_refused = "STATE_STORE_REFUSED";
+
+// Moves request `id` to FAILED (SERVICE) because the store refused to record its change
+// (`refusal`: a placement or a provisioning result too large for one etcd transaction): error
+// code k_state_store_refused naming the refusal and what to do, its nodes, report and lease
+// dropped and its hosts released, in one commit. Returns the record afterwards (nullopt when it
+// is gone). Errors: the store's, including the refusal again when even that cannot be recorded.
+Expected<std::optional<QueuedResource>>
+fail_unrecordable(state::StateStore& store, const std::string& pool, const std::string& id,
+                  const state::Clock& clock, const Error& refusal);
+
+// reconcile_pool() on every pool of the store; the results concatenated. A pool that cannot be
+// reconciled (a conflict that outlasted the retries, a schema too new, a record that cannot be
+// read) is reported in `errors` and the others go on. Errors: the store's when it cannot be
+// read at all (k_unavailable).
 Expected<ReconcileResult> reconcile_all(state::StateStore& store, const state::Clock& clock,
                                         const SchedulerPolicy& policy = {});
 

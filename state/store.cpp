@@ -103,6 +103,10 @@ bool has_reason(const Error& error, std::string_view why) {
   return error.reason == why;
 }
 
+bool is_permanent_refusal(const Error& error) {
+  return has_reason(error, reason::k_invalid);
+}
+
 std::string to_text(const Json& doc) {
   return doc.dump(-1, ' ', false, Json::error_handler_t::replace);
 }

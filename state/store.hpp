@@ -60,6 +60,10 @@ std::string to_text(const Json& doc);
 
 // True when `error` carries reason `why`.
 bool has_reason(const Error& error, std::string_view why);
+// True when the store refused a commit for what it is, not for when it was made: it can never
+// be recorded as it is (reason k_invalid: above the store's limits, or malformed). Retrying
+// the same change is useless; a smaller one may pass.
+bool is_permanent_refusal(const Error& error);
 
 // What a record is. Stored by name (to_string), so adding a kind needs no schema change.
 enum class Kind { pool, host, queued_resource, cluster, workload };

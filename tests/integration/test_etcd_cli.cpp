@@ -20,12 +20,14 @@
 #include "state/location.hpp"
 #include "tests/support/etcd_fixture.hpp"
 #include "tests/support/local_pool_fixture.hpp"
+#include "tests/support/machine.hpp"
 #include "util/strings.hpp"
 
 using nlohmann::json;
 using namespace tpuctl;
 using tpuctl::test::can_bind;
 using tpuctl::test::EtcdCluster;
+using tpuctl::test::Machine;
 using tpuctl::test::run_tpuctl;
 using tpuctl::test::TempDir;
 using tpuctl::test::unique_prefix;
@@ -37,48 +39,9 @@ EtcdCluster& cluster() {
   return c;
 }
 
-// One tpuctl "machine": its own HOME, XDG dirs and (unused unless asked) SQLite state.
-struct Machine {
-  TempDir dir;
-  std::map<std::string, std::string> vars;
-  explicit Machine(const std::string& state_url = "") {
-    vars["HOME"] = dir.path().string();
-    vars["XDG_STATE_HOME"] = (dir.path() / "state").string();
-    vars["XDG_CONFIG_HOME"] = (dir.path() / "config").string();
-    if (!state_url.empty()) {
-      vars["TPUCTL_STATE"] = state_url;
-    }
-  }
-  ~Machine() {
-    for (int pid : test::processes_with_marker(dir.path().string())) {
-      ::kill(pid, SIGKILL);
-    }
-  }
-  util::ProcessResult run(std::vector<std::string> args) const { return run_tpuctl(args, vars); }
-  json run_json(std::vector<std::string> args) const {
-    args.insert(args.end(), {"--format", "json"});
-    auto r = run(args);
-    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    return json::parse(r.out);
-  }
-  std::filesystem::path sqlite_file() const { return dir.path() / "state" / "tpuctl" / "state.db"; }
-};
-
 // "127.130.S.2" with .2 ... .(1+hosts) free on port 2222, S in 200..249.
 std::string free_sshd_base(int hosts) {
-  int start = static_cast<int>(::getpid() % 50);
-  for (int a = 0; a < 50; ++a) {
-    std::string prefix = "127.130." + std::to_string(200 + (start + a) % 50) + ".";
-    bool free = true;
-    for (int i = 0; free && i < hosts; ++i) {
-      free = can_bind(prefix + std::to_string(2 + i), 2222);
-    }
-    if (free) {
-      return prefix + "2";
-    }
-  }
-  FAIL("no free sshd addresses in 127.130.200-249.x");
-  return "";
+  return tpuctl::test::free_address_base("127.130.", 200, 50, hosts);
 }
 
 // A tpuctl left running (e.g. a watch) whose stdout is read line by line; killed by pid.

@@ -17,6 +17,7 @@
 #include <doctest/doctest.h>
 
 #include "state/store.hpp"
+#include "tests/support/pod_hosts.hpp"
 
 namespace tpuctl::state::test {
 
@@ -635,33 +636,9 @@ inline void two_handles(StoreFixture& fixture, FakeClock& clock) {
   }
 }
 
-// A host record as `pool add-hosts` writes one (~330 bytes), for host `i` of a pod.
-inline Json pod_host_doc(int i) {
-  std::string name = "10.2." + std::to_string(i / 256) + "." + std::to_string(i % 256);
-  return Json{{"name", name},
-              {"address", name},
-              {"port", 22},
-              {"user", "tpu"},
-              {"identity_file", "/home/tpu/.local/state/tpuctl/local-pools/pod/client_ed25519"},
-              {"known_hosts", ""},
-              {"workdir", "/home/tpu/.tpuctl/work/" + name},
-              {"coords", Json::array({i % 16, (i / 16) % 12, i / 192})},
-              {"labels", Json::object()},
-              {"drain_reason", ""},
-              {"added_at_ms", 1795593625852},
-              {"local", nullptr}};
-}
-
-inline constexpr int k_pod_hosts = 2304; // a tpu7x-18432 pod: 9,216 chips, 4 a host
-
-// The names of hosts [from, to) of the pod.
-inline std::vector<std::string> pod_hosts(int from, int to) {
-  std::vector<std::string> out;
-  for (int i = from; i < to; ++i) {
-    out.push_back(pod_host_doc(i)["name"]);
-  }
-  return out;
-}
+using tpuctl::test::k_pod_hosts;
+using tpuctl::test::pod_host_doc;
+using tpuctl::test::pod_hosts;
 
 inline void pod_scale(StateStore& s) {
   REQUIRE(s.create(pool_key("pod"), {{"generation", "tpu7x"}}));

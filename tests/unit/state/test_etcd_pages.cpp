@@ -5,13 +5,13 @@
 #include <doctest/doctest.h>
 
 #include "state/etcd_pages.hpp"
-#include "tests/unit/state/store_conformance.hpp"
+#include "tests/support/pod_hosts.hpp"
 
 using namespace tpuctl;
 using namespace tpuctl::state;
 using namespace tpuctl::state::etcd;
 
-using tpuctl::state::test::conformance::pod_host_doc;
+using tpuctl::test::pod_host_doc;
 
 TEST_CASE("etcd pages: a host page round-trips docs, and zero revisions become the page's") {
   HostPage page;
