@@ -5,7 +5,7 @@
 #
 #   bench/store_scale.sh [--runs N] [--hosts N] [--keep]
 #
-# Builds bench/store_bench (scripts/deps.sh --bench, scripts/build.sh --bench into build-bench/
+# Builds bench/store_bench and tpuctl (scripts/deps.sh --bench, then cmake into build-bench/
 # unless BUILD_DIR says otherwise), starts etcd (Debian's
 # etcd-server, default limits) on 127.0.193.1:23793 (peer 23803) with its data in a mktemp -d
 # scratch directory, runs store_bench against it and a SQLite file there, then kills etcd by
@@ -31,14 +31,24 @@ done
   { echo "store_scale.sh: --hosts must be 1..2304 (a tpu7x pod)" >&2; exit 2; }
 command -v etcd >/dev/null || { echo "store_scale.sh: etcd not found: run scripts/deps.sh" >&2; exit 2; }
 
-(cd "$here/.." && scripts/deps.sh --bench)
-build_dir=$(cd "$here/.." && BUILD_DIR=${BUILD_DIR:-build-bench} scripts/build.sh --bench | tail -n 1)
-bench=$here/../$build_dir/bench/store_bench
-tpuctl=$here/../$build_dir/cli/tpuctl
+# Only the two targets it runs (configuring the bench build needs OpenBLAS: deps.sh --bench).
+root=$(cd "$here/.." && pwd)
+build_dir=$root/${BUILD_DIR:-build-bench}
+(cd "$root" && scripts/deps.sh --bench)
+generator=()
+command -v ninja >/dev/null && [[ ! -f $build_dir/CMakeCache.txt ]] && generator=(-G Ninja)
+cmake -S "$root" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DTPUCTL_BUILD_BENCH=ON >/dev/null
+cmake --build "$build_dir" -j"$(nproc)" --target store_bench tpuctl >&2
+bench=$build_dir/bench/store_bench
+tpuctl=$build_dir/cli/tpuctl
 scratch=$(mktemp -d /tmp/tpuctl-store-scale-XXXXXX)
 etcd_pid=
 cleanup() {
-  [[ -n $etcd_pid ]] && kill -9 "$etcd_pid" 2>/dev/null && wait "$etcd_pid" 2>/dev/null
+  if [[ -n $etcd_pid ]]; then
+    kill -9 "$etcd_pid" 2>/dev/null || true
+    wait "$etcd_pid" 2>/dev/null || true
+  fi
   if [[ $keep == 1 ]]; then echo "store_scale.sh: kept $scratch" >&2; else rm -rf "$scratch"; fi
 }
 trap cleanup EXIT
@@ -59,7 +69,7 @@ curl -sf "http://$endpoint/health" >/dev/null || { echo "store_scale.sh: etcd di
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)
 echo "## State store at pod scale: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($cpu)"
 echo
-echo "tpuctl $("$tpuctl" version 2>/dev/null | head -n 1), etcd $(etcd --version | head -n 1 | awk '{print $3}'), $runs runs, medians (min-max)."
+echo "$("$tpuctl" version 2>/dev/null | head -n 1), etcd $(etcd --version | head -n 1 | awk '{print $3}'), $runs runs, medians (min-max)."
 echo
 mkdir -p "$scratch/sqlite"
 HOME=$scratch XDG_STATE_HOME=$scratch/state XDG_CONFIG_HOME=$scratch/config \
@@ -68,3 +78,4 @@ HOME=$scratch XDG_STATE_HOME=$scratch/state XDG_CONFIG_HOME=$scratch/config \
 grep -v '^{' "$scratch/out.txt"
 echo >&2 "store_scale.sh: per-run figures (JSON lines):"
 grep '^{' "$scratch/out.txt" >&2
+exit 0
