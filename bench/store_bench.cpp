@@ -9,6 +9,8 @@
 //            every host for one owner (a tpu7x-18432 slice), through transact()
 //   release  release_all of that owner (read its claims, one commit releasing them)
 //   snapshot one snapshot() of the whole pool (what `pool describe` and `qr list` read)
+// and, on the first run's pool, commits per second from 1 and from 8 writers (own handles) each
+// claiming and releasing one host of its own: how fast one pool's claims can change.
 // The peer, in the same process: one bare etcd txn through the same HTTP client putting 33
 // values of the same total size as the claim's writes (what any etcd client pays to move those
 // bytes), so claim / floor says what tpuctl adds on top of etcd itself.
@@ -17,6 +19,7 @@
 // wall time of whole `tpuctl qr list` and `tpuctl pool describe` processes on it (--runs each).
 // Prints one JSON line per run and a markdown table of medians (min-max) on stdout.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +28,7 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -160,6 +164,42 @@ void active_pod(state::StateStore& s, int hosts) {
   }
 }
 
+// Commits per second on one pool from `writers` threads, each with its own store handle (as
+// separate tpuctl processes have), for `seconds`: each claims one host of its own and releases
+// it, over and over, through transact(). Hosts hash to the 16 pages, so writers meet on pages.
+double commits_per_second(const std::string& url, int writers, double seconds) {
+  std::vector<std::unique_ptr<state::StateStore>> handles;
+  for (int w = 0; w < writers; ++w) {
+    auto s = state::open_store(url);
+    if (!s) {
+      die("open " + url, s.error());
+    }
+    handles.push_back(std::move(*s));
+  }
+  std::atomic<long> commits{0};
+  const double end = now_ms() + seconds * 1000;
+  std::vector<std::thread> threads;
+  for (int w = 0; w < writers; ++w) {
+    threads.emplace_back([&, w] {
+      auto& s = *handles[static_cast<size_t>(w)];
+      const std::string host = test::pod_host_doc(w)["name"];
+      const std::string owner = "writer-" + std::to_string(w);
+      while (now_ms() < end) {
+        auto c = s.claim_hosts("pod", {host}, owner);
+        auto r = s.release_hosts("pod", {host}, owner);
+        if (!c || !r) {
+          die("contended claim", c ? r.error() : c.error());
+        }
+        commits += 2;
+      }
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  return static_cast<double>(commits) / seconds;
+}
+
 // Wall time of `tpuctl --state URL --pool cli ARGS...`, a whole process.
 double time_cli(const std::string& tpuctl, const std::string& url,
                 const std::vector<std::string>& args) {
@@ -220,6 +260,13 @@ int main(int argc, char** argv) {
         die("open " + url, store.error());
       }
       Times t = run_once(**store, hosts);
+      if (run == 0) {
+        // On the pool run_once left (all hosts free again): one writer, then eight.
+        for (int writers : {1, 8}) {
+          all[backend]["writers" + std::to_string(writers)].push_back(
+              commits_per_second(url, writers, 2.0));
+        }
+      }
       json line{{"backend", backend}, {"run", run}, {"hosts", hosts}};
       for (const auto& [step, ms] : t) {
         all[backend][step].push_back(ms);
@@ -245,6 +292,11 @@ int main(int argc, char** argv) {
     std::cout << "| " << backend << " | " << cell(steps.at("add")) << " | "
               << cell(steps.at("claim")) << " | " << cell(steps.at("snapshot")) << " | "
               << cell(steps.at("release")) << " |\n";
+  }
+  std::cout << "\n| backend | commits/s, 1 writer | commits/s, 8 writers |\n|---|---|---|\n";
+  for (const auto& [backend, steps] : all) {
+    std::cout << "| " << backend << " | " << median(steps.at("writers1")) << " | "
+              << median(steps.at("writers8")) << " |\n";
   }
   std::cout << "\netcd floor (one bare txn of the claim's bytes): " << cell(floor)
             << " ms; claim / floor = " << median(all["etcd"]["claim"]) / median(floor) << "\n";

@@ -326,6 +326,9 @@ Expected<QueuedResource> qr_from_json(const Json& doc) {
 }
 
 Expected<QueuedResource> qr_from_record(const state::Record& record) {
+  if (!record.unreadable.empty()) {
+    return Error(ErrorKind::failure, record.unreadable, std::string(k_malformed_record));
+  }
   auto parsed = qr_from_json(record.doc);
   if (!parsed) {
     Error e = parsed.error();

@@ -33,7 +33,9 @@
 //  * a page is rewritten whole by any change to one of its hosts: at 2,304 hosts a host page is
 //    ~18 KB and a claim page ~2 KB; at ~50,000 hosts a host page nears 400 KB a write;
 //  * commits that touch the same page are serialized by its compare: writers to one pool's hosts
-//    and claims retry each other (tens of commits a second per pool on one etcd member).
+//    and claims retry each other. Measured (bench/store_scale.sh, one etcd member, 2 cores, a
+//    2,304-host pool): ~550 claim-or-release commits a second from one writer, ~1,250 from
+//    eight, against ~6,800 on SQLite.
 #pragma once
 
 #include <cstdint>

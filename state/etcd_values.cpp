@@ -50,7 +50,11 @@ Expected<Record> decode_record(const KeyLayout& keys, const KeyValue& kv) {
   }
   Record r;
   r.key = std::move(*key);
-  TPUCTL_TRY_ASSIGN(r.doc, parse_object(kv));
+  if (auto doc = parse_object(kv)) {
+    r.doc = std::move(*doc);
+  } else {
+    r.unreadable = describe(r.key) + " cannot be read (its stored value is not a JSON object)";
+  }
   r.version = kv.mod_revision;
   r.create_revision = kv.create_revision;
   return r;

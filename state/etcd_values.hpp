@@ -26,8 +26,8 @@ struct ClaimValue {
 
 Expected<ClaimValue> decode_claim(const KeyValue& kv);
 
-// The record stored in `kv`. Errors: k_unavailable for a key outside the layout or a value
-// that is not a JSON object.
+// The record stored in `kv`; a value that is not a JSON object gives a record with
+// Record::unreadable set. Errors: k_unavailable for a key outside the layout.
 Expected<Record> decode_record(const KeyLayout& keys, const KeyValue& kv);
 
 std::string encode_heartbeat(const Json& payload, int64_t last_seen_ms, int64_t ttl_ms);

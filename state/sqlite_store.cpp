@@ -41,7 +41,12 @@ Expected<Record> read_record(const sqlite::Stmt& s) {
                 reason::k_unavailable);
   }
   r.key = Key{*kind, s.text(1), s.text(2)};
-  TPUCTL_TRY_ASSIGN(r.doc, parse_doc(s.text(3), describe(r.key)));
+  Json doc = Json::parse(s.text(3), nullptr, false);
+  if (doc.is_object()) {
+    r.doc = std::move(doc);
+  } else {
+    r.unreadable = describe(r.key) + " cannot be read (its stored value is not a JSON object)";
+  }
   r.version = s.int64(4);
   r.create_revision = s.int64(5);
   return r;

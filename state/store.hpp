@@ -102,6 +102,10 @@ struct Record {
   Json doc = Json::object();
   int64_t version = 0;         // revision of the commit that last changed it
   int64_t create_revision = 0; // revision of the commit that created it (orders "oldest first")
+  // Set when the stored value is not a JSON object (damaged by hand, or by a disk): why, naming
+  // the record. doc is then empty. Such a record is still listed, found, and removable by its
+  // version, so one damaged record never hides the others.
+  std::string unreadable;
 };
 
 // One busy host. owner is a queued-resource id or "drain:<reason>".
