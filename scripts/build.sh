@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # Configures and builds tpuctl into $BUILD_DIR (default build/). Used by test.sh and demo.sh.
-#   scripts/build.sh [--sanitize | --tsan] [--bench]
+#   scripts/build.sh [--sanitize | --tsan] [--bench] [--test-files REGEX]
 #     --sanitize   AddressSanitizer + UndefinedBehaviorSanitizer, in build-sanitize/
 #     --tsan       ThreadSanitizer, in build-tsan/
+#     --test-files only the test files whose path under tests/ matches REGEX (default: all)
 # (The libFuzzer build has its own script: bench/fuzz.sh, in build-fuzz/.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}
 args=(-DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo})
-for a in "$@"; do
-  case "$a" in
+test_files=
+while [[ $# -gt 0 ]]; do
+  case "$1" in
     --sanitize) args+=(-DTPUCTL_SANITIZE=ON); build_dir=${BUILD_DIR:-build-sanitize} ;;
     --tsan) args+=(-DTPUCTL_TSAN=ON); build_dir=${BUILD_DIR:-build-tsan} ;;
     --bench) args+=(-DTPUCTL_BUILD_BENCH=ON) ;;
-    *) echo "build.sh: unknown option '$a' (use --sanitize, --tsan or --bench)" >&2; exit 2 ;;
+    --test-files) test_files=${2:?--test-files needs a regex}; shift ;;
+    *) echo "build.sh: unknown option '$1' (use --sanitize, --tsan, --bench or --test-files)" >&2; exit 2 ;;
   esac
+  shift
 done
+args+=("-DTPUCTL_TEST_FILES=$test_files")
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then

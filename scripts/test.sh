@@ -16,13 +16,24 @@ k_tsan_tests='fanout|rendezvous|ring_allgather|spmd|sqlite_store|qr_cli|provisio
 build_args=()
 ctest_args=()
 mode=plain
+prev=
+selected=
 for a in "$@"; do
   case "$a" in
     --sanitize) build_args+=(--sanitize); mode=sanitize ;;
     --tsan) build_args+=(--tsan); mode=tsan ;;
     *) ctest_args+=("$a") ;;
   esac
+  [[ $prev == -R ]] && selected=$a
+  prev=$a
 done
+if [[ $mode == tsan && ${#ctest_args[@]} -eq 0 ]]; then
+  selected=$k_tsan_tests
+fi
+# A sanitizer build compiles only the test files it will run (-R REGEX): those builds are slow.
+if [[ $mode != plain && -n $selected ]]; then
+  build_args+=(--test-files "$selected")
+fi
 scripts/deps.sh
 build_dir=$(scripts/build.sh "${build_args[@]}" | tail -n 1)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}

@@ -29,9 +29,13 @@
 // by tests/unit/state/test_etcd_pages.cpp: a 2,304-host pod is 282 KB of host pages and 30 KB
 // of claim pages). Limits on a default etcd:
 //  * one commit's keys and values must fit in one request (1.5 MiB less framing): a bulk change
-//    of ~9,000 such hosts at once, and a claim of far more;
+//    of ~9,000 such hosts at once (a change rewrites the whole pages it touches), and a claim of
+//    far more (~100,000 hosts of claim pages);
 //  * a page is rewritten whole by any change to one of its hosts: at 2,304 hosts a host page is
-//    ~18 KB and a claim page ~2 KB; at ~50,000 hosts a host page nears 400 KB a write;
+//    ~18 KB and a claim page ~2 KB; at ~50,000 hosts a host page nears 400 KB a write, and a
+//    page must itself fit one request (~12,000 such hosts a page, ~190,000 a pool). A pool's
+//    grid bounds it long before: the largest is a tpu7x pod with one chip a host, 9,216 hosts
+//    (2,304 with the default four), which pages hold with room to spare;
 //  * commits that touch the same page are serialized by its compare: writers to one pool's hosts
 //    and claims retry each other. Measured (bench/store_scale.sh, one etcd member, 2 cores, a
 //    2,304-host pool): ~550 claim-or-release commits a second from one writer, ~1,250 from

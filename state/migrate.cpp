@@ -13,15 +13,19 @@ class Batcher {
 public:
   Batcher(StateStore& to, const MigrateOptions& options) : m_to(to), m_options(options) {}
 
-  // Adds ops that must land in one commit (when they fit in one).
-  Status add(std::vector<Op> group, size_t bytes) {
-    if (!m_ops.empty() && (m_ops.size() + group.size() > m_options.max_ops_per_commit ||
+  // Adds ops that must land in one commit (when they fit in one). `counted` says whether they
+  // count against max_ops_per_commit: host records and claims do not (a store keeps them in
+  // pages: any number is a few operations), their bytes do.
+  Status add(std::vector<Op> group, size_t bytes, bool counted = true) {
+    const size_t weight = counted ? group.size() : 0;
+    if (!m_ops.empty() && (m_counted + weight > m_options.max_ops_per_commit ||
                            m_bytes + bytes > m_options.max_bytes_per_commit)) {
       TPUCTL_TRY(flush());
     }
     for (auto& op : group) {
       m_ops.push_back(std::move(op));
-      if (m_ops.size() >= m_options.max_ops_per_commit) {
+      m_counted += counted ? 1 : 0;
+      if (m_counted >= m_options.max_ops_per_commit) {
         TPUCTL_TRY(flush());
       }
     }
@@ -37,6 +41,7 @@ public:
     m_revision = r.revision;
     m_ops.clear();
     m_bytes = 0;
+    m_counted = 0;
     return ok();
   }
 
@@ -47,6 +52,7 @@ private:
   const MigrateOptions& m_options;
   std::vector<Op> m_ops;
   size_t m_bytes = 0;
+  size_t m_counted = 0;
   int64_t m_revision = 0;
 };
 
@@ -108,7 +114,7 @@ Expected<MigrationReport> migrate_store(StateStore& from, StateStore& to,
         if ((r.key.kind == Kind::host) != hosts) {
           continue;
         }
-        TPUCTL_TRY(batch.add({CreateOp{r.key, r.doc}}, to_text(r.doc).size()));
+        TPUCTL_TRY(batch.add({CreateOp{r.key, r.doc}}, to_text(r.doc).size(), !hosts));
         count(report, r.key.kind);
       }
       TPUCTL_TRY(batch.flush());
@@ -127,15 +133,13 @@ Expected<MigrationReport> migrate_store(StateStore& from, StateStore& to,
         }
         ttl = std::chrono::seconds((expires - now + 999) / 1000);
       }
-      for (size_t i = 0; i < claims.size(); i += options.max_ops_per_commit) {
-        ClaimOp op{name, {}, owner, ttl, claims[i]->claimed_at_ms};
-        for (size_t j = i; j < std::min(claims.size(), i + options.max_ops_per_commit); ++j) {
-          op.hosts.push_back(claims[j]->host);
-        }
-        report.claims += op.hosts.size();
-        TPUCTL_TRY(batch.add({std::move(op)}, 0));
-        TPUCTL_TRY(batch.flush()); // a claim of many hosts is its own commit
+      ClaimOp op{name, {}, owner, ttl, claims.front()->claimed_at_ms};
+      for (const Claim* c : claims) {
+        op.hosts.push_back(c->host);
       }
+      report.claims += op.hosts.size();
+      TPUCTL_TRY(batch.add({std::move(op)}, 0));
+      TPUCTL_TRY(batch.flush()); // a claim of any number of hosts is one commit of its own
     }
   }
   // Events last, oldest first, one target commit per source commit (when it fits), so events

@@ -9,9 +9,10 @@
 // commit stay together in one target commit.
 //
 // The target must be empty (no pool and no event), so a migration never merges two pools' worth
-// of claims. Writes are batched to stay inside etcd's transaction limits; a migration that fails
-// half-way leaves a partial target, which the next attempt refuses as not empty: remove it (a
-// fresh etcd prefix, or delete the file) and run again. Stop other tpuctl processes on the
+// of claims. Writes are batched to stay inside etcd's transaction limits (host records and claims
+// by bytes only: etcd keeps them in pages), and every owner's claims are one commit; a migration
+// that fails half-way leaves a partial target, which the next attempt refuses as not empty:
+// remove it (a fresh etcd prefix, or delete the file) and run again. Stop other tpuctl processes on the
 // source first: changes made to it during the copy may be missed.
 #pragma once
 
@@ -34,7 +35,7 @@ struct MigrationReport {
 };
 
 struct MigrateOptions {
-  size_t max_ops_per_commit = 60;           // well under etcd's 128 (each create compares)
+  size_t max_ops_per_commit = 60;           // one-key records: well under etcd's 128
   size_t max_bytes_per_commit = 512 * 1024; // well under etcd's 1.5 MiB request limit
   Clock clock = system_clock();             // for the time provisional claims have left
 };
