@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
+#include "cli/compat.hpp"
 #include "cli/config.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/list_filter.hpp"
@@ -277,8 +278,12 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   if (args[1] == "__man") {
     return run_man(*app, args, out, err);
   }
+  // gcloud's and xpk's flags and commands (hidden: not in help, completion or man pages).
+  CompatValues compat;
+  add_compat(*app, registry, compat);
+  const std::vector<std::string> words = take_compat_flags(*app, normalize_aliases(args), compat);
   std::vector<const char*> argv;
-  for (const auto& a : args) {
+  for (const auto& a : words) {
     argv.push_back(a.c_str());
   }
   try {
@@ -298,6 +303,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 
   if (auto valid = validate_globals(ctx); !valid) {
     return report(err, valid.error());
+  }
+  if (auto compatible = apply_compat(ctx, compat); !compatible) {
+    return report(err, compatible.error());
   }
   const Runner* runner = registry.find(*app);
   if (!runner) {

@@ -2,6 +2,7 @@
 // is one queued resource of --num-slices slices (provision/cluster.hpp); creating it follows the
 // request until ACTIVE exactly as `qr create` does, and deleting it stops its workloads first.
 #include "cli/commands.hpp"
+#include "cli/compat.hpp"
 #include "cli/output.hpp"
 #include "cli/qr_runtime.hpp"
 #include "cli/qr_view.hpp"
@@ -115,7 +116,7 @@ Expected<int> run_create(Context& ctx, const ClusterFlags& f) {
     return usage_error("--reserved and --spot exclude each other: choose one tier");
   }
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
   provision::ClusterRequest req;
@@ -154,7 +155,7 @@ Expected<int> run_create(Context& ctx, const ClusterFlags& f) {
 
 Expected<int> run_list(Context& ctx) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto clusters, provision::list_clusters(*store, pool));
   Json rows = Json::array();
   for (const auto& c : clusters) {
@@ -180,7 +181,7 @@ Expected<int> run_list(Context& ctx) {
 
 Expected<int> run_describe(Context& ctx, const ClusterFlags& f) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto cluster, provision::load_cluster(*store, pool, f.name));
   TPUCTL_TRY_ASSIGN(auto j, describe_json(*store, cluster));
   emit(ctx, j, print_cluster);
@@ -189,7 +190,7 @@ Expected<int> run_describe(Context& ctx, const ClusterFlags& f) {
 
 Expected<int> run_delete(Context& ctx, const ClusterFlags& f) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto cluster, provision::load_cluster(*store, pool, f.name));
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));

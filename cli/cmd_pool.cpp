@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/compat.hpp"
 #include "cli/config.hpp"
 #include "cli/output.hpp"
 #include "cli/pool_view.hpp"
@@ -39,7 +40,7 @@ struct AddOptions {
 };
 
 Expected<std::string> pool_name(Context& ctx, state::StateStore& store) {
-  return provision::resolve_pool_name(store, ctx.globals.pool);
+  return resolve_pool(ctx, store);
 }
 
 void add_create(CLI::App& group, Registry& registry) {
@@ -90,17 +91,17 @@ void add_list(CLI::App& group, Registry& registry) {
 
 void add_describe(CLI::App& group, Registry& registry) {
   auto name = std::make_shared<std::string>();
-  CLI::App* cmd =
-      registry.add(group, "describe", "show a pool: its host grid, free blocks and hosts",
-                   [name](Context& ctx) -> Expected<int> {
-                     TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-                     std::string requested = name->empty() ? ctx.globals.pool : *name;
-                     TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, requested));
-                     TPUCTL_TRY_ASSIGN(auto view, provision::load_pool(*store, pool));
-                     emit(ctx, pool_view_json(view),
-                          [&](std::ostream& os, const Json&) { print_pool_view(os, view); });
-                     return 0;
-                   });
+  CLI::App* cmd = registry.add(
+      group, "describe", "show a pool: its host grid, free blocks and hosts",
+      [name](Context& ctx) -> Expected<int> {
+        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+        TPUCTL_TRY_ASSIGN(auto pool, name->empty() ? resolve_pool(ctx, *store)
+                                                   : provision::resolve_pool_name(*store, *name));
+        TPUCTL_TRY_ASSIGN(auto view, provision::load_pool(*store, pool));
+        emit(ctx, pool_view_json(view),
+             [&](std::ostream& os, const Json&) { print_pool_view(os, view); });
+        return 0;
+      });
   cmd->add_option("NAME", *name, "pool name (default: --pool, or the only pool)");
 }
 

@@ -5,6 +5,7 @@
 
 #include "agent/probe.hpp"
 #include "cli/commands.hpp"
+#include "cli/compat.hpp"
 #include "cli/copy_files.hpp"
 #include "cli/output.hpp"
 #include "cli/ssh_flags.hpp"
@@ -29,7 +30,7 @@ struct Selection {
 // The pool's hosts named by `spec` (names with ranges, comma lists), or all of them.
 Expected<Selection> select_hosts(Context& ctx, const std::string& spec) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   Selection sel{};
   TPUCTL_TRY_ASSIGN(sel.view, provision::load_pool(*store, pool));
   std::set<std::string> wanted;
@@ -169,7 +170,7 @@ void add_check(CLI::App& group, Registry& registry) {
         TPUCTL_TRY_ASSIGN(auto sel, select_hosts(ctx, o->hosts));
         std::vector<remote::Job> jobs;
         for (size_t i = 0; i < sel.targets.size(); ++i) {
-          jobs.push_back(remote::Job{sel.targets[i], check_script(sel.hosts[i]->workdir), i});
+          jobs.push_back(remote::Job{sel.targets[i], check_script(sel.hosts[i]->workdir), i, {}});
         }
         options.keep_output = true;
         remote::CancelToken token;

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "cli/commands.hpp"
+#include "cli/compat.hpp"
 #include "cli/output.hpp"
 #include "cli/qr_runtime.hpp"
 #include "cli/qr_view.hpp"
@@ -32,7 +33,9 @@ struct CreateFlags {
   bool node_id_given = false, node_prefix_given = false; // an empty value is not "the default"
   int node_count = 0;
   bool reserved = false, spot = false, best_effort = false, async = false, dry_run = false;
-  std::string provisioning_model;
+  bool guaranteed = false, preemptible = false;
+  bool tpu_vm = false; // `tpu-vm create NODE`: one node named NODE
+  std::string provisioning_model, reservation;
   std::string valid_until_duration, valid_until_time, valid_after_duration, valid_after_time;
   std::string max_run_duration, request_id;
   std::vector<std::string> labels, metadata, metadata_from_file;
@@ -79,26 +82,48 @@ Expected<provision::CreateRequest> build_request(const CreateFlags& f, const std
                                                  "the flag out to use the queued resource id"));
     }
   }
-  int tiers =
-      int(f.reserved) + int(f.spot) + int(f.best_effort) + int(!f.provisioning_model.empty());
-  if (tiers > 1) {
-    errors.add(usage_error("--reserved, --spot, --best-effort and --provisioning-model are "
-                           "mutually exclusive: give at most one"));
+  // The tier: each tier flag names one; gcloud does not declare them exclusive, so flags that
+  // agree (--spot --provisioning-model=SPOT) are fine and only a conflict is refused.
+  std::vector<std::pair<std::string, provision::Tier>> tiers;
+  if (f.reserved) {
+    tiers.emplace_back("--reserved", provision::Tier::reserved);
   }
-  r.tier = f.reserved      ? provision::Tier::reserved
-           : f.spot        ? provision::Tier::spot
-           : f.best_effort ? provision::Tier::best_effort
-                           : provision::Tier::standard;
+  if (!f.reservation.empty()) {
+    tiers.emplace_back("--reservation", provision::Tier::reserved);
+  }
+  if (f.spot || f.preemptible) {
+    tiers.emplace_back(f.spot ? "--spot" : "--preemptible", provision::Tier::spot);
+  }
+  if (f.best_effort) {
+    tiers.emplace_back("--best-effort", provision::Tier::best_effort);
+  }
+  if (f.guaranteed) {
+    tiers.emplace_back("--guaranteed", provision::Tier::standard);
+  }
   if (!f.provisioning_model.empty()) {
-    if (f.provisioning_model == "flex-start") {
-      r.tier = provision::Tier::flex_start;
-    } else if (f.provisioning_model == "standard") {
-      r.tier = provision::Tier::standard;
-    } else if (f.provisioning_model == "spot") {
-      r.tier = provision::Tier::spot;
+    const std::string model = enum_value(f.provisioning_model);
+    const std::string shown = "--provisioning-model=" + f.provisioning_model;
+    if (model == "flex-start") {
+      tiers.emplace_back(shown, provision::Tier::flex_start);
+    } else if (model == "standard") {
+      tiers.emplace_back(shown, provision::Tier::standard);
+    } else if (model == "spot") {
+      tiers.emplace_back(shown, provision::Tier::spot);
+    } else if (model == "reservation-bound") {
+      tiers.emplace_back(shown, provision::Tier::reserved);
     } else {
       errors.add(usage_error("--provisioning-model '" + util::printable(f.provisioning_model) +
-                             "' is not one of flex-start, standard, spot"));
+                             "' is not one of standard, spot, reservation-bound, flex-start "
+                             "(any case)"));
+    }
+  }
+  r.tier = tiers.empty() ? provision::Tier::standard : tiers.front().second;
+  for (const auto& [flag, tier] : tiers) {
+    if (tier != r.tier) {
+      errors.add(usage_error(tiers.front().first + " and " + flag +
+                             " ask for different tiers: give one of --reserved, --spot, "
+                             "--best-effort, --guaranteed or --provisioning-model"));
+      break;
     }
   }
   auto when = [&](const std::string& duration, const std::string& time, const char* dflag,
@@ -172,7 +197,7 @@ Expected<provision::CreateRequest> build_request(const CreateFlags& f, const std
 
 Expected<int> run_create(Context& ctx, const CreateFlags& f) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   const auto clock = state::system_clock();
   TPUCTL_TRY_ASSIGN(auto request, build_request(f, pool, state::to_unix_ms(clock())));
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
@@ -236,31 +261,59 @@ Expected<int> run_create(Context& ctx, const CreateFlags& f) {
   return 0;
 }
 
-void add_create(CLI::App& group, Registry& registry) {
+} // namespace
+
+void add_qr_create(CLI::App& group, Registry& registry, bool tpu_vm) {
   auto f = std::make_shared<CreateFlags>();
-  CLI::App* cmd = registry.add(group, "create", "request a slice; it is queued until it fits",
-                               [f](Context& ctx) { return run_create(ctx, *f); });
-  cmd->add_option("QR_ID", f->id, "the queued resource's id (lowercase, digits, '-')")->required();
+  f->tpu_vm = tpu_vm;
+  CLI::App* cmd = registry.add(group, "create",
+                               tpu_vm ? "create a node: a queued resource of one node, named alike"
+                                      : "request a slice; it is queued until it fits",
+                               [f](Context& ctx) {
+                                 CreateFlags flags = *f;
+                                 if (flags.tpu_vm) {
+                                   flags.node_id = flags.id;
+                                   flags.node_id_given = true;
+                                 }
+                                 return run_create(ctx, flags);
+                               });
+  if (tpu_vm) {
+    cmd->add_option("TPU_NAME", f->id, "the node's name (lowercase, digits, '-')")->required();
+  } else {
+    cmd->add_option("QR_ID", f->id, "the queued resource's id (lowercase, digits, '-')")
+        ->required();
+  }
   cmd->add_option("--accelerator-type", f->accelerator_type, "e.g. v5litepod-16, v4-32, v5p-4x4x4")
       ->type_name("TYPE");
   cmd->add_option("--type", f->type, "generation, with --topology (e.g. v5p)")->type_name("GEN");
   cmd->add_option("--topology", f->topology, "chip grid, with --type (e.g. 4x4x4)")
       ->type_name("AxB[xC]");
-  cmd->add_option("--node-id", f->node_id, "one node with this id (default: the QR id)")
-      ->type_name("ID")
-      ->each([f](const std::string&) { f->node_id_given = true; });
-  cmd->add_option("--node-count", f->node_count,
-                  "N nodes PREFIX-0..N-1, all or nothing (multislice)")
-      ->type_name("N");
-  cmd->add_option("--node-prefix", f->node_prefix, "node name prefix (default: the QR id)")
-      ->type_name("P")
-      ->each([f](const std::string&) { f->node_prefix_given = true; });
-  cmd->add_option("--runtime-version", f->runtime_version, "recorded for your scripts")
+  if (!tpu_vm) {
+    cmd->add_option("--node-id", f->node_id, "one node with this id (default: the QR id)")
+        ->type_name("ID")
+        ->each([f](const std::string&) { f->node_id_given = true; });
+    cmd->add_option("--node-count", f->node_count,
+                    "N nodes PREFIX-0..N-1, all or nothing (multislice)")
+        ->type_name("N");
+    cmd->add_option("--node-prefix", f->node_prefix, "node name prefix (default: the QR id)")
+        ->type_name("P")
+        ->each([f](const std::string&) { f->node_prefix_given = true; });
+  }
+  cmd->add_option(tpu_vm ? "--version" : "--runtime-version", f->runtime_version,
+                  "the runtime version: recorded for your scripts (your hosts keep their OS)")
       ->type_name("V");
   cmd->add_flag("--reserved", f->reserved, "reserved tier: queued before everything else");
+  cmd->add_option("--reservation", f->reservation,
+                  "reserved tier (tpuctl has one reservation per pool; the name is not used)")
+      ->type_name("NAME");
   cmd->add_flag("--spot", f->spot, "spot tier: preempted when a higher tier needs its hosts");
+  if (tpu_vm) {
+    cmd->add_flag("--preemptible", f->preemptible, "spot tier (gcloud's older name)");
+  }
   cmd->add_flag("--best-effort", f->best_effort, "best-effort tier (preemptible, as --spot)");
-  cmd->add_option("--provisioning-model", f->provisioning_model, "flex-start, standard or spot")
+  cmd->add_flag("--guaranteed", f->guaranteed, "standard tier (the default): never preempted");
+  cmd->add_option("--provisioning-model", f->provisioning_model,
+                  "standard, spot, reservation-bound or flex-start (any case)")
       ->type_name("MODEL");
   cmd->add_option("--valid-until-duration", f->valid_until_duration,
                   "fail if not placed within this long (e.g. 30m)")
@@ -293,7 +346,16 @@ void add_create(CLI::App& group, Registry& registry) {
               "  tpuctl qr create qr-1 --accelerator-type v5litepod-16\n"
               "  tpuctl qr create big --type v4 --topology 4x4x4 --reserved --async\n"
               "  tpuctl qr create ms --accelerator-type v5litepod-8 --node-count 2 --dry-run");
+  if (tpu_vm) {
+    cmd->footer(
+        "A node is a queued resource of one node with the same name: it waits in the\n"
+        "queue like any request, and 'tpuctl tpu-vm delete NODE' frees its hosts.\n"
+        "Without --async, waits until ACTIVE (exit 0) or FAILED (exit 1).\n\nExample:\n"
+        "  tpuctl tpu-vm create my-node --accelerator-type v5litepod-16 --version v2-alpha");
+  }
 }
+
+namespace {
 
 // ---- list / describe ----
 
@@ -318,7 +380,7 @@ void add_list(CLI::App& group, Registry& registry) {
           return usage_error("--format jsonl is for qr list --watch; use --format json");
         }
         TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-        TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+        TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
         if (f->watch) {
           return watch_queued_resources(ctx, *store, pool, timeout);
         }
@@ -351,7 +413,7 @@ void add_describe(CLI::App& group, Registry& registry) {
       group, "describe", "state, history, workers in worker order, pending reason or error",
       [id](Context& ctx) -> Expected<int> {
         TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-        TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+        TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
         TPUCTL_TRY_ASSIGN(auto qr, provision::load_queued_resource(*store, pool, *id));
         emit(ctx, qr_json(qr), [&](std::ostream& os, const Json&) { print_qr(os, qr); });
         return 0;
@@ -364,10 +426,11 @@ void add_describe(CLI::App& group, Registry& registry) {
 void add_qr_lifecycle(CLI::App& group, Registry& registry); // cmd_qr_lifecycle.cpp
 
 void setup_queued_resources(CLI::App& group, Registry& registry) {
-  add_create(group, registry);
+  add_qr_create(group, registry, false);
   add_list(group, registry);
   add_describe(group, registry);
   add_qr_lifecycle(group, registry);
+  setup_slice_ssh_scp(group, registry, true);
 }
 
 } // namespace tpuctl::cli

@@ -1,5 +1,6 @@
 // tpuctl queued-resources delete / reset / wait.
 #include "cli/commands.hpp"
+#include "cli/compat.hpp"
 #include "cli/output.hpp"
 #include "cli/qr_runtime.hpp"
 #include "cli/qr_view.hpp"
@@ -26,7 +27,7 @@ struct LifecycleFlags {
 
 Expected<int> run_delete(Context& ctx, const LifecycleFlags& f) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   const auto clock = state::system_clock();
@@ -58,7 +59,7 @@ Expected<int> run_delete(Context& ctx, const LifecycleFlags& f) {
 
 Expected<int> run_reset(Context& ctx, const LifecycleFlags& f) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   TPUCTL_TRY_ASSIGN(auto qr,
@@ -105,7 +106,7 @@ Expected<int> run_wait(Context& ctx, const LifecycleFlags& f) {
   TPUCTL_TRY_ASSIGN(auto cond, parse_for(f.for_condition));
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
   TPUCTL_TRY(provision::load_queued_resource(*store, pool, f.id)); // not_found at once
   auto done = [&](const std::optional<QueuedResource>& q) {

@@ -1,18 +1,18 @@
-// tpuctl ssh / env: `gcloud compute tpus tpu-vm ssh --worker=all` on the workers of a queued
-// resource or node, with the worker environment (provision/worker_env) in front of every command.
-// `env` prints exactly what one worker gets, without connecting, so launch scripts can be tested
-// anywhere. Both build the environment through provision/slice_env, as provisioning does.
+// tpuctl ssh / env, and gcloud's `queued-resources ssh QR` and `tpu-vm ssh NODE`: a command on
+// the workers of a queued resource or node (`--worker=all`), with the worker environment
+// (provision/worker_env) in front of it; no command and one worker is an interactive shell with
+// a tty, as `gcloud compute tpus tpu-vm ssh NODE` opens. `env` prints exactly what one worker
+// gets, without connecting, so launch scripts can be tested anywhere. The three ssh shapes are
+// one implementation (cli/slice_flags.hpp says where they differ).
+#include <filesystem>
+#include <fstream>
+
 #include "cli/commands.hpp"
-#include "cli/copy_files.hpp"
 #include "cli/output.hpp"
-#include "cli/ssh_flags.hpp"
-#include "cli/state_access.hpp"
-#include "provision/pools.hpp"
-#include "provision/queued_resource.hpp"
-#include "provision/slice_env.hpp"
-#include "provision/slice_workers.hpp"
+#include "cli/slice_flags.hpp"
 #include "provision/worker_env.hpp"
 #include "remote/fanout.hpp"
+#include "remote/interactive.hpp"
 #include "util/shell_quote.hpp"
 #include "util/strings.hpp"
 
@@ -20,61 +20,136 @@ namespace tpuctl::cli {
 
 namespace {
 
-struct SliceFlags {
-  std::string target;
-  std::string worker = "0";
-  std::string node = "all";
-  std::vector<std::string> env;
-  std::string env_profile = "none";
-  std::string command;
-  std::vector<std::string> argv;
-  std::vector<std::string> paths; // scp: SRC... TARGET:DEST
-  bool recurse = false;
-  SshFlags ssh;
-};
+namespace fs = std::filesystem;
 
-// The workers `f` selects, each with its environment (provision/slice_workers).
-Expected<std::vector<provision::WorkerPlan>> plan_workers(Context& ctx, const SliceFlags& f) {
-  provision::WorkerSelection selection;
-  selection.worker = f.worker;
-  selection.node = f.node;
-  TPUCTL_TRY_ASSIGN(selection.user_env, provision::parse_env_items(f.env));
-  TPUCTL_TRY_ASSIGN(selection.profile, provision::parse_env_profile(f.env_profile));
-  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
-  TPUCTL_TRY_ASSIGN(auto target, provision::resolve_target(*store, pool, f.target));
-  TPUCTL_TRY_ASSIGN(auto view, provision::load_pool(*store, pool));
-  return provision::plan_workers(target, view, selection);
-}
-
-// --worker and --node: which workers of the target a command reaches.
-void add_selection_flags(CLI::App& cmd, SliceFlags& f, const std::string& worker_help) {
-  cmd.add_option("--worker", f.worker, worker_help)->type_name("W");
-  cmd.add_option("--node", f.node, "all (default) or a node id of the queued resource")
-      ->type_name("ID");
-}
-
-// TARGET, the selection, and what is added to the worker environment (ssh, env).
-void add_env_flags(CLI::App& cmd, SliceFlags& f, const std::string& worker_help) {
-  cmd.add_option("TARGET", f.target, "a queued resource (all its nodes) or one node")->required();
-  add_selection_flags(cmd, f, worker_help);
-  cmd.add_option("--env", f.env, "add KEY=VALUE to every worker's environment (repeatable)")
-      ->type_name("K=V");
-  cmd.add_option("--env-profile", f.env_profile,
-                 "also export torchrun, slurm or skypilot variables (default none)")
-      ->type_name("P");
-}
-
-const char* const k_worker_help = "all, N, a list (0,2) or a range (1-3); default 0";
-
-Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
-  if (f.command.empty() == f.argv.empty()) {
+// The command to run: --command, or the words after "--" (see slice_flags.hpp for how each
+// shape reads them). Empty: none given (an interactive shell).
+Expected<std::string> slice_command(const SliceFlags& f) {
+  std::string words;
+  if (f.shape == SliceShape::tpuctl) {
+    words = util::shell_join(f.argv);
+  } else {
+    for (const auto& w : f.argv) {
+      if (words.empty() && util::starts_with(w, "-")) {
+        return usage_error("'" + util::printable(w) +
+                           "' after '--' is an ssh option, and tpuctl runs no ssh binary (it "
+                           "connects with libssh): put ssh options in ~/.ssh/config or a file "
+                           "named by --ssh-config");
+      }
+      words += (words.empty() ? "" : " ") + w;
+    }
+  }
+  if (!f.command.empty() && !words.empty()) {
     return usage_error("give the command either as --command 'CMD' or after '--' (not both)");
   }
+  return f.command.empty() ? words : f.command;
+}
+
+// `ssh ...` that reaches the same worker as tpuctl does (same port, user, key and known_hosts),
+// for --dry-run: what a user would paste to debug one worker by hand.
+std::string ssh_line(const remote::SshTarget& t, const std::string& command, bool tty) {
+  std::string line = tty ? "ssh -t" : "ssh";
+  if (t.port != 0) {
+    line += " -p " + std::to_string(t.port);
+  }
+  if (!t.identity_file.empty()) {
+    line += " -i " + util::shell_quote(t.identity_file);
+  }
+  if (!t.known_hosts_file.empty()) {
+    line += " -o UserKnownHostsFile=" + util::shell_quote(t.known_hosts_file);
+  }
+  line += " " + util::shell_quote((t.user.empty() ? "" : t.user + "@") + t.address);
+  return line + " " + util::shell_quote(command);
+}
+
+Expected<int> print_dry_run(Context& ctx, const std::vector<provision::WorkerPlan>& plans,
+                            const std::vector<remote::Job>& jobs, bool tty) {
+  Json rows = Json::array();
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const auto& p = plans[i];
+    rows.push_back(Json{{"node", p.node},
+                        {"worker", p.worker},
+                        {"host", p.host},
+                        {"address", p.target.address},
+                        {"port", p.target.port},
+                        {"user", p.target.user},
+                        {"command", jobs[i].command},
+                        {"ssh", ssh_line(p.target, jobs[i].command, tty)}});
+  }
+  if (!ctx.machine_format()) {
+    for (const auto& r : rows) {
+      ctx.stdout_stream() << r["ssh"].get<std::string>() << "\n";
+    }
+    return 0;
+  }
+  TPUCTL_TRY(emit_list(ctx, rows, {{"node", "node"}, {"worker", "worker"}, {"ssh", "ssh"}}));
+  return 0;
+}
+
+// --output-directory: each worker's output (stdout and stderr as they arrive) into
+// DIR/<label>.log instead of the terminal; one row per worker says where it went.
+Expected<int> run_into_files(Context& ctx, const std::vector<provision::WorkerPlan>& plans,
+                             std::vector<remote::Job> jobs, remote::SshOptions options,
+                             const std::string& dir) {
+  std::vector<std::shared_ptr<std::ofstream>> files;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    names.push_back((fs::path(dir) / (worker_label(plans, plans[i]) + ".log")).string());
+    auto file = std::make_shared<std::ofstream>(names.back(), std::ios::binary | std::ios::trunc);
+    if (!*file) {
+      return Error(ErrorKind::failure, "cannot write '" + names.back() + "'");
+    }
+    files.push_back(file);
+    jobs[i].on_bytes = [file](remote::Stream, const char* data, size_t size) {
+      file->write(data, static_cast<std::streamsize>(size));
+    };
+  }
+  options.keep_output = false;
+  remote::CancelToken token;
+  InterruptGuard guard(token);
+  TPUCTL_TRY_ASSIGN(auto results, remote::run_fanout(jobs, options, {}, &token));
+  files.clear(); // flushed and closed
+  ctx.stderr_stream() << failure_report(results);
+  Json rows = Json::array();
+  for (const auto& r : results) {
+    const auto& p = plans[r.index];
+    rows.push_back(Json{{"node", p.node},
+                        {"worker", p.worker},
+                        {"host", p.host},
+                        {"exit_status", host_exit_status(r)},
+                        {"log", names[r.index]}});
+  }
+  TPUCTL_TRY(emit_list(ctx, rows,
+                       {{"node", "node"},
+                        {"worker", "worker"},
+                        {"host", "host"},
+                        {"exit", "exit_status"},
+                        {"log", "log"}}));
+  return guard.interrupted() ? 130 : broadcast_exit_status(results);
+}
+
+Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto target, split_user_target(f.target));
+  TPUCTL_TRY_ASSIGN(auto command, slice_command(f));
   TPUCTL_TRY_ASSIGN(auto options, ssh_options(f.ssh));
   TPUCTL_TRY_ASSIGN(auto mode, parse_fanout_output(f.ssh.output));
-  TPUCTL_TRY_ASSIGN(auto plans, plan_workers(ctx, f));
-  const std::string command = f.command.empty() ? util::shell_join(f.argv) : f.command;
+  if (!f.output_directory.empty()) {
+    std::error_code ec;
+    if (!fs::is_directory(f.output_directory, ec)) {
+      return usage_error("--output-directory '" + util::printable(f.output_directory) +
+                         "' is not an existing directory (make it first: mkdir -p " +
+                         util::shell_quote(f.output_directory) + ")");
+    }
+    if (command.empty()) {
+      return usage_error("--output-directory needs a command (--command 'CMD')");
+    }
+  }
+  TPUCTL_TRY_ASSIGN(auto plans, plan_slice_workers(ctx, f, target));
+  if (command.empty() && plans.size() != 1) {
+    return usage_error("cannot open a shell on " + std::to_string(plans.size()) +
+                       " workers at once: give --command 'CMD' to run it on each, or --worker N "
+                       "(and --node N) for a shell on one");
+  }
   std::vector<remote::Job> jobs;
   for (const auto& p : plans) {
     remote::Job job;
@@ -82,15 +157,26 @@ Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
     if (plans.size() > 1 && p.node != plans.front().node) {
       job.target.name = p.node + "/" + (p.target.name.empty() ? p.target.address : p.target.name);
     }
-    job.command = provision::env_command_prefix(p.env, p.agent_dir) + command;
+    job.command = provision::env_command_prefix(p.env, p.agent_dir) +
+                  (command.empty() ? "exec \"${SHELL:-/bin/sh}\" -l" : command);
     job.index = jobs.size();
     jobs.push_back(std::move(job));
+  }
+  if (f.dry_run) {
+    return print_dry_run(ctx, plans, jobs, command.empty());
+  }
+  if (command.empty()) {
+    return remote::run_interactive(jobs.front().target, options, jobs.front().command);
+  }
+  if (!f.output_directory.empty()) {
+    return run_into_files(ctx, plans, std::move(jobs), options, f.output_directory);
   }
   return run_broadcast(ctx, jobs, options, mode, f.ssh.stdin_broadcast);
 }
 
 Expected<int> run_env(Context& ctx, const SliceFlags& f) {
-  TPUCTL_TRY_ASSIGN(auto plans, plan_workers(ctx, f));
+  TPUCTL_TRY_ASSIGN(auto target, split_user_target(f.target));
+  TPUCTL_TRY_ASSIGN(auto plans, plan_slice_workers(ctx, f, target));
   if (plans.size() != 1) {
     return usage_error("tpuctl env shows one worker: give --worker N (and --node ID for a queued "
                        "resource with several nodes)");
@@ -104,64 +190,84 @@ Expected<int> run_env(Context& ctx, const SliceFlags& f) {
   return 0;
 }
 
-Expected<int> run_scp(Context& ctx, SliceFlags f) {
-  if (f.paths.size() < 2) {
-    return usage_error("give at least one SRC and a TARGET:DEST (e.g. tpuctl scp data.bin "
-                       "qr-1:~/data/ --worker=all)");
+const char* target_help(SliceShape shape) {
+  switch (shape) {
+  case SliceShape::queued_resource:
+    return "[USER@]QR: a queued resource";
+  case SliceShape::tpu_vm:
+    return "[USER@]NODE: a node of a queued resource";
+  case SliceShape::tpuctl:
+    break;
   }
-  const std::string& last = f.paths.back();
-  auto colon = last.find(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == last.size()) {
-    return usage_error("'" + util::printable(last) +
-                       "' is not TARGET:DEST (a queued resource or node, ':', a remote path)");
-  }
-  f.target = last.substr(0, colon);
-  const std::string dest = last.substr(colon + 1);
-  std::vector<std::string> sources(f.paths.begin(), f.paths.end() - 1);
-  TPUCTL_TRY_ASSIGN(auto options, ssh_options(f.ssh));
-  TPUCTL_TRY_ASSIGN(auto plans, plan_workers(ctx, f));
-  std::vector<remote::SshTarget> targets;
-  for (const auto& p : plans) {
-    targets.push_back(p.target);
-  }
-  return copy_files(ctx, targets, sources, dest, f.recurse, options);
+  return "[USER@]TARGET: a queued resource (all its nodes) or one node";
+}
+
+// TARGET, the selection, and what is added to the worker environment (ssh, env).
+void add_env_flags(CLI::App& cmd, SliceFlags& f) {
+  cmd.add_option("TARGET", f.target, target_help(f.shape))->required();
+  add_selection_flags(cmd, f);
+  cmd.add_option("--env", f.env, "add KEY=VALUE to every worker's environment (repeatable)")
+      ->type_name("K=V");
+  cmd.add_option("--env-profile", f.env_profile,
+                 "also export torchrun, slurm or skypilot variables (default none)")
+      ->type_name("P");
 }
 
 } // namespace
 
-void setup_scp(CLI::App& group, Registry& registry) {
+void setup_slice_ssh(CLI::App& cmd, Registry& registry, SliceShape shape) {
   auto f = std::make_shared<SliceFlags>();
-  registry.bind(group, [f](Context& ctx) { return run_scp(ctx, *f); });
-  group.add_option("PATHS", f->paths, "SRC... TARGET:DEST (TARGET a queued resource or node)")
-      ->required();
-  add_selection_flags(group, *f, k_worker_help);
-  group.add_flag("--recurse", f->recurse, "copy directories with their whole tree");
-  add_ssh_flags(group, f->ssh, false);
-  group.footer("Each file is streamed to every selected worker, checked by sha256 on the worker,\n"
-               "then renamed into place with its mode. Example:\n"
-               "  tpuctl scp ./model qr-1:~/ --worker=all --recurse");
+  f->shape = shape;
+  registry.bind(cmd, [f](Context& ctx) { return run_ssh(ctx, *f); });
+  add_env_flags(cmd, *f);
+  cmd.add_option("--command", f->command, "the command line, run by each worker's login shell")
+      ->type_name("CMD");
+  cmd.add_option("CMD", f->argv,
+                 shape == SliceShape::tpuctl
+                     ? "after '--': the command and its arguments (quoted for you)"
+                     : "after '--': the command, its words joined with spaces as ssh does");
+  cmd.add_option("--output-directory", f->output_directory,
+                 "write each worker's output to DIR/<worker>.log (DIR must exist)")
+      ->type_name("DIR");
+  cmd.add_flag("--dry-run", f->dry_run,
+               "print the ssh command line of each worker (same port, key, known_hosts) and run "
+               "nothing");
+  add_ssh_flags(cmd, f->ssh);
+  const std::string name = shape == SliceShape::queued_resource ? "tpuctl queued-resources ssh"
+                           : shape == SliceShape::tpu_vm        ? "tpuctl tpu-vm ssh"
+                                                                : "tpuctl ssh";
+  const std::string target = shape == SliceShape::tpu_vm ? "my-node" : "qr-1";
+  const std::string nodes = shape == SliceShape::queued_resource ? " --node=all" : "";
+  cmd.footer("Every command runs with the worker environment (TPU_WORKER_ID,\n"
+             "TPU_WORKER_HOSTNAMES, JAX_COORDINATOR_ADDRESS, ...; see 'tpuctl env') and the\n"
+             "agent's directory first on PATH. With no command and one worker, an interactive\n"
+             "shell with a tty opens. Exit status: 0 when every worker succeeded, else the first\n"
+             "failing worker's (255 unreachable, 124 timed out).\n\nExamples:\n  " +
+             name + " " + target + " --worker=all" + nodes + " --command 'python3 train.py'\n  " +
+             name + " " + target +
+             " --worker=1-3 --output=jsonl --command 'echo $TPU_WORKER_ID'\n  " + name + " " +
+             target + " --worker=0                # a shell on worker 0");
+}
+
+void setup_slice_ssh_scp(CLI::App& group, Registry& registry, bool queued_resources) {
+  const auto shape = queued_resources ? SliceShape::queued_resource : SliceShape::tpu_vm;
+  const char* of = queued_resources ? "a queued resource's" : "a node's";
+  setup_slice_ssh(*group.add_subcommand("ssh", std::string("run a command on ") + of +
+                                                   " workers (--worker=all), or open a shell"),
+                  registry, shape);
+  setup_slice_scp(*group.add_subcommand("scp", std::string("copy files to or from ") + of +
+                                                   " workers, sha256-verified"),
+                  registry, shape);
 }
 
 void setup_ssh(CLI::App& group, Registry& registry) {
-  auto f = std::make_shared<SliceFlags>();
-  registry.bind(group, [f](Context& ctx) { return run_ssh(ctx, *f); });
-  add_env_flags(group, *f, k_worker_help);
-  group.add_option("--command", f->command, "the command line, run by each worker's login shell")
-      ->type_name("CMD");
-  group.add_option("CMD", f->argv, "after '--': the command and its arguments (quoted for you)");
-  add_ssh_flags(group, f->ssh);
-  group.footer("Every command runs with the worker environment (TPU_WORKER_ID,\n"
-               "TPU_WORKER_HOSTNAMES, JAX_COORDINATOR_ADDRESS, ...; see 'tpuctl env') and the\n"
-               "agent's directory first on PATH. Exit status: 0 when every worker succeeded,\n"
-               "else the first failing worker's (255 unreachable, 124 timed out).\n\nExamples:\n"
-               "  tpuctl ssh qr-1 --worker=all -- tpuctl kernel run --m 512 --n 512 --k 512\n"
-               "  tpuctl ssh qr-1 --worker=1-3 --output=jsonl --command 'echo $TPU_WORKER_ID'");
+  setup_slice_ssh(group, registry, SliceShape::tpuctl);
 }
 
 void setup_env(CLI::App& group, Registry& registry) {
   auto f = std::make_shared<SliceFlags>();
   registry.bind(group, [f](Context& ctx) { return run_env(ctx, *f); });
-  add_env_flags(group, *f, "the worker to show (default 0)");
+  add_env_flags(group, *f);
   group.footer("Prints, without connecting, the environment `tpuctl ssh` gives that worker:\n"
                "KEY='value' lines by default (--format dotenv), or --format json.\n"
                "  set -a; . ./worker.env; set +a   reproduces it in a shell.");

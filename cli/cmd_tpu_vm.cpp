@@ -1,6 +1,7 @@
 // tpuctl tpu-vm list / describe / delete: the nodes of queued resources, as gcloud's
 // `compute tpus tpu-vm` shows them.
 #include "cli/commands.hpp"
+#include "cli/compat.hpp"
 #include "cli/output.hpp"
 #include "cli/qr_runtime.hpp"
 #include "cli/qr_view.hpp"
@@ -20,7 +21,7 @@ struct NodeFlags {
 
 Expected<int> run_node_delete(Context& ctx, const NodeFlags& f) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
   const auto clock = state::system_clock();
   TPUCTL_TRY_ASSIGN(auto del, provision::delete_node(*store, pool, f.node, clock));
@@ -54,27 +55,30 @@ Expected<int> run_node_delete(Context& ctx, const NodeFlags& f) {
 } // namespace
 
 void setup_tpu_vm(CLI::App& group, Registry& registry) {
-  registry.add(
-      group, "list", "nodes of the pool's queued resources", [](Context& ctx) -> Expected<int> {
-        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-        TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
-        TPUCTL_TRY_ASSIGN(auto all, provision::list_queued_resources(*store, pool));
-        Json rows = Json::array();
-        for (const auto& q : all) {
-          for (const auto& n : q.nodes) {
-            rows.push_back(node_json(q, n));
-          }
-        }
-        TPUCTL_TRY(emit_list(ctx, rows, k_node_columns));
-        return 0;
-      });
+  add_qr_create(group, registry, true);
+  setup_tpu_vm_accelerator_types(group, registry);
+  setup_slice_ssh_scp(group, registry, false);
+  registry.add(group, "list", "nodes of the pool's queued resources",
+               [](Context& ctx) -> Expected<int> {
+                 TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+                 TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
+                 TPUCTL_TRY_ASSIGN(auto all, provision::list_queued_resources(*store, pool));
+                 Json rows = Json::array();
+                 for (const auto& q : all) {
+                   for (const auto& n : q.nodes) {
+                     rows.push_back(node_json(q, n));
+                   }
+                 }
+                 TPUCTL_TRY(emit_list(ctx, rows, k_node_columns));
+                 return 0;
+               });
 
   auto describe = std::make_shared<std::string>();
   CLI::App* d = registry.add(
       group, "describe", "one node: state, workers in worker order",
       [describe](Context& ctx) -> Expected<int> {
         TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-        TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+        TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
         TPUCTL_TRY_ASSIGN(auto target, provision::resolve_target(*store, pool, *describe));
         const provision::QrNode* node = provision::find_node(target.qr, *describe);
         if (node == nullptr) {

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
+#include "cli/compat.hpp"
 #include "cli/output.hpp"
 #include "cli/ssh_flags.hpp"
 #include "cli/state_access.hpp"
@@ -96,7 +97,7 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   r.timeout_ms = timeout.count();
   TPUCTL_TRY_ASSIGN(auto options, monitor_options(ctx, f.ssh));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-  TPUCTL_TRY_ASSIGN(r.pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(r.pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto wl, provision::create_workload(*store, r, options));
   if (!provision::is_terminal(wl.state)) {
     ensure_monitor(ctx, wl, f.ssh);
@@ -110,7 +111,7 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
 
 Expected<int> run_list(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto all, provision::list_workloads(*store, pool, f.cluster));
   ensure_monitors(ctx, all);
   Json rows = Json::array();
@@ -136,7 +137,7 @@ Expected<int> run_list(Context& ctx, const WorkloadFlags& f) {
 
 Expected<int> run_describe(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto wl, provision::load_workload(*store, pool, f.name));
   ensure_monitor(ctx, wl, f.ssh);
   emit(ctx, workload_json(wl), [&](std::ostream& os, const Json&) { print_workload(os, wl); });
@@ -164,7 +165,7 @@ void print_log_chunk(Context& ctx, const std::string& prefix, std::string& parti
 Expected<int> run_logs(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto options, ssh_options(f.ssh));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto wl, provision::load_workload(*store, pool, f.name));
   TPUCTL_TRY_ASSIGN(auto all, provision::plan_workload(*store, wl));
   int per_node = 0;
@@ -226,7 +227,7 @@ Expected<int> run_wait(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   TPUCTL_TRY_ASSIGN(auto options, monitor_options(ctx, f.ssh));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   remote::CancelToken cancel;
   InterruptGuard guard(cancel);
   const auto start = std::chrono::steady_clock::now();
@@ -273,7 +274,7 @@ Expected<int> run_wait(Context& ctx, const WorkloadFlags& f) {
 Expected<int> run_delete(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto options, monitor_options(ctx, f.ssh));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto deleted,
                     provision::delete_workload(*store, pool, f.name, f.force, options));
   Json j{{"name", f.name},
@@ -292,7 +293,7 @@ Expected<int> run_monitor(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto options, monitor_options(ctx, f.ssh));
   options.progress = [](const std::string& line) { spdlog::info("{}", line); };
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx, Drivers::none));
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, ctx.globals.pool));
+  TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   remote::CancelToken cancel;
   InterruptGuard guard(cancel);
   TPUCTL_TRY(provision::monitor_workload(*store, pool, f.name, options, &cancel));

@@ -37,6 +37,16 @@ void setup_cluster(CLI::App& group, Registry& registry);
 void setup_workload(CLI::App& group, Registry& registry);
 void setup_completion(CLI::App& group, Registry& registry);
 void setup_config(CLI::App& group, Registry& registry);
+// gcloud's discovery groups (cmd_gcloud_discovery.cpp).
+void setup_accelerator_types(CLI::App& group, Registry& registry);
+void setup_topologies(CLI::App& group, Registry& registry);
+void setup_locations(CLI::App& group, Registry& registry);
+// gcloud's `ssh` and `scp` under the queued-resources and tpu-vm groups (cmd_slice.cpp).
+void setup_slice_ssh_scp(CLI::App& group, Registry& registry, bool queued_resources);
+// `queued-resources create` (tpu_vm false) or `tpu-vm create NODE` (cmd_qr.cpp).
+void add_qr_create(CLI::App& group, Registry& registry, bool tpu_vm);
+// `tpu-vm accelerator-types`, under the tpu-vm group.
+void setup_tpu_vm_accelerator_types(CLI::App& tpu_vm, Registry& registry);
 
 // Hidden entry points handled before parsing (cli/app.cpp), given the whole command table:
 // `tpuctl __complete -- WORDS...` (cmd_completion.cpp) and `tpuctl __man DIR` (man_page.cpp).

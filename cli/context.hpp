@@ -18,6 +18,7 @@ struct GlobalOptions {
   std::string log_file; // --log-file=PATH
   std::string state;    // --state=URL, env TPUCTL_STATE
   std::string pool;     // --pool=NAME, env TPUCTL_POOL
+  std::string zone;     // gcloud's --zone (or CLOUDSDK_COMPUTE_ZONE): a pool's name (compat.hpp)
   // Reaching an etcd store (state/location.hpp EtcdAccess); the password itself comes from
   // --etcd-password-file or TPUCTL_ETCD_PASSWORD, never from the command line.
   std::string etcd_user;          // --etcd-user, env TPUCTL_ETCD_USER

@@ -7,6 +7,7 @@
 #include "cli/output.hpp"
 #include "cli/ssh_flags.hpp"
 #include "cli/terminal.hpp"
+#include "remote/pull.hpp"
 #include "remote/push.hpp"
 #include "util/strings.hpp"
 
@@ -120,6 +121,76 @@ Expected<int> copy_files(Context& ctx, const std::vector<remote::SshTarget>& tar
                         {"destination", "destination"},
                         {"hosts", "hosts"},
                         {"copied", "copied"}}));
+  return status;
+}
+
+Expected<int> fetch_files(Context& ctx, const std::vector<FetchSource>& sources,
+                          const std::vector<std::string>& paths, const std::string& dest,
+                          const remote::SshOptions& options) {
+  if (sources.empty() || paths.empty() || dest.empty()) {
+    return usage_error("give TARGET:PATH... and a local DEST (e.g. qr-1:~/out.json ./results/)");
+  }
+  std::error_code ec;
+  const bool dest_is_dir = fs::is_directory(dest, ec) || dest.back() == '/';
+  if (sources.size() > 1 || paths.size() > 1) {
+    if (fs::exists(dest, ec) && !fs::is_directory(dest, ec)) {
+      return usage_error("'" + util::printable(dest) + "' is a file, but copies from " +
+                         std::to_string(sources.size()) +
+                         " workers need a directory: name a "
+                         "directory (each worker's files go to DIR/<worker>/)");
+    }
+  } else if (!dest_is_dir &&
+             !fs::is_directory(fs::path(dest).parent_path().empty() ? fs::path(".")
+                                                                    : fs::path(dest).parent_path(),
+                               ec)) {
+    return usage_error("the directory of '" + util::printable(dest) + "' does not exist");
+  }
+  const bool per_worker = sources.size() > 1;
+  remote::CancelToken token;
+  InterruptGuard guard(token);
+  int status = 0;
+  Json summary = Json::array();
+  for (const auto& path : paths) {
+    std::string name = fs::path(path).filename().string();
+    if (name.empty() || name == "~") {
+      return usage_error("'" + util::printable(path) + "' names no file to copy");
+    }
+    std::vector<remote::PullJob> jobs;
+    for (size_t i = 0; i < sources.size(); ++i) {
+      fs::path local;
+      if (per_worker) {
+        fs::path dir = fs::path(dest) / sources[i].label;
+        fs::create_directories(dir, ec);
+        if (ec) {
+          return Error(ErrorKind::failure, "cannot create '" + dir.string() + "': " + ec.message());
+        }
+        local = dir / name;
+      } else if (dest_is_dir || paths.size() > 1) {
+        fs::create_directories(dest, ec);
+        local = fs::path(dest) / name;
+      } else {
+        local = dest;
+      }
+      jobs.push_back({sources[i].target, path, local, i});
+    }
+    FanoutPrinter printer(FanoutOutput::prefixed, ctx.stdout_stream(), ctx.stderr_stream());
+    remote::FanoutCallbacks callbacks = printer.callbacks();
+    callbacks.on_line = nullptr; // the lines are the file's bytes and its checksum
+    TPUCTL_TRY_ASSIGN(auto results, remote::pull_file(jobs, options, callbacks, &token));
+    printer.finish(results);
+    int s = guard.interrupted() ? 130 : broadcast_exit_status(results);
+    status = status ? status : s;
+    for (const auto& r : results) {
+      summary.push_back(Json{{"source", sources[r.index].label + ":" + path},
+                             {"destination", jobs[r.index].local_path.string()},
+                             {"copied", r.succeeded()}});
+    }
+    if (guard.interrupted()) {
+      break;
+    }
+  }
+  TPUCTL_TRY(emit_list(
+      ctx, summary, {{"source", "source"}, {"destination", "destination"}, {"copied", "copied"}}));
   return status;
 }
 

@@ -21,4 +21,21 @@ Expected<int> copy_files(Context& ctx, const std::vector<remote::SshTarget>& tar
                          const std::vector<std::string>& sources, const std::string& dest,
                          bool recurse, const remote::SshOptions& options);
 
+// One host to copy from, and the name its copies get locally.
+struct FetchSource {
+  remote::SshTarget target;
+  std::string label; // "3", or "node-1-3" across nodes: unique among the sources
+};
+
+// Copies remote `paths` from every source into `dest`: with one source, `dest` is the file (or,
+// when it is an existing directory or ends in '/', the directory) the copy lands in, as scp
+// does; with several, `dest` is a directory (made if missing) and each source's files land in
+// dest/<label>/, so workers' files of the same name never collide. Each file is streamed and
+// checked by sha256 (remote::pull_file). Prints per-host failures as a broadcast does and one
+// summary row per file and host. Returns the broadcast exit status (0, a host's status, 130 on
+// Ctrl-C). Errors: usage for an unusable destination (nothing is copied then).
+Expected<int> fetch_files(Context& ctx, const std::vector<FetchSource>& sources,
+                          const std::vector<std::string>& paths, const std::string& dest,
+                          const remote::SshOptions& options);
+
 } // namespace tpuctl::cli

@@ -14,11 +14,9 @@ namespace tpuctl::cli {
 void add_ssh_policy_flags(CLI::App& app, SshFlags& f) {
   const char* group = "SSH";
   // Defaults from `tpuctl config` (checked when they were set); the flags override them.
-  if (auto n = active_config().get("ssh.batch_size")) {
-    f.batch_size = static_cast<int>(util::parse_int(*n, "ssh.batch_size").value_or(f.batch_size));
-  }
+  f.batch_size = active_config().get("ssh.batch_size").value_or(f.batch_size);
   f.strict = active_config().get("ssh.strict_host_key_checking").value_or(f.strict);
-  app.add_option("--batch-size", f.batch_size, "hosts in flight at once (default 64)")
+  app.add_option("--batch-size", f.batch_size, "hosts in flight at once: N or all (default 64)")
       ->type_name("N")
       ->group(group);
   app.add_option("--connect-timeout", f.connect_timeout,
@@ -26,7 +24,7 @@ void add_ssh_policy_flags(CLI::App& app, SshFlags& f) {
       ->type_name("D")
       ->group(group);
   app.add_option("--strict-host-key-checking", f.strict,
-                 "yes (default): refuse unknown hosts; accept-new: record them; no")
+                 "yes (default; ask is yes): refuse unknown hosts; accept-new: record them; no")
       ->type_name("POLICY")
       ->group(group);
   app.add_option("--ssh-config", f.ssh_config, "an ssh_config to read instead of ~/.ssh/config")
@@ -54,11 +52,12 @@ void add_ssh_flags(CLI::App& app, SshFlags& f, bool with_output) {
 Expected<remote::SshOptions> ssh_options(const SshFlags& f) {
   ErrorList problems;
   remote::SshOptions o;
-  if (f.batch_size < 1 || f.batch_size > 4096) {
-    problems.add(usage_error("--batch-size: " + std::to_string(f.batch_size) +
-                             " is out of range (1 to 4096)"));
+  if (util::to_lower(f.batch_size) == "all") {
+    o.batch_size = 4096;
+  } else if (auto n = util::parse_int(f.batch_size, "--batch-size", 1, 4096); !n) {
+    problems.add(usage_error(n.error().message + " (or all)"));
   } else {
-    o.batch_size = static_cast<size_t>(f.batch_size);
+    o.batch_size = static_cast<size_t>(*n);
   }
   if (auto d = util::parse_duration(f.connect_timeout, "--connect-timeout"); !d) {
     problems.add(d.error());
@@ -72,15 +71,18 @@ Expected<remote::SshOptions> ssh_options(const SshFlags& f) {
       o.command_timeout = *d;
     }
   }
-  if (f.strict == "yes") {
+  // gcloud's "ask" is "yes" here: tpuctl never prompts, and an unknown key is refused with how
+  // to accept it (pool add-hosts, or --strict-host-key-checking=accept-new).
+  const std::string strict = util::to_lower(f.strict);
+  if (strict == "yes" || strict == "ask") {
     o.host_key_policy = remote::HostKeyPolicy::yes;
-  } else if (f.strict == "accept-new") {
+  } else if (strict == "accept-new") {
     o.host_key_policy = remote::HostKeyPolicy::accept_new;
-  } else if (f.strict == "no") {
+  } else if (strict == "no") {
     o.host_key_policy = remote::HostKeyPolicy::no;
   } else {
     problems.add(usage_error("--strict-host-key-checking: '" + f.strict +
-                             "' is not a policy (use yes, accept-new or no)"));
+                             "' is not a policy (use yes, accept-new or no; ask is yes)"));
   }
   if (auto mode = parse_fanout_output(f.output); !mode) {
     problems.add(mode.error());

@@ -14,7 +14,7 @@
 namespace tpuctl::cli {
 
 struct SshFlags {
-  int batch_size = 64;
+  std::string batch_size = "64"; // N, or all (gcloud's form)
   std::string connect_timeout = "10s";
   std::string timeout; // empty: none
   std::string strict = "yes";

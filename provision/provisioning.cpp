@@ -326,7 +326,8 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
                                tag + util::shell_quote_path(workers[i].agent_path) +
                                    " agent probe --format json --workdir " +
                                    util::shell_quote_path(workers[i].agent_dir),
-                               i});
+                               i,
+                               {}});
   }
   remote::FanoutCallbacks probe_cb;
   probe_cb.on_line = [&first_line](const remote::HostLine& line) {
@@ -364,7 +365,8 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
       const auto& w = workers[i];
       TPUCTL_TRY_ASSIGN(SliceEnvInput in, slice_env_input(qr, w.node_index, w.worker, pool));
       TPUCTL_TRY_ASSIGN(EnvVars env, worker_env(in, w.worker, EnvProfile::none));
-      jobs.push_back(remote::Job{w.target, env_command_prefix(env, w.agent_dir) + "bash -s", i});
+      jobs.push_back(
+          remote::Job{w.target, env_command_prefix(env, w.agent_dir) + "bash -s", i, {}});
     }
     remote::SshOptions with_stdin = ssh;
     with_stdin.stdin_data = std::make_shared<const std::string>(script->second);
@@ -390,7 +392,7 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     if (options.kernel_check) {
       cmd += " --kernel-check";
     }
-    jobs.push_back(remote::Job{w.target, cmd, i});
+    jobs.push_back(remote::Job{w.target, cmd, i, {}});
   }
   remote::SshOptions pre_ssh = ssh;
   pre_ssh.command_timeout = options.preflight_timeout + options.step_timeout;

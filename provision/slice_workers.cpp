@@ -50,17 +50,28 @@ Expected<std::vector<WorkerPlan>> plan_workers(const TargetNodes& target, const 
                      qr.id + "')");
   }
   std::vector<int> nodes = target.node_indices;
-  if (selection.node != "all") {
+  if (util::to_lower(selection.node) != "all") {
     nodes.clear();
     for (int i : target.node_indices) {
       if (qr.nodes[static_cast<size_t>(i)].id == selection.node) {
         nodes.push_back(i);
       }
     }
+    const bool indices = selection.node.find_first_not_of("0123456789,-") == std::string::npos;
+    if (nodes.empty() && indices) {
+      // gcloud's form: node indices 0..N-1 of the request, with --worker's grammar.
+      TPUCTL_TRY_ASSIGN(
+          auto picked, parse_index_selection(selection.node,
+                                             static_cast<int>(target.node_indices.size()), "node"));
+      for (int i : picked) {
+        nodes.push_back(target.node_indices[static_cast<size_t>(i)]);
+      }
+    }
     if (nodes.empty()) {
       return Error(ErrorKind::not_found,
                    "--node '" + util::printable(selection.node) + "' is not a node of '" + qr.id +
-                       "' (nodes: " + util::join(qr.node_ids, ", ") + ")",
+                       "' (nodes: " + util::join(qr.node_ids, ", ") +
+                       "; or give their indices, e.g. 0 or 0-1)",
                    "not_found");
     }
   }

@@ -28,7 +28,7 @@ struct WorkerPlan {
 
 struct WorkerSelection {
   std::string worker = "all"; // gcloud's --worker grammar: all, N, 0,2, 1-3
-  std::string node = "all";   // all, or one node id of the request
+  std::string node = "all";   // all, one node id, or node indices (0, 0-1: --worker's grammar)
   EnvProfile profile = EnvProfile::none;
   EnvVars user_env;
 };

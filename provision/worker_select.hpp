@@ -15,4 +15,10 @@ namespace tpuctl::provision {
 // 0..workers-1.
 Expected<std::vector<int>> parse_worker_selection(std::string_view text, int workers);
 
+// The same grammar for gcloud's --node (the nodes of a multislice request, 0-based) or any
+// other index flag: `what` names it in messages ("node" -> "--node '5': node 5 does not
+// exist; there are nodes 0-1").
+Expected<std::vector<int>> parse_index_selection(std::string_view text, int count,
+                                                 std::string_view what);
+
 } // namespace tpuctl::provision

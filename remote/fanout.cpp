@@ -45,6 +45,9 @@ HostResult run_job(const Job& job, const SshOptions& options, detail::WorkerCont
       if (r.first_byte_ms < 0) {
         r.first_byte_ms = ms_since(t0);
       }
+      if (job.on_bytes) {
+        job.on_bytes(stream, data, size);
+      }
       if (options.keep_output) {
         (stream == Stream::out ? r.out : r.err).append(data, size);
       }
@@ -93,7 +96,7 @@ Expected<std::vector<HostResult>> run_fanout(const std::vector<Job>& jobs,
 std::vector<Job> make_jobs(const std::vector<SshTarget>& targets, const std::string& command) {
   std::vector<Job> jobs;
   for (size_t i = 0; i < targets.size(); ++i) {
-    jobs.push_back(Job{targets[i], command, i});
+    jobs.push_back(Job{targets[i], command, i, {}});
   }
   return jobs;
 }

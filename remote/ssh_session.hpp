@@ -108,6 +108,11 @@ public:
   // On timeout or cancellation the whole remote process tree is killed (see ssh_exec.cpp).
   ExecResult exec(const ExecRequest& request, const ExecSink& sink);
 
+  // Runs `command` (a login shell when empty) in a PTY and relays this process's stdin, stdout
+  // and window size to it until it ends (ssh_interactive.cpp). Returns the exit status (255 for
+  // a signal or a dropped connection); `error` says what went wrong, if anything.
+  int interactive(const std::string& command, std::string& error);
+
   // "[host]:port" or "host" as known_hosts writes it (after ~/.ssh/config mapping).
   const std::string& host_label() const { return m_label; }
 

@@ -51,12 +51,18 @@ struct SshOptions {
   std::shared_ptr<const std::string> stdin_data;
 };
 
+enum class Stream { out, err };
+
 // One command on one host. `command` is already shell-quoted; it runs through the remote
 // login shell. `index` is the position reported back (worker index, job order).
 struct Job {
   SshTarget target;
   std::string command;
   size_t index = 0;
+  // When set, every chunk of the command's output as it arrives, raw (not split into lines),
+  // called from this job's worker thread only (so it needs no lock of its own): pull_file
+  // streams a remote file into a local one through it.
+  std::function<void(Stream, const char* data, size_t size)> on_bytes;
 };
 
 // How one host ended. Transport failures are refused..error; everything from ok to
@@ -97,8 +103,6 @@ struct HostResult {
 
   bool succeeded() const { return outcome == Outcome::ok; }
 };
-
-enum class Stream { out, err };
 
 // One line of remote output. `text` has no trailing newline; `complete` is false for a last
 // line that had none (flushed at EOF) or for a piece of a line longer than 1 MiB.

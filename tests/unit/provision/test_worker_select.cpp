@@ -21,12 +21,17 @@ TEST_CASE("provision::parse_worker_selection follows gcloud's --worker grammar")
     CHECK(r.error().message.find("'2-2'") != std::string::npos);
     CHECK(!parse_worker_selection("3-1", 4));
   }
+  SUBCASE("all in any case, and empty items skipped, as gcloud reads them") {
+    CHECK(*parse_worker_selection("ALL", 3) == std::vector<int>{0, 1, 2});
+    CHECK(*parse_worker_selection("All", 2) == std::vector<int>{0, 1});
+    CHECK(*parse_worker_selection("1,,3,", 4) == std::vector<int>{1, 3});
+  }
   SUBCASE("workers outside the slice and malformed items are usage errors naming the value") {
     auto out = parse_worker_selection("4", 4);
     REQUIRE(!out);
     CHECK(out.error().message.find("0-3") != std::string::npos);
     CHECK(!parse_worker_selection("1-4", 4));
-    for (const char* bad : {"", "x", "1,", "-1", "1-", "a-b", "ALL", "1;rm -rf /", "1 2"}) {
+    for (const char* bad : {"", "x", ",", "-1", "1-", "a-b", "al", "1;rm -rf /", "1 2"}) {
       CAPTURE(bad);
       auto r = parse_worker_selection(bad, 4);
       REQUIRE(!r);

@@ -1,0 +1,73 @@
+// What `tpuctl ssh|scp|env` and their gcloud shapes (`queued-resources ssh|scp QR`, `tpu-vm
+// ssh|scp NODE`) share: the flags that pick workers, `[USER@]TARGET`, and the plan of the workers
+// picked, each with its SSH target and worker environment (provision/slice_workers).
+//
+// The three shapes are one implementation; they differ only where gcloud does:
+//   tpuctl           TARGET is a queued resource (all its nodes) or a node; --node defaults to
+//                    all; words after `--` are the command, each quoted for you;
+//   queued_resource  TARGET is a queued resource; --node defaults to 0 (gcloud's);
+//   tpu_vm           TARGET is a node; there is no --node.
+// In the gcloud shapes, words after `--` are what ssh would get: options are refused (tpuctl
+// runs no ssh binary), the rest is the command, joined with spaces as ssh joins them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/context.hpp"
+#include "cli/registry.hpp"
+#include "cli/ssh_flags.hpp"
+#include "provision/slice_workers.hpp"
+#include "util/expected.hpp"
+
+namespace tpuctl::cli {
+
+enum class SliceShape { tpuctl, queued_resource, tpu_vm };
+
+struct SliceFlags {
+  SliceShape shape = SliceShape::tpuctl;
+  std::string target; // [USER@]TARGET as given
+  std::string worker = "0";
+  std::string node = "all";
+  std::vector<std::string> env;
+  std::string env_profile = "none";
+  std::string command;
+  std::vector<std::string> argv;  // ssh: the words after "--"
+  std::vector<std::string> paths; // scp: SRC... DEST
+  std::string output_directory;   // ssh: each worker's output into DIR/<worker>.log
+  bool dry_run = false;
+  bool recurse = false;
+  SshFlags ssh;
+};
+
+// "alice@qr-1" -> {"alice", "qr-1"}; "qr-1" -> {"", "qr-1"}. Errors: usage for more than one
+// '@', or an empty user or target.
+struct UserTarget {
+  std::string user;
+  std::string target;
+};
+Expected<UserTarget> split_user_target(const std::string& text);
+
+// --worker (and --node, except in the tpu_vm shape) with the shape's defaults and help.
+void add_selection_flags(CLI::App& cmd, SliceFlags& f);
+
+// The workers `f` selects on `target` (a queued resource or a node; `user` replaces each
+// worker's SSH user when not empty), node by node in worker order, each with its environment.
+// Errors: the store's, not_found (no such target or node), failure (not ACTIVE), usage (bad
+// selection or environment).
+Expected<std::vector<provision::WorkerPlan>> plan_slice_workers(Context& ctx, const SliceFlags& f,
+                                                                const UserTarget& target);
+
+// A worker's name for output and files: "<worker>" when every plan is on one node, else
+// "<node>-<worker>". Never fails.
+std::string worker_label(const std::vector<provision::WorkerPlan>& plans,
+                         const provision::WorkerPlan& plan);
+
+// Declares `cmd` as the ssh (cmd_slice.cpp) or scp (cmd_slice_scp.cpp) of `shape` and binds it.
+void setup_slice_ssh(CLI::App& cmd, Registry& registry, SliceShape shape);
+void setup_slice_scp(CLI::App& cmd, Registry& registry, SliceShape shape);
+
+} // namespace tpuctl::cli
