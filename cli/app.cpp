@@ -42,6 +42,13 @@ void add_global_flags(CLI::App& app, GlobalOptions& g) {
                  "list commands: only rows matching EXPR, e.g. 'state=ACTIVE AND name:train'")
       ->type_name("EXPR")
       ->group(group);
+  app.add_option("--sort-by", g.sort_by,
+                 "list commands: order rows by FIELD[,FIELD] ('~FIELD' descending), as gcloud")
+      ->type_name("FIELDS")
+      ->group(group);
+  app.add_option("--limit", g.limit, "list commands: at most N rows (after --filter and --sort-by)")
+      ->type_name("N")
+      ->group(group);
   app.add_option("--pool", g.pool, "host pool to use (default: the only pool, or 'default')")
       ->envname("TPUCTL_POOL")
       ->type_name("NAME")
@@ -182,13 +189,14 @@ Status validate_globals(Context& ctx) {
     ctx.format = Format::json;
   } else if (f == "yaml") {
     ctx.format = Format::yaml;
-  } else if (util::starts_with(f, "value(")) {
+  } else if (util::starts_with(f, "value(") || util::starts_with(f, "table(")) {
     auto fields = parse_value_format(f);
     if (!fields) {
       problems.add(fields.error());
     } else {
       ctx.format = Format::value;
       ctx.value_fields = *fields;
+      ctx.value_table = util::starts_with(f, "table(");
     }
   } else if (f == "dotenv") {
     ctx.format = Format::table; // `tpuctl env` only: its table form is the dotenv text
@@ -198,8 +206,13 @@ Status validate_globals(Context& ctx) {
   } else {
     problems.add(ErrorKind::usage,
                  "--format: '" + f +
-                     "' is not an output format (use table, json, yaml or value(FIELD,...); "
+                     "' is not an output format (use table, json, yaml, value(FIELD,...) or "
+                     "table(FIELD,...); "
                      "dotenv for tpuctl env, jsonl for qr list --watch)");
+  }
+  if (ctx.globals.limit < 0) {
+    problems.add(ErrorKind::usage, "--limit " + std::to_string(ctx.globals.limit) +
+                                       " is negative: give a number of rows (0: all)");
   }
   if (auto filter = RowFilter::parse(ctx.globals.filter); !filter) {
     problems.add(filter.error());

@@ -25,10 +25,14 @@ using provision::QueuedResource;
 
 struct ClusterFlags {
   std::string name;
+  std::string flag_name; // --cluster on describe and delete (xpk's form of NAME)
   std::string tpu_type;
   int num_slices = 1;
   bool reserved = false;
   bool spot = false;
+  bool on_demand = false;
+  bool flex = false;
+  std::string reservation;
   bool async = false;
   bool force = false;
   std::string timeout;
@@ -111,10 +115,43 @@ Expected<Json> describe_json(state::StateStore& store, const Cluster& c) {
   return cluster_json(c, qr, workloads);
 }
 
-Expected<int> run_create(Context& ctx, const ClusterFlags& f) {
-  if (f.reserved && f.spot) {
-    return usage_error("--reserved and --spot exclude each other: choose one tier");
+// xpk's capacity flags as tiers: exactly one at most ("specify only one of ...").
+Expected<provision::Tier> capacity_tier(const ClusterFlags& f) {
+  std::vector<std::pair<std::string, provision::Tier>> given;
+  if (f.on_demand) {
+    given.emplace_back("--on-demand", provision::Tier::standard);
   }
+  if (f.reserved) {
+    given.emplace_back("--reserved", provision::Tier::reserved);
+  }
+  if (!f.reservation.empty()) {
+    given.emplace_back("--reservation", provision::Tier::reserved);
+  }
+  if (f.spot) {
+    given.emplace_back("--spot", provision::Tier::spot);
+  }
+  if (f.flex) {
+    given.emplace_back("--flex", provision::Tier::flex_start);
+  }
+  if (given.size() > 1) {
+    return usage_error(given[0].first + " and " + given[1].first +
+                       " exclude each other: specify only one of --on-demand, --reservation "
+                       "(or --reserved), --spot or --flex");
+  }
+  return given.empty() ? provision::Tier::standard : given.front().second;
+}
+
+// NAME or --cluster NAME (xpk's form), one of them.
+Expected<std::string> cluster_name(const ClusterFlags& f) {
+  if (f.name.empty() == f.flag_name.empty()) {
+    return usage_error(f.name.empty() ? "give the cluster: NAME or --cluster NAME"
+                                      : "give the cluster once: NAME or --cluster NAME");
+  }
+  return f.name.empty() ? f.flag_name : f.name;
+}
+
+Expected<int> run_create(Context& ctx, const ClusterFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto tier, capacity_tier(f));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
@@ -124,8 +161,7 @@ Expected<int> run_create(Context& ctx, const ClusterFlags& f) {
   req.pool = pool;
   req.tpu_type = f.tpu_type;
   req.num_slices = f.num_slices;
-  req.tier = f.reserved ? provision::Tier::reserved
-                        : (f.spot ? provision::Tier::spot : provision::Tier::standard);
+  req.tier = tier;
   const auto clock = state::system_clock();
   TPUCTL_TRY_ASSIGN(auto created, provision::create_cluster(*store, req, clock));
   Cluster cluster = created.first;
@@ -180,15 +216,18 @@ Expected<int> run_list(Context& ctx) {
 }
 
 Expected<int> run_describe(Context& ctx, const ClusterFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto name, cluster_name(f));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
-  TPUCTL_TRY_ASSIGN(auto cluster, provision::load_cluster(*store, pool, f.name));
+  TPUCTL_TRY_ASSIGN(auto cluster, provision::load_cluster(*store, pool, name));
   TPUCTL_TRY_ASSIGN(auto j, describe_json(*store, cluster));
   emit(ctx, j, print_cluster);
   return 0;
 }
 
-Expected<int> run_delete(Context& ctx, const ClusterFlags& f) {
+Expected<int> run_delete(Context& ctx, const ClusterFlags& given) {
+  ClusterFlags f = given;
+  TPUCTL_TRY_ASSIGN(f.name, cluster_name(given));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto cluster, provision::load_cluster(*store, pool, f.name));
@@ -258,13 +297,22 @@ void setup_cluster(CLI::App& group, Registry& registry) {
   create->add_option("--cluster", f->name, "the cluster's name (lowercase, digits, '-')")
       ->required()
       ->type_name("NAME");
-  create->add_option("--tpu-type", f->tpu_type, "accelerator type, e.g. v5litepod-16, v4-32")
+  create
+      ->add_option("--tpu-type,--device-type", f->tpu_type,
+                   "accelerator type, e.g. v5litepod-16, v4-32, v6e-4x4")
       ->required()
       ->type_name("TYPE");
   create->add_option("--num-slices", f->num_slices, "slices (default 1); MEGASCALE_* spans them")
       ->type_name("N");
+  create->add_flag("--on-demand", f->on_demand, "standard tier (the default): never preempted");
   create->add_flag("--reserved", f->reserved, "reserved tier: queued before everything else");
+  create
+      ->add_option("--reservation", f->reservation,
+                   "reserved tier (one reservation per pool here; the name is not used)")
+      ->type_name("R");
   create->add_flag("--spot", f->spot, "spot tier: preempted when a higher tier needs its hosts");
+  create->add_flag("--flex", f->flex,
+                   "flex-start tier (qr create --provisioning-model=flex-start)");
   create->add_flag("--async", f->async, "return at once; a background tpuctl carries it on");
   create->add_option("--timeout", f->timeout, "stop waiting after this long (exit 3)")
       ->type_name("D");
@@ -280,13 +328,17 @@ void setup_cluster(CLI::App& group, Registry& registry) {
   auto d = std::make_shared<ClusterFlags>();
   CLI::App* describe = registry.add(group, "describe", "a cluster's slices, workers and workloads",
                                     [d](Context& ctx) { return run_describe(ctx, *d); });
-  describe->add_option("NAME", d->name, "the cluster")->required();
+  describe->add_option("NAME", d->name, "the cluster (or --cluster NAME)");
+  describe->add_option("--cluster", d->flag_name, "the cluster (xpk's form of NAME)")
+      ->type_name("NAME");
 
   auto del = std::make_shared<ClusterFlags>();
   CLI::App* remove =
       registry.add(group, "delete", "delete a cluster: its workloads, slices and hosts' claims",
                    [del](Context& ctx) { return run_delete(ctx, *del); });
-  remove->add_option("NAME", del->name, "the cluster")->required();
+  remove->add_option("NAME", del->name, "the cluster (or --cluster NAME)");
+  remove->add_option("--cluster", del->flag_name, "the cluster (xpk's form of NAME)")
+      ->type_name("NAME");
   remove->add_flag("--force", del->force, "stop running workloads first (else refused)");
   remove->add_option("--timeout", del->timeout, "stop waiting after this long (exit 3)")
       ->type_name("D");

@@ -25,6 +25,7 @@ void setup_config(CLI::App& group, Registry& registry) {
   CLI::App* set = registry.add(
       group, "set", "set a default (checked like its flag)", [f](Context& ctx) -> Expected<int> {
         TPUCTL_TRY_ASSIGN(Config c, current());
+        f->key = canonical_config_key(f->key);
         TPUCTL_TRY(c.set(f->key, f->value));
         TPUCTL_TRY(c.save());
         emit(ctx, Json{{"key", f->key}, {"value", f->value}}, [&](std::ostream& os, const Json&) {
@@ -40,6 +41,7 @@ void setup_config(CLI::App& group, Registry& registry) {
       registry.add(group, "get", "print a default (exit 4 when it is not set)",
                    [g](Context& ctx) -> Expected<int> {
                      TPUCTL_TRY_ASSIGN(Config c, current());
+                     g->key = canonical_config_key(g->key);
                      TPUCTL_TRY(Config().unset(g->key)); // a known key
                      auto v = c.get(g->key);
                      if (!v) {
@@ -58,6 +60,7 @@ void setup_config(CLI::App& group, Registry& registry) {
   CLI::App* unset =
       registry.add(group, "unset", "remove a default", [u](Context& ctx) -> Expected<int> {
         TPUCTL_TRY_ASSIGN(Config c, current());
+        u->key = canonical_config_key(u->key);
         TPUCTL_TRY(c.unset(u->key));
         TPUCTL_TRY(c.save());
         emit(ctx, Json{{"key", u->key}, {"unset", true}},

@@ -12,6 +12,7 @@
 #include "cli/ssh_flags.hpp"
 #include "cli/state_access.hpp"
 #include "cli/workload_runtime.hpp"
+#include "cli/workload_xpk.hpp"
 #include "provision/pools.hpp"
 #include "provision/slice_workers.hpp"
 #include "provision/worker_select.hpp"
@@ -39,8 +40,26 @@ struct WorkloadFlags {
   std::string node = "all";
   bool follow = false;
   bool force = false;
+  // xpk's forms
+  std::string flag_name; // --workload W, for the positional W
+  std::string tpu_type;  // --tpu-type / --device-type: checked against the cluster's
+  int num_slices = 0;    // --num-slices: checked against the cluster's (0: not given)
+  std::string env_file;
+  std::string docker_image, base_docker_image, script_dir, docker_name = "jax-tpu";
+  std::string container_runtime = "auto";
+  bool dry_run = false;
+  std::string filter_status = "EVERYTHING", filter_job, wait_for;
   SshFlags ssh;
 };
+
+// W or --workload W (xpk's form), one of them.
+Expected<std::string> workload_name(const WorkloadFlags& f) {
+  if (f.name.empty() == f.flag_name.empty()) {
+    return usage_error(f.name.empty() ? "give the workload: W or --workload W"
+                                      : "give the workload once: W or --workload W");
+  }
+  return f.name.empty() ? f.flag_name : f.name;
+}
 
 std::string time_text(int64_t ms) {
   return ms > 0 ? util::format_timestamp(ms) : "";
@@ -85,20 +104,64 @@ void print_workload(std::ostream& os, const Workload& w) {
       {"SLICE", "WORKER", "HOST", "STATE", "EXIT", "ATTEMPT", "LAST HEARTBEAT", "DETAIL"}, rows);
 }
 
+// --dry-run: what each worker would run, and nothing started.
+void print_launch_plan(Context& ctx, const Workload& wl,
+                       const std::vector<provision::WorkerPlan>& plans) {
+  Json rows = Json::array();
+  for (const auto& p : plans) {
+    rows.push_back(Json{{"node", p.node},
+                        {"worker", p.worker},
+                        {"host", p.host},
+                        {"command", provision::launch_command(wl, p)}});
+  }
+  Json j{{"name", wl.name}, {"uid", wl.uid}, {"dry_run", true}, {"workers", rows}};
+  if (!wl.container.image.empty()) {
+    j["container"] = Json{{"image", wl.container.image}, {"runtime", wl.container.runtime}};
+  }
+  emit(ctx, j, [&](std::ostream& os, const Json&) {
+    os << "dry run: workload '" << wl.name << "' would start on " << plans.size()
+       << " workers of cluster " << wl.cluster
+       << (wl.container.image.empty()
+               ? ""
+               : " in image " + wl.container.image + " (" + wl.container.runtime + ")")
+       << ":\n";
+    for (const auto& r : rows) {
+      os << cell_text(r["node"]) << "/" << cell_text(r["worker"]) << " " << cell_text(r["host"])
+         << ": " << r["command"].get<std::string>() << "\n";
+    }
+  });
+}
+
 Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   provision::WorkloadRequest r;
   r.name = f.name;
   r.cluster = f.cluster;
   r.command = f.command;
   r.max_restarts = f.max_restarts;
+  r.dry_run = f.dry_run;
   TPUCTL_TRY_ASSIGN(r.env, provision::parse_env_items(f.env));
+  if (!f.env_file.empty()) {
+    TPUCTL_TRY_ASSIGN(auto more, read_env_file(f.env_file));
+    r.env.insert(r.env.end(), more.begin(), more.end());
+  }
+  TPUCTL_TRY(apply_image_flags(
+      {f.docker_image, f.base_docker_image, f.script_dir, f.docker_name, f.container_runtime}, r));
   TPUCTL_TRY_ASSIGN(r.fail_policy, provision::parse_fail_policy(f.fail_policy));
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   r.timeout_ms = timeout.count();
   TPUCTL_TRY_ASSIGN(auto options, monitor_options(ctx, f.ssh));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(r.pool, resolve_pool(ctx, *store));
+  TPUCTL_TRY(check_cluster_shape(*store, r.pool, f.cluster, f.tpu_type, f.num_slices));
   TPUCTL_TRY_ASSIGN(auto wl, provision::create_workload(*store, r, options));
+  if (f.dry_run) {
+    TPUCTL_TRY_ASSIGN(auto plans, provision::plan_workload(*store, wl));
+    print_launch_plan(ctx, wl, plans);
+    if (!wl.message.empty()) {
+      return Error(ErrorKind::failure, wl.message); // the refusal a real create would meet
+    }
+    return 0;
+  }
   if (!provision::is_terminal(wl.state)) {
     ensure_monitor(ctx, wl, f.ssh);
   }
@@ -109,13 +172,22 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   return 0;
 }
 
+Expected<int> wait_for_job(Context& ctx, const WorkloadFlags& f);
+
 Expected<int> run_list(Context& ctx, const WorkloadFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto filter, parse_workload_filter(f.filter_status, f.filter_job));
+  if (!f.wait_for.empty()) {
+    return wait_for_job(ctx, f);
+  }
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto all, provision::list_workloads(*store, pool, f.cluster));
   ensure_monitors(ctx, all);
   Json rows = Json::array();
   for (const auto& w : all) {
+    if (!matches(filter, w)) {
+      continue;
+    }
     rows.push_back(Json{
         {"name", w.name},
         {"cluster", w.cluster},
@@ -136,9 +208,10 @@ Expected<int> run_list(Context& ctx, const WorkloadFlags& f) {
 }
 
 Expected<int> run_describe(Context& ctx, const WorkloadFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto name, workload_name(f));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
-  TPUCTL_TRY_ASSIGN(auto wl, provision::load_workload(*store, pool, f.name));
+  TPUCTL_TRY_ASSIGN(auto wl, provision::load_workload(*store, pool, name));
   ensure_monitor(ctx, wl, f.ssh);
   emit(ctx, workload_json(wl), [&](std::ostream& os, const Json&) { print_workload(os, wl); });
   return 0;
@@ -162,7 +235,9 @@ void print_log_chunk(Context& ctx, const std::string& prefix, std::string& parti
   ctx.out->flush();
 }
 
-Expected<int> run_logs(Context& ctx, const WorkloadFlags& f) {
+Expected<int> run_logs(Context& ctx, const WorkloadFlags& given) {
+  WorkloadFlags f = given;
+  TPUCTL_TRY_ASSIGN(f.name, workload_name(given));
   TPUCTL_TRY_ASSIGN(auto options, ssh_options(f.ssh));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
@@ -223,29 +298,29 @@ Expected<int> run_logs(Context& ctx, const WorkloadFlags& f) {
   return cancel.cancelled() ? 130 : 0;
 }
 
-Expected<int> run_wait(Context& ctx, const WorkloadFlags& f) {
-  TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
+// Waits until workload `name` has ended (a monitor is run here when nobody watches it).
+// nullopt when `timeout` (0: none) passed first. Errors: not_found, interrupted, the store's.
+Expected<std::optional<Workload>> wait_until_done(Context& ctx, const WorkloadFlags& f,
+                                                  const std::string& name,
+                                                  std::chrono::milliseconds timeout) {
   TPUCTL_TRY_ASSIGN(auto options, monitor_options(ctx, f.ssh));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   remote::CancelToken cancel;
   InterruptGuard guard(cancel);
   const auto start = std::chrono::steady_clock::now();
-  std::optional<Workload> wl;
   for (;;) {
-    TPUCTL_TRY_ASSIGN(wl, provision::load_workload(*store, pool, f.name));
-    if (provision::is_terminal(wl->state)) {
-      break;
+    TPUCTL_TRY_ASSIGN(auto wl, provision::load_workload(*store, pool, name));
+    if (provision::is_terminal(wl.state)) {
+      return std::optional<Workload>(wl);
     }
     if (cancel.cancelled()) {
-      return Error(ErrorKind::interrupted, "interrupted; workload '" + f.name + "' runs on");
+      return Error(ErrorKind::interrupted, "interrupted; workload '" + name + "' runs on");
     }
     if (timeout.count() > 0 && std::chrono::steady_clock::now() - start > timeout) {
-      return Error(ErrorKind::capacity, "workload '" + f.name + "' is still " +
-                                            std::string(to_string(wl->state)) +
-                                            " after --timeout " + f.timeout);
+      return std::optional<Workload>();
     }
-    if (provision::needs_monitor(*wl, state::to_unix_ms(state::system_clock()()))) {
+    if (provision::needs_monitor(wl, state::to_unix_ms(state::system_clock()()))) {
       // Nobody watches it: watch it here (a bounded slice at a time, to honour --timeout).
       remote::CancelToken slice;
       std::thread stopper([&] {
@@ -255,7 +330,7 @@ Expected<int> run_wait(Context& ctx, const WorkloadFlags& f) {
         }
         slice.cancel();
       });
-      auto watched = provision::monitor_workload(*store, pool, f.name, options, &slice);
+      auto watched = provision::monitor_workload(*store, pool, name, options, &slice);
       stopper.join();
       if (!watched) {
         return watched.error();
@@ -264,28 +339,114 @@ Expected<int> run_wait(Context& ctx, const WorkloadFlags& f) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
   }
+}
+
+Expected<int> run_wait(Context& ctx, const WorkloadFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto name, workload_name(f));
+  TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
+  TPUCTL_TRY_ASSIGN(auto wl, wait_until_done(ctx, f, name, timeout));
+  if (!wl) {
+    return Error(ErrorKind::capacity,
+                 "workload '" + name + "' has not ended after --timeout " + f.timeout);
+  }
   emit(ctx, workload_json(*wl), [&](std::ostream& os, const Json&) { print_workload(os, *wl); });
   if (wl->state == WorkloadState::failed) {
-    return Error(ErrorKind::failure, "workload '" + f.name + "' FAILED: " + wl->message);
+    return Error(ErrorKind::failure, "workload '" + name + "' FAILED: " + wl->message);
   }
   return 0;
 }
 
+// xpk's `workload list --wait-for-job-completion W [--timeout SECONDS]`: exit 0 when it
+// SUCCEEDED, 125 when it ended otherwise, 124 on timeout, 1 when there is no such workload.
+Expected<int> wait_for_job(Context& ctx, const WorkloadFlags& f) {
+  std::chrono::milliseconds timeout{0};
+  if (!f.timeout.empty()) {
+    if (auto secs = util::parse_int(f.timeout, "--timeout", 0); secs) {
+      timeout = std::chrono::seconds(*secs); // xpk's form: seconds
+    } else {
+      TPUCTL_TRY_ASSIGN(timeout, util::parse_optional_duration(f.timeout, "--timeout"));
+    }
+  }
+  auto wl = wait_until_done(ctx, f, f.wait_for, timeout);
+  if (!wl) {
+    Error e = wl.error();
+    if (e.kind == ErrorKind::not_found) {
+      e.kind = ErrorKind::failure; // xpk exits 1 for a workload that does not exist
+    }
+    return e;
+  }
+  if (!*wl) {
+    *ctx.err << "tpuctl: error: workload '" << f.wait_for << "' has not ended after --timeout "
+             << f.timeout << "\n";
+    return 124;
+  }
+  Json rows = Json::array({Json{{"name", (*wl)->name},
+                                {"cluster", (*wl)->cluster},
+                                {"state", std::string(to_string((*wl)->state))},
+                                {"message", (*wl)->message}}});
+  TPUCTL_TRY(emit_list(
+      ctx, rows,
+      {{"name", "name"}, {"cluster", "cluster"}, {"state", "state"}, {"message", "message"}}));
+  if ((*wl)->state != WorkloadState::succeeded) {
+    *ctx.err << "tpuctl: error: workload '" << f.wait_for << "' " << to_string((*wl)->state) << ": "
+             << (*wl)->message << "\n";
+    return 125;
+  }
+  return 0;
+}
+
+// `workload delete W`, xpk's `--workload W --cluster C`, or, with no workload named, every
+// workload of --cluster C that --filter-by-status/--filter-by-job keep (xpk's form).
 Expected<int> run_delete(Context& ctx, const WorkloadFlags& f) {
+  TPUCTL_TRY_ASSIGN(auto filter, parse_workload_filter(f.filter_status, f.filter_job));
   TPUCTL_TRY_ASSIGN(auto options, monitor_options(ctx, f.ssh));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
-  TPUCTL_TRY_ASSIGN(auto deleted,
-                    provision::delete_workload(*store, pool, f.name, f.force, options));
-  Json j{{"name", f.name},
-         {"pool", pool},
-         {"deleted", true},
-         {"state", std::string(to_string(deleted.workload.state))},
-         {"unreachable", deleted.unreachable}};
-  emit(ctx, j, [&](std::ostream& os, const Json&) {
-    os << "deleted workload '" << f.name << "' (was " << to_string(deleted.workload.state)
-       << "): its processes on " << deleted.workload.workers.size() << " workers are stopped\n";
-  });
+  std::vector<std::string> names;
+  if (!f.name.empty() || !f.flag_name.empty()) {
+    TPUCTL_TRY_ASSIGN(auto name, workload_name(f));
+    if (!f.cluster.empty()) {
+      TPUCTL_TRY_ASSIGN(auto wl, provision::load_workload(*store, pool, name));
+      if (wl.cluster != f.cluster) {
+        return Error(ErrorKind::not_found,
+                     "workload '" + name + "' runs on cluster '" + wl.cluster + "', not '" +
+                         f.cluster + "'",
+                     "not_found");
+      }
+    }
+    names.push_back(name);
+  } else if (f.cluster.empty()) {
+    return usage_error("give the workload (W or --workload W), or --cluster C to delete the "
+                       "cluster's workloads that --filter-by-status/--filter-by-job keep");
+  } else {
+    TPUCTL_TRY_ASSIGN(auto all, provision::list_workloads(*store, pool, f.cluster));
+    for (const auto& w : all) {
+      if (matches(filter, w)) {
+        names.push_back(w.name);
+      }
+    }
+  }
+  Json rows = Json::array();
+  for (const auto& name : names) {
+    TPUCTL_TRY_ASSIGN(auto deleted,
+                      provision::delete_workload(*store, pool, name, f.force, options));
+    rows.push_back(Json{{"name", name},
+                        {"pool", pool},
+                        {"deleted", true},
+                        {"state", std::string(to_string(deleted.workload.state))},
+                        {"workers", deleted.workload.workers.size()},
+                        {"unreachable", deleted.unreachable}});
+  }
+  if (rows.size() == 1 && (!f.name.empty() || !f.flag_name.empty())) {
+    Json j = rows.at(0);
+    j.erase("workers");
+    emit(ctx, j, [&](std::ostream& os, const Json&) {
+      os << "deleted workload '" << names[0] << "' (was " << cell_text(rows[0]["state"])
+         << "): its processes on " << cell_text(rows[0]["workers"]) << " workers are stopped\n";
+    });
+    return 0;
+  }
+  TPUCTL_TRY(emit_list(ctx, rows, {{"deleted", "name"}, {"was", "state"}, {"workers", "workers"}}));
   return 0;
 }
 
@@ -328,6 +489,40 @@ void setup_workload(CLI::App& group, Registry& registry) {
       ->type_name("P");
   create->add_option("--timeout", c->timeout, "fail the workload after it ran this long")
       ->type_name("D");
+  create
+      ->add_option("--env-file", c->env_file,
+                   "VAR=value lines (VAR alone: this shell's value) added to the environment")
+      ->type_name("FILE");
+  create
+      ->add_option("--tpu-type,--device-type", c->tpu_type,
+                   "checked against the cluster's type (xpk's form; optional here)")
+      ->type_name("TYPE");
+  create->add_option("--num-slices", c->num_slices, "checked against the cluster's slices")
+      ->type_name("N");
+  const char* image = "Container image";
+  create->add_option("--docker-image", c->docker_image, "run the command in this image, as is")
+      ->type_name("IMAGE")
+      ->group(image);
+  create
+      ->add_option("--base-docker-image", c->base_docker_image,
+                   "run in this image with --script-dir mounted at /app")
+      ->type_name("IMAGE")
+      ->group(image);
+  create
+      ->add_option("--script-dir", c->script_dir,
+                   "copied to every worker for --base-docker-image (default: this directory)")
+      ->type_name("DIR")
+      ->group(image);
+  create->add_option("--docker-name", c->docker_name, "container name prefix (default jax-tpu)")
+      ->type_name("NAME")
+      ->group(image);
+  create
+      ->add_option("--container-runtime", c->container_runtime,
+                   "auto (default: docker if every worker has it, else podman), docker, podman")
+      ->type_name("RT")
+      ->group(image);
+  create->add_flag("--dry-run", c->dry_run,
+                   "check everything, print the command each worker would run; start nothing");
   add_ssh_policy_flags(*create, c->ssh);
   create->footer("Returns once every worker has started (exit 0), or with exit 1 when one could\n"
                  "not start (the others are stopped). Follow it with 'tpuctl workload logs W\n"
@@ -335,23 +530,40 @@ void setup_workload(CLI::App& group, Registry& registry) {
                  "  tpuctl workload create --cluster demo --workload mm \\\n"
                  "    --command 'tpuctl agent spmd-matmul --m 512 --n 512 --k 512'\n"
                  "  tpuctl workload create --cluster demo --workload train --max-restarts 2 \\\n"
-                 "    --env XLA_FLAGS=--xla_dump_to=/tmp/dump --command 'python3 train.py'");
+                 "    --env XLA_FLAGS=--xla_dump_to=/tmp/dump --command 'python3 train.py'\n"
+                 "  tpuctl workload create --cluster demo --workload jax \\\n"
+                 "    --docker-image python:3.10 --command 'python3 -c \"import os\"'");
 
   auto l = std::make_shared<WorkloadFlags>();
   CLI::App* list = registry.add(group, "list", "workloads of the pool: state, running workers",
                                 [l](Context& ctx) { return run_list(ctx, *l); });
   list->add_option("--cluster", l->cluster, "only this cluster's workloads")->type_name("C");
+  list->add_option("--filter-by-status", l->filter_status,
+                   "EVERYTHING (default), RUNNING, QUEUED, FINISHED, FAILED or SUCCESSFUL")
+      ->type_name("S");
+  list->add_option("--filter-by-job", l->filter_job, "only workloads whose name contains this")
+      ->type_name("TEXT");
+  list->add_option("--wait-for-job-completion", l->wait_for,
+                   "wait until W ends: exit 0 SUCCEEDED, 125 FAILED, 124 timed out, 1 no such W")
+      ->type_name("W");
+  list->add_option("--timeout", l->timeout, "with --wait-for-job-completion: seconds, or 5m")
+      ->type_name("T");
 
   auto d = std::make_shared<WorkloadFlags>();
   CLI::App* describe =
       registry.add(group, "describe", "state, per-worker state, exit codes, restarts, heartbeats",
                    [d](Context& ctx) { return run_describe(ctx, *d); });
-  describe->add_option("W", d->name, "the workload")->required();
+  describe->add_option("W", d->name, "the workload (or --workload W)");
+  describe->add_option("--workload", d->flag_name, "the workload (xpk's form of W)")
+      ->type_name("W");
+  describe->add_option("--cluster", d->cluster, "accepted for xpk's form")->type_name("C");
 
   auto g = std::make_shared<WorkloadFlags>();
   CLI::App* logs = registry.add(group, "logs", "print (or --follow) the workers' output",
                                 [g](Context& ctx) { return run_logs(ctx, *g); });
-  logs->add_option("W", g->name, "the workload")->required();
+  logs->add_option("W", g->name, "the workload (or --workload W)");
+  logs->add_option("--workload", g->flag_name, "the workload (xpk's form of W)")->type_name("W");
+  logs->add_option("--cluster", g->cluster, "accepted for xpk's form")->type_name("C");
   logs->add_option("--worker", g->worker, "all (default), N, a list (0,2) or a range (1-3)")
       ->type_name("W");
   logs->add_option("--node", g->node, "all (default) or one slice's node id")->type_name("ID");
@@ -361,7 +573,9 @@ void setup_workload(CLI::App& group, Registry& registry) {
   auto w = std::make_shared<WorkloadFlags>();
   CLI::App* wait = registry.add(group, "wait", "wait until SUCCEEDED (exit 0) or FAILED (exit 1)",
                                 [w](Context& ctx) { return run_wait(ctx, *w); });
-  wait->add_option("W", w->name, "the workload")->required();
+  wait->add_option("W", w->name, "the workload (or --workload W)");
+  wait->add_option("--workload", w->flag_name, "the workload (xpk's form of W)")->type_name("W");
+  wait->add_option("--cluster", w->cluster, "accepted for xpk's form")->type_name("C");
   wait->add_option("--timeout", w->timeout, "stop waiting after this long (exit 3)")
       ->type_name("D");
   add_ssh_policy_flags(*wait, w->ssh);
@@ -370,7 +584,19 @@ void setup_workload(CLI::App& group, Registry& registry) {
   CLI::App* remove =
       registry.add(group, "delete", "stop every process of the workload on every worker; forget it",
                    [x](Context& ctx) { return run_delete(ctx, *x); });
-  remove->add_option("W", x->name, "the workload")->required();
+  remove->add_option("W", x->name, "the workload (or --workload W)");
+  remove->add_option("--workload", x->flag_name, "the workload (xpk's form of W)")->type_name("W");
+  remove
+      ->add_option("--cluster", x->cluster,
+                   "the workload's cluster; without a workload, its workloads that the filters "
+                   "keep")
+      ->type_name("C");
+  remove
+      ->add_option("--filter-by-status", x->filter_status,
+                   "without a workload: EVERYTHING (default), RUNNING, QUEUED, FINISHED, ...")
+      ->type_name("S");
+  remove->add_option("--filter-by-job", x->filter_job, "without a workload: names containing this")
+      ->type_name("TEXT");
   remove->add_flag("--force", x->force, "forget it even when some hosts cannot be reached");
   add_ssh_policy_flags(*remove, x->ssh);
 

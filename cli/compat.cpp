@@ -169,6 +169,12 @@ const std::vector<CompatFlag>& compat_flags() {
        "--num-slices for several slices joined over the data-center network"},
       {"--enable-pathways", "cluster create", false, A::refuse, "Pathways is not supported",
        "a multi-controller workload (the same command on every worker, JAX-style)"},
+      {"--dry-run", "cluster create|cluster delete|workload delete", false, A::refuse,
+       "xpk's --dry-run prints the gcloud and kubectl commands it would run; tpuctl runs none",
+       "'tpuctl qr create NAME --accelerator-type TYPE --node-count N --dry-run' shows where "
+       "a cluster's slices would go"},
+      {"--dry-run", "cluster list|cluster describe|workload list|workload describe", false,
+       A::ignore, "this command changes nothing", ""},
       // ---- xpk workload create ----
       {"--priority", k_xpk_workload, true, A::ignore,
        "a workload runs on its cluster's slices at once; the cluster's tier orders requests", ""},

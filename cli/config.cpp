@@ -45,6 +45,11 @@ Status known_key(const std::string& key) {
 
 } // namespace
 
+std::string canonical_config_key(const std::string& key) {
+  // gcloud's `config set compute/zone Z`: a zone is a pool here.
+  return key == "compute/zone" || key == "compute.zone" ? "pool" : key;
+}
+
 const std::vector<ConfigKey>& config_keys() {
   static const std::vector<ConfigKey> k_keys = {
       {"pool", "--pool", "the host pool commands use"},
@@ -97,11 +102,14 @@ Status validate_config_value(const std::string& key, const std::string& value) {
                            : tpuctl::ok();
   }
   if (key == "ssh.batch_size") {
+    if (util::to_lower(value) == "all") {
+      return tpuctl::ok();
+    }
     auto n = util::parse_int(value, "config ssh.batch_size", 1, 4096);
     return n ? tpuctl::ok() : Status(n.error());
   }
   if (key == "ssh.strict_host_key_checking") {
-    return value == "yes" || value == "accept-new" || value == "no"
+    return value == "yes" || value == "accept-new" || value == "no" || value == "ask"
                ? tpuctl::ok()
                : bad("is not a policy (yes, accept-new or no)");
   }

@@ -22,6 +22,9 @@ struct ConfigKey {
 };
 
 // Every key `config set` accepts, in display order.
+// The key tpuctl has for `key`: gcloud's compute/zone is pool; any other key is itself.
+std::string canonical_config_key(const std::string& key);
+
 const std::vector<ConfigKey>& config_keys();
 
 // $XDG_CONFIG_HOME/tpuctl/config.json when XDG_CONFIG_HOME is absolute, else

@@ -27,15 +27,18 @@ struct GlobalOptions {
   std::string etcd_cert;          // --etcd-cert, env TPUCTL_ETCD_CERT
   std::string etcd_key;           // --etcd-key, env TPUCTL_ETCD_KEY
   std::string filter;             // --filter=EXPR (list commands; cli/list_filter.hpp)
+  std::string sort_by;            // --sort-by=FIELD[,~FIELD] (gcloud's; '~' is descending)
+  int limit = 0;                  // --limit=N (gcloud's): at most N rows; 0: all
 };
 
 struct Context {
   GlobalOptions globals;
   Format format = Format::table;
   std::vector<std::string> value_fields; // Format::value: the fields to print
-  bool json_lines = false;               // --format jsonl (streams such as qr list --watch)
-  std::ostream* out = nullptr;           // results only
-  std::ostream* err = nullptr;           // errors, progress and notices
+  bool value_table = false;    // --format 'table(a,b)' (gcloud's): those fields as a table
+  bool json_lines = false;     // --format jsonl (streams such as qr list --watch)
+  std::ostream* out = nullptr; // results only
+  std::ostream* err = nullptr; // errors, progress and notices
 
   std::ostream& stdout_stream() const { return *out; }
   std::ostream& stderr_stream() const { return *err; }

@@ -1,5 +1,6 @@
 #include "cli/list_filter.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <regex>
@@ -278,9 +279,73 @@ bool is_index(const std::string& part, size_t& index) {
 
 } // namespace
 
-Json field_of(const Json& row, const std::string& key) {
-  const Json* cur = &row;
-  for (const auto& part : util::split(key, '.')) {
+std::vector<std::string> gcloud_alternates(const std::string& key) {
+  std::string snake;
+  for (char c : key) {
+    if (std::isupper(static_cast<unsigned char>(c))) {
+      snake += '_';
+      snake += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else {
+      snake += c;
+    }
+  }
+  std::vector<std::string> out;
+  auto add = [&](const std::string& k) {
+    if (k != key && std::find(out.begin(), out.end(), k) == out.end()) {
+      out.push_back(k);
+    }
+  };
+  add(snake);
+  if (snake == "state.state") {
+    add("state");
+  } else if (snake == "name") {
+    add("id");
+  } else if (snake == "create_time") {
+    add("created_at");
+  }
+  return out;
+}
+
+namespace {
+
+// `key` as path parts: "a.b.0", and gcloud's "a[0].b" (an index) and "a[].b" (every element:
+// the part "[]").
+std::vector<std::string> key_parts(const std::string& key) {
+  std::vector<std::string> parts;
+  for (auto part : util::split(key, '.')) {
+    for (auto open = part.find('['); open != std::string::npos; open = part.find('[')) {
+      const auto close = part.find(']', open);
+      if (close == std::string::npos) {
+        break;
+      }
+      if (open > 0) {
+        parts.push_back(part.substr(0, open));
+      }
+      const std::string inside = part.substr(open + 1, close - open - 1);
+      parts.push_back(inside.empty() ? "[]" : inside);
+      part = part.substr(close + 1);
+    }
+    if (!part.empty()) {
+      parts.push_back(part);
+    }
+  }
+  return parts;
+}
+
+Json walk(const Json& at, const std::vector<std::string>& parts, size_t i) {
+  const Json* cur = &at;
+  for (; i < parts.size(); ++i) {
+    const std::string& part = parts[i];
+    if (part == "[]" && cur->is_array()) {
+      Json out = Json::array();
+      for (const auto& element : *cur) {
+        Json v = walk(element, parts, i + 1);
+        if (!v.is_null()) {
+          out.push_back(std::move(v));
+        }
+      }
+      return out;
+    }
     if (cur->is_object() && cur->contains(part)) {
       cur = &(*cur)[part];
     } else if (size_t index = 0; cur->is_array() && is_index(part, index) && index < cur->size()) {
@@ -290,6 +355,25 @@ Json field_of(const Json& row, const std::string& key) {
     }
   }
   return *cur;
+}
+
+Json exact_field(const Json& row, const std::string& key) {
+  return walk(row, key_parts(key), 0);
+}
+
+} // namespace
+
+Json field_of(const Json& row, const std::string& key) {
+  Json v = exact_field(row, key);
+  if (!v.is_null()) {
+    return v;
+  }
+  for (const auto& alt : gcloud_alternates(key)) {
+    if (v = exact_field(row, alt); !v.is_null()) {
+      return v;
+    }
+  }
+  return v;
 }
 
 Expected<RowFilter> RowFilter::parse(std::string_view expr) {
@@ -312,22 +396,27 @@ bool RowFilter::matches(const Json& row) const {
 }
 
 Expected<std::vector<std::string>> parse_value_format(std::string_view format) {
-  if (!util::starts_with(format, "value(")) {
+  const bool value = util::starts_with(format, "value(");
+  if (!value && !util::starts_with(format, "table(")) {
     return std::vector<std::string>{};
   }
+  const std::string form = value ? "value" : "table";
   if (format.back() != ')') {
-    return usage_error("--format '" + std::string(format) +
-                       "': value(...) needs a closing ')' (e.g. --format 'value(name,state)')");
+    return usage_error("--format '" + std::string(format) + "': " + form +
+                       "(...) needs a closing ')' (e.g. --format '" + form + "(name,state)')");
   }
   std::vector<std::string> fields;
   for (auto& f : util::split(format.substr(6, format.size() - 7), ',')) {
     std::string name(util::trim(f));
+    // gcloud's table(name:label=NAME, state.state:sort=1): the field is what precedes ':'.
+    name = name.substr(0, name.find(':'));
     if (!name.empty()) {
       fields.push_back(name);
     }
   }
   if (fields.empty()) {
-    return usage_error("--format 'value()': name at least one field (e.g. value(name))");
+    return usage_error("--format '" + form + "()': name at least one field (e.g. " + form +
+                       "(name))");
   }
   return fields;
 }

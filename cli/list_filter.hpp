@@ -44,7 +44,14 @@ private:
 // Errors: usage for `value(` without `)` or with no field.
 Expected<std::vector<std::string>> parse_value_format(std::string_view format);
 
-// The field `key` (dotted) of `row`, or null.
+// The field `key` (dotted) of `row`, or null. gcloud's names for the same fields are found too
+// (gcloud_alternates), so `value(state.state)` and `--filter acceleratorType=v4-8` from gcloud
+// scripts work.
 nlohmann::ordered_json field_of(const nlohmann::ordered_json& row, const std::string& key);
+
+// The names tpuctl may have for gcloud's field `key`, best first: camelCase as snake_case
+// (acceleratorType -> accelerator_type), `state.state` -> state, `name` -> id (a queued
+// resource's), createTime -> created_at. Never fails; empty when there is none.
+std::vector<std::string> gcloud_alternates(const std::string& key);
 
 } // namespace tpuctl::cli

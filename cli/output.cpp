@@ -52,6 +52,43 @@ static void default_table(std::ostream& os, const Json& data) {
   }
 }
 
+// --format value(a,b): the fields tab-separated, a row a line; table(a,b): under a header.
+static void print_value_rows(const Context& ctx, const Json& rows) {
+  std::ostream& os = ctx.stdout_stream();
+  if (ctx.value_table) {
+    std::vector<std::string> headers;
+    for (const auto& f : ctx.value_fields) {
+      // gcloud's header: the last name of the path, ACCELERATOR_TYPE for acceleratorType.
+      const auto start = f.find_last_of(".]");
+      std::string h;
+      for (char c : f.substr(start == std::string::npos ? 0 : start + 1)) {
+        if (std::isupper(static_cast<unsigned char>(c)) && !h.empty()) {
+          h += '_';
+        }
+        h += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      }
+      headers.push_back(h);
+    }
+    std::vector<std::vector<std::string>> cells;
+    for (const auto& row : rows) {
+      std::vector<std::string> r;
+      for (const auto& f : ctx.value_fields) {
+        r.push_back(cell_text(field_of(row, f)));
+      }
+      cells.push_back(std::move(r));
+    }
+    os << render_table(headers, cells);
+  } else {
+    for (const auto& row : rows) {
+      for (size_t i = 0; i < ctx.value_fields.size(); ++i) {
+        os << (i ? "\t" : "") << cell_text(field_of(row, ctx.value_fields[i]));
+      }
+      os << "\n";
+    }
+  }
+  os.flush();
+}
+
 void emit(const Context& ctx, const Json& data, const TableRenderer& table) {
   std::ostream& os = ctx.stdout_stream();
   switch (ctx.format) {
@@ -63,10 +100,7 @@ void emit(const Context& ctx, const Json& data, const TableRenderer& table) {
     break;
   case Format::value:
     if (data.is_object()) {
-      for (size_t i = 0; i < ctx.value_fields.size(); ++i) {
-        os << (i ? "\t" : "") << cell_text(field_of(data, ctx.value_fields[i]));
-      }
-      os << "\n";
+      print_value_rows(ctx, Json::array({data}));
     } else {
       default_table(os, data);
     }
@@ -170,9 +204,12 @@ std::vector<std::string> known_fields(const Json& rows, const std::vector<Column
 
 Status check_fields(const std::vector<std::string>& wanted, const std::vector<std::string>& known,
                     const std::string& flag) {
+  auto has = [&](const std::string& k) {
+    return std::find(known.begin(), known.end(), k.substr(0, k.find_first_of(".["))) != known.end();
+  };
   for (const auto& key : wanted) {
-    const std::string top = key.substr(0, key.find('.'));
-    if (std::find(known.begin(), known.end(), top) == known.end()) {
+    const auto alternates = gcloud_alternates(key);
+    if (!has(key) && std::none_of(alternates.begin(), alternates.end(), has)) {
       return usage_error(flag + ": this list has no field '" + key +
                          "' (fields: " + util::join(known, ", ") + ")");
     }
@@ -192,16 +229,39 @@ Status emit_list(const Context& ctx, const Json& rows, const std::vector<Column>
       kept.push_back(row);
     }
   }
-  if (ctx.format == Format::value) {
-    TPUCTL_TRY(check_fields(ctx.value_fields, known, "--format value(...)"));
-    std::ostream& os = ctx.stdout_stream();
-    for (const auto& row : kept) {
-      for (size_t i = 0; i < ctx.value_fields.size(); ++i) {
-        os << (i ? "\t" : "") << cell_text(field_of(row, ctx.value_fields[i]));
+  if (!ctx.globals.sort_by.empty()) {
+    std::vector<std::pair<std::string, bool>> keys; // field, descending
+    for (const auto& k : util::split(ctx.globals.sort_by, ',')) {
+      const std::string key(util::trim(k));
+      if (!key.empty()) {
+        keys.emplace_back(key[0] == '~' ? key.substr(1) : key, key[0] == '~');
       }
-      os << "\n";
     }
-    os.flush();
+    std::vector<std::string> names;
+    for (const auto& k : keys) {
+      names.push_back(k.first);
+    }
+    TPUCTL_TRY(check_fields(names, known, "--sort-by"));
+    std::vector<Json> sorted(kept.begin(), kept.end());
+    std::stable_sort(sorted.begin(), sorted.end(), [&](const Json& a, const Json& b) {
+      for (const auto& [field, desc] : keys) {
+        const Json x = field_of(a, field), y = field_of(b, field);
+        if (x == y) {
+          continue;
+        }
+        return desc ? y < x : x < y;
+      }
+      return false;
+    });
+    kept = Json(sorted);
+  }
+  if (ctx.globals.limit > 0 && kept.size() > static_cast<size_t>(ctx.globals.limit)) {
+    kept.erase(kept.begin() + ctx.globals.limit, kept.end());
+  }
+  if (ctx.format == Format::value) {
+    TPUCTL_TRY(check_fields(ctx.value_fields, known,
+                            ctx.value_table ? "--format table(...)" : "--format value(...)"));
+    print_value_rows(ctx, kept);
     return tpuctl::ok();
   }
   emit(ctx, kept, [&](std::ostream& os, const Json& data) {

@@ -131,8 +131,10 @@ std::string node_state(const provision::QueuedResource& qr) {
 
 Json node_json(const provision::QueuedResource& qr, const provision::QrNode& node) {
   Json workers = Json::array();
+  Json endpoints = Json::array(); // gcloud's networkEndpoints[].ipAddress, in worker order
   for (const auto& w : node.workers) {
     workers.push_back(Json{{"worker", w.worker}, {"host", w.host}, {"address", w.address}});
+    endpoints.push_back(Json{{"ip_address", w.address}});
   }
   return Json{{"name", node.id},
               {"queued_resource", qr.id},
@@ -140,6 +142,7 @@ Json node_json(const provision::QueuedResource& qr, const provision::QrNode& nod
               {"accelerator_type", qr.accelerator_type},
               {"workers", static_cast<int>(node.workers.size())},
               {"worker_list", workers},
+              {"network_endpoints", endpoints},
               {"runtime_version", qr.runtime_version}};
 }
 

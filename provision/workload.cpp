@@ -124,26 +124,33 @@ Json to_json(const Workload& w) {
   for (const auto& x : w.workers) {
     workers.push_back(worker_json(x));
   }
-  return Json{{"name", w.name},
-              {"pool", w.pool},
-              {"uid", w.uid},
-              {"cluster", w.cluster},
-              {"queued_resource", w.queued_resource},
-              {"command", w.command},
-              {"env", env},
-              {"fail_policy", std::string(to_string(w.fail_policy))},
-              {"max_restarts", w.max_restarts},
-              {"restarts", w.restarts},
-              {"timeout_ms", w.timeout_ms},
-              {"state", std::string(to_string(w.state))},
-              {"deleting", w.deleting},
-              {"created_at_ms", w.created_at_ms},
-              {"started_at_ms", w.started_at_ms},
-              {"attempt_started_ms", w.attempt_started_ms},
-              {"finished_at_ms", w.finished_at_ms},
-              {"message", w.message},
-              {"workers", workers},
-              {"monitor", w.monitor}};
+  Json j{{"name", w.name},
+         {"pool", w.pool},
+         {"uid", w.uid},
+         {"cluster", w.cluster},
+         {"queued_resource", w.queued_resource},
+         {"command", w.command},
+         {"env", env},
+         {"fail_policy", std::string(to_string(w.fail_policy))},
+         {"max_restarts", w.max_restarts},
+         {"restarts", w.restarts},
+         {"timeout_ms", w.timeout_ms},
+         {"state", std::string(to_string(w.state))},
+         {"deleting", w.deleting},
+         {"created_at_ms", w.created_at_ms},
+         {"started_at_ms", w.started_at_ms},
+         {"attempt_started_ms", w.attempt_started_ms},
+         {"finished_at_ms", w.finished_at_ms},
+         {"message", w.message},
+         {"workers", workers},
+         {"monitor", w.monitor}};
+  if (!w.container.image.empty()) {
+    j["container"] = Json{{"image", w.container.image},
+                          {"name", w.container.name},
+                          {"runtime", w.container.runtime},
+                          {"app", w.container.app}};
+  }
+  return j;
 }
 
 Expected<Workload> workload_from_json(const Json& doc) {
@@ -181,6 +188,13 @@ Expected<Workload> workload_from_json(const Json& doc) {
       w.workers.push_back(worker_from_json(x));
     }
     w.monitor = doc.value("monitor", Json::object());
+    if (doc.contains("container")) {
+      const Json& c = doc.at("container");
+      w.container.image = c.at("image").get<std::string>();
+      w.container.name = c.value("name", "jax-tpu");
+      w.container.runtime = c.value("runtime", "docker");
+      w.container.app = c.value("app", false);
+    }
     return w;
   } catch (const std::exception& e) {
     return make_error(ErrorKind::failure, std::string("workload record is malformed: ") + e.what());

@@ -55,6 +55,14 @@ struct WorkloadWorker {
   std::string detail;            // why LOST, or a transport error
 };
 
+// The image a workload's command runs in (provision/container.hpp); no image: on the host.
+struct ContainerSpec {
+  std::string image;            // empty: no container (the command runs on the host)
+  std::string name = "jax-tpu"; // --docker-name: the prefix of each container's name
+  std::string runtime = "auto"; // auto, docker or podman; a stored workload has the one chosen
+  bool app = false;             // a --script-dir was copied to each worker (mounted at /app)
+};
+
 struct Workload {
   std::string name;
   std::string pool;
@@ -63,6 +71,7 @@ struct Workload {
   std::string queued_resource;
   std::string command; // run by /bin/sh -c on every worker
   EnvVars env;         // the user's --env additions
+  ContainerSpec container;
   FailPolicy fail_policy = FailPolicy::any;
   int max_restarts = 0;
   int restarts = 0;       // restarts so far; the current attempt's number

@@ -195,6 +195,11 @@ Status validate_request(const WorkloadRequest& r) {
   if (r.timeout_ms < 0) {
     problems.add(ErrorKind::usage, "--timeout must not be negative");
   }
+  if (!r.container.image.empty() || !r.app_files.empty()) {
+    if (auto v = validate_container(r.container); !v) {
+      problems.add(v.error());
+    }
+  }
   if (!problems.empty()) {
     return problems.combined();
   }
@@ -226,15 +231,41 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   wl.fail_policy = r.fail_policy;
   wl.max_restarts = r.max_restarts;
   wl.timeout_ms = r.timeout_ms;
+  wl.container = r.container;
+  wl.container.app = !r.app_files.empty();
   wl.created_at_ms = now_of(o);
   TPUCTL_TRY_ASSIGN(auto plans, plan_workload(store, wl)); // ACTIVE, environment valid
   wl.workers = pending_workers(plans, 0);
+  if (!wl.container.image.empty()) {
+    say(o, "asking " + std::to_string(plans.size()) + " workers for docker or podman");
+    auto runtime = choose_runtime(wl.container, plans, o.ssh);
+    if (!runtime && !r.dry_run) {
+      return runtime.error();
+    }
+    if (runtime) {
+      wl.container.runtime = *runtime;
+    } else { // a dry run shows what would run where once a runtime is there, and why not yet
+      wl.container.runtime = wl.container.runtime == "auto" ? "docker" : wl.container.runtime;
+      wl.message = runtime.error().message;
+    }
+  }
+  if (r.dry_run) {
+    return wl;
+  }
+  if (!r.app_files.empty()) {
+    say(o, "copying the script dir (" + std::to_string(r.app_files.size()) + " files) to " +
+               std::to_string(plans.size()) + " workers");
+    TPUCTL_TRY(push_app_files(r.app_files, plans, wl.uid, o.ssh));
+  }
   wl.monitor = to_json(own_lease(wl.created_at_ms, o.lease_ttl));
   auto created = store.commit(
       {state::CreateOp{workload_key(r.pool, r.name), to_json(wl)},
        state_event(wl, WorkloadState::pending, WorkloadState::pending, wl.created_at_ms, "CREATED",
                    "created on cluster " + cluster.name)});
   if (!created) {
+    if (!r.app_files.empty()) {
+      (void)remove_workload_files(wl, plans, o.ssh); // the copied script dir, best effort
+    }
     Error e = created.error();
     if (state::has_reason(e, state::reason::k_already_exists)) {
       e.message = "workload '" + r.name + "' already exists in pool '" + r.pool +

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "provision/container.hpp"
 #include "provision/pools.hpp"
 #include "provision/provisioning.hpp"
 #include "remote/fanout.hpp"
@@ -98,10 +99,14 @@ std::vector<WorkloadWorker> pending_workers(const std::vector<WorkerPlan>& plans
 }
 
 std::string launch_command(const Workload& wl, const WorkerPlan& p) {
+  const std::string command =
+      wl.container.image.empty()
+          ? wl.command
+          : container_command(wl.container, wl.uid, p, dir_of(wl, p),
+                              wl.container.app ? app_dir(p, wl.uid) : "", wl.command);
   return env_command_prefix(p.env, p.agent_dir) + agent_of(p) +
          " agent supervise --format json --dir " + util::shell_quote_path(dir_of(wl, p)) +
-         " --attempt " + std::to_string(wl.restarts) + " --command " +
-         util::shell_quote(wl.command);
+         " --attempt " + std::to_string(wl.restarts) + " --command " + util::shell_quote(command);
 }
 
 Expected<std::vector<remote::HostResult>> launch_workers(const Workload& wl,

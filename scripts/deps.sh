@@ -16,6 +16,9 @@ packages=(
   clang libclang-rt-14-dev llvm-14
   # completion and man page tests: real shells and man
   bash-completion zsh man-db groff-base
+  # the commands of Google's TPU documentation run python3 on the workers (tests/integration/
+  # test_seed_commands.cpp), as a TPU VM has it
+  python3-minimal
   # packaging test (cpack's dpkg-shlibdeps)
   dpkg-dev file
 )

@@ -113,3 +113,15 @@ TEST_CASE("config: ssh.user and ssh.identity_file are the defaults of pool add-h
   CHECK(hosts[1]["user"] == "ops");
   CHECK(hosts[0]["identity_file"] == "/keys/team_ed25519");
 }
+
+TEST_CASE("config: gcloud's compute/zone is the default pool; ssh.batch_size takes all") {
+  Home h;
+  auto set = h.run({"config", "set", "compute/zone", "us-central2-b"});
+  REQUIRE_MESSAGE(set.exit_code == 0, set.err);
+  CHECK(h.run({"config", "get", "pool"}).out == "us-central2-b\n");
+  CHECK(h.run({"config", "get", "compute/zone"}).out == "us-central2-b\n");
+  CHECK(h.run({"config", "set", "compute/zone", "bad zone"}).exit_code == 2);
+  REQUIRE(h.run({"config", "set", "ssh.batch_size", "all"}).exit_code == 0);
+  REQUIRE(h.run({"config", "unset", "compute/zone"}).exit_code == 0);
+  CHECK(h.run({"config", "get", "pool"}).exit_code == 4);
+}

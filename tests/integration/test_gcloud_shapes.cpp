@@ -205,3 +205,31 @@ TEST_CASE("gcloud shapes: --output-directory writes DIR/<worker>.log; --dry-run 
   CHECK(dry.out.find("TPU_WORKER_ID='\\''3'\\''") != std::string::npos);
   CHECK_FALSE(fs::exists(marker));
 }
+
+TEST_CASE("gcloud shapes: scripts' --format value(state.state), table(...), networkEndpoints, "
+          "--sort-by and --limit") {
+  GcloudEnv env;
+  REQUIRE(env.run({"qr", "create", "qr-2", "--accelerator-type", "v5litepod-4", "-q"}).exit_code ==
+          0);
+  auto state = env.run(
+      {"queued-resources", "describe", "qr-1", "--zone=local", "--format=value(state.state)"});
+  REQUIRE_MESSAGE(state.exit_code == 0, state.err);
+  CHECK(state.out == "ACTIVE\n");
+  auto ips =
+      env.run({"tpu-vm", "describe", "node-1", "--format", "value(networkEndpoints[].ipAddress)"});
+  REQUIRE_MESSAGE(ips.exit_code == 0, ips.err);
+  CHECK(count(ips.out, ",") == 3); // four workers' addresses, in worker order
+  auto table = env.run({"queued-resources", "list", "--sort-by=~name", "--limit=1",
+                        "--format=table(name,state.state,acceleratorType)"});
+  REQUIRE_MESSAGE(table.exit_code == 0, table.err);
+  CHECK(table.out.find("NAME  STATE   ACCELERATOR_TYPE\nqr-2  ACTIVE  v5litepod-4\n") == 0);
+  CHECK(count(table.out, "\n") == 2);
+  auto names = env.run({"queued-resources", "list", "--sort-by=name", "--format=value(name)"});
+  CHECK(names.out == "qr-1\nqr-2\n");
+  auto filtered = env.run({"queued-resources", "list", "--filter=acceleratorType=v5litepod-16",
+                           "--format=value(name)"});
+  CHECK(filtered.out == "qr-1\n");
+  auto bad = env.run({"queued-resources", "list", "--sort-by=nope"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--sort-by: this list has no field 'nope'") != std::string::npos);
+}

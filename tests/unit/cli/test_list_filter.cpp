@@ -108,3 +108,30 @@ TEST_CASE("cli::parse_value_format: fields of value(...)") {
   CHECK(!parse_value_format("value(id"));
   CHECK(!parse_value_format("value()"));
 }
+
+TEST_CASE("cli::field_of reads gcloud's names: state.state, name, camelCase, a[0] and a[].b") {
+  using tpuctl::cli::field_of;
+  const Json qr = Json::parse(R"({"id": "qr-1", "state": "ACTIVE", "accelerator_type": "v4-8",
+    "created_at": "2026-11-25T12:00:00Z",
+    "network_endpoints": [{"ip_address": "10.0.0.2"}, {"ip_address": "10.0.0.3"}]})");
+  CHECK(field_of(qr, "state.state") == "ACTIVE");
+  CHECK(field_of(qr, "name") == "qr-1");
+  CHECK(field_of(qr, "acceleratorType") == "v4-8");
+  CHECK(field_of(qr, "createTime") == "2026-11-25T12:00:00Z");
+  CHECK(field_of(qr, "networkEndpoints[0].ipAddress") == "10.0.0.2");
+  CHECK(field_of(qr, "networkEndpoints[].ipAddress") == Json::array({"10.0.0.2", "10.0.0.3"}));
+  CHECK(field_of(qr, "network_endpoints.1.ip_address") == "10.0.0.3");
+  CHECK(field_of(qr, "nope").is_null());
+  CHECK(field_of(qr, "networkEndpoints[7].ipAddress").is_null());
+  // The row's own name wins over an alternate.
+  CHECK(field_of(Json::parse(R"({"name": "node-1", "id": "x"})"), "name") == "node-1");
+  // A gcloud --filter on its field names.
+  CHECK(passes("state.state=ACTIVE AND acceleratorType:v4", qr));
+}
+
+TEST_CASE("cli::parse_value_format takes gcloud's table(field:attributes, ...) too") {
+  CHECK(*parse_value_format("table(name:label=NAME,state.state:sort=1)") ==
+        std::vector<std::string>{"name", "state.state"});
+  CHECK(!parse_value_format("table(name"));
+  CHECK(!parse_value_format("table()"));
+}
