@@ -46,7 +46,8 @@ void add_global_flags(CLI::App& app, GlobalOptions& g) {
                  "list commands: order rows by FIELD[,FIELD] ('~FIELD' descending), as gcloud")
       ->type_name("FIELDS")
       ->group(group);
-  app.add_option("--limit", g.limit, "list commands: at most N rows (after --filter and --sort-by)")
+  app.add_option("--limit", g.limit,
+                 "list commands: at most N rows (after --filter and --sort-by), or unlimited")
       ->type_name("N")
       ->group(group);
   app.add_option("--pool", g.pool, "host pool to use (default: the only pool, or 'default')")
@@ -189,14 +190,29 @@ Status validate_globals(Context& ctx) {
     ctx.format = Format::json;
   } else if (f == "yaml") {
     ctx.format = Format::yaml;
-  } else if (util::starts_with(f, "value(") || util::starts_with(f, "table(")) {
+  } else if (f == "none") {
+    // gcloud's --format=none: the command runs, its result is not printed.
+    static std::ostream null_stream(nullptr);
+    ctx.format = Format::json;
+    ctx.out = &null_stream;
+  } else if (f == "default") {
+    ctx.format = Format::table;
+  } else if (util::starts_with(f, "value") || util::starts_with(f, "table") ||
+             util::starts_with(f, "csv")) {
     auto fields = parse_value_format(f);
     if (!fields) {
       problems.add(fields.error());
+    } else if (fields->empty()) {
+      problems.add(ErrorKind::usage, "--format: '" + f +
+                                         "' is not an output format (use table, "
+                                         "json, yaml, value(FIELD,...), table(FIELD,...), "
+                                         "csv(FIELD,...) or none)");
     } else {
       ctx.format = Format::value;
       ctx.value_fields = *fields;
-      ctx.value_table = util::starts_with(f, "table(");
+      ctx.value_table = util::starts_with(f, "table");
+      ctx.value_csv = util::starts_with(f, "csv");
+      ctx.value_heading = f.find("no-heading") == std::string::npos;
     }
   } else if (f == "dotenv") {
     ctx.format = Format::table; // `tpuctl env` only: its table form is the dotenv text
@@ -206,13 +222,16 @@ Status validate_globals(Context& ctx) {
   } else {
     problems.add(ErrorKind::usage,
                  "--format: '" + f +
-                     "' is not an output format (use table, json, yaml, value(FIELD,...) or "
-                     "table(FIELD,...); "
+                     "' is not an output format (use table, json, yaml, value(FIELD,...), "
+                     "table(FIELD,...), csv(FIELD,...) or none; "
                      "dotenv for tpuctl env, jsonl for qr list --watch)");
   }
-  if (ctx.globals.limit < 0) {
-    problems.add(ErrorKind::usage, "--limit " + std::to_string(ctx.globals.limit) +
-                                       " is negative: give a number of rows (0: all)");
+  if (!ctx.globals.limit.empty() && ctx.globals.limit != "unlimited") {
+    if (auto n = util::parse_int(ctx.globals.limit, "--limit", 1); !n) {
+      problems.add(usage_error(n.error().message + " (a number of rows, or unlimited)"));
+    } else {
+      ctx.row_limit = static_cast<size_t>(*n);
+    }
   }
   if (auto filter = RowFilter::parse(ctx.globals.filter); !filter) {
     problems.add(filter.error());

@@ -26,6 +26,13 @@ void setup_config(CLI::App& group, Registry& registry) {
       group, "set", "set a default (checked like its flag)", [f](Context& ctx) -> Expected<int> {
         TPUCTL_TRY_ASSIGN(Config c, current());
         f->key = canonical_config_key(f->key);
+        if (auto why = ignored_config_key(f->key); !why.empty()) {
+          if (!ctx.globals.quiet) {
+            *ctx.err << "tpuctl: notice: config " << f->key << " ignored: " << why << "\n";
+          }
+          emit(ctx, Json{{"key", f->key}, {"ignored", true}}, [](std::ostream&, const Json&) {});
+          return 0;
+        }
         TPUCTL_TRY(c.set(f->key, f->value));
         TPUCTL_TRY(c.save());
         emit(ctx, Json{{"key", f->key}, {"value", f->value}}, [&](std::ostream& os, const Json&) {

@@ -33,8 +33,8 @@ Expected<std::string> slice_command(const SliceFlags& f) {
       if (words.empty() && util::starts_with(w, "-")) {
         return usage_error("'" + util::printable(w) +
                            "' after '--' is an ssh option, and tpuctl runs no ssh binary (it "
-                           "connects with libssh): put ssh options in ~/.ssh/config or a file "
-                           "named by --ssh-config");
+                           "connects with libssh); instead: put ssh options in ~/.ssh/config "
+                           "or a file named by --ssh-config");
       }
       words += (words.empty() ? "" : " ") + w;
     }

@@ -308,10 +308,11 @@ CLI::App* subcommand(CLI::App& app, const std::string& name) {
   return nullptr;
 }
 
-const CompatFlag* find_flag(const std::string& name) {
+// The row for flag `name` on the command at `path` (a flag may have rows for several scopes).
+const CompatFlag* find_flag(const std::string& name, const std::string& path) {
   for (const auto& f : compat_flags()) {
     for (const auto& n : util::split(f.names, ',')) {
-      if (n == name) {
+      if (n == name && in_scope(f.scope, path)) {
         return &f;
       }
     }
@@ -358,6 +359,7 @@ std::vector<std::string> take_compat_flags(const CLI::App& root, std::vector<std
     at = next;
   }
   const std::string path = path_below_root(*at);
+  values.path = path;
   std::vector<std::string> kept;
   bool options_ended = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -368,8 +370,8 @@ std::vector<std::string> take_compat_flags(const CLI::App& root, std::vector<std
       continue;
     }
     const std::string name = w.substr(0, w.find('='));
-    const CompatFlag* f = find_flag(name);
-    if (f == nullptr || !in_scope(f->scope, path) || has_option(*at, name)) {
+    const CompatFlag* f = find_flag(name, path);
+    if (f == nullptr || has_option(*at, name)) {
       kept.push_back(w); // the command's own flag, or a mistake CLI11 will name
       continue;
     }
@@ -424,23 +426,32 @@ Status apply_compat(Context& ctx, const CompatValues& values) {
       }
     }
   }
-  ErrorList refused;
+  // Refused flags that share a reason are one line ("--super-slicing and --num-cubes are not
+  // supported: ..."); each reason is its own line.
+  std::vector<std::pair<const CompatFlag*, std::vector<std::string>>> refused;
   std::vector<std::string> notices;
   for (const auto& [name, given] : values.given) {
     if (given.empty()) {
       continue;
     }
-    const CompatFlag* f = find_flag(name);
+    const CompatFlag* f = find_flag(name, values.path);
     if (f == nullptr) {
       continue;
     }
     const std::string shown =
         name + (f->takes_value ? " '" + util::printable(given.back()) + "'" : std::string());
     switch (f->action) {
-    case CompatAction::refuse:
-      refused.add(usage_error(name + " is not supported: " + std::string(f->why) +
-                              "; instead: " + std::string(f->instead)));
+    case CompatAction::refuse: {
+      auto same = std::find_if(refused.begin(), refused.end(), [&](const auto& r) {
+        return r.first->why == f->why && r.first->instead == f->instead;
+      });
+      if (same == refused.end()) {
+        refused.push_back({f, {name}});
+      } else {
+        same->second.push_back(name);
+      }
       break;
+    }
     case CompatAction::zone:
       ctx.globals.zone = given.back();
       break;
@@ -450,7 +461,13 @@ Status apply_compat(Context& ctx, const CompatValues& values) {
     }
   }
   if (!refused.empty()) {
-    return refused.combined();
+    ErrorList errors;
+    for (const auto& [f, names] : refused) {
+      errors.add(usage_error(util::join(names, " and ") + (names.size() > 1 ? " are" : " is") +
+                             " not supported: " + std::string(f->why) +
+                             "; instead: " + std::string(f->instead)));
+    }
+    return errors.combined();
   }
   if (ctx.globals.zone.empty()) {
     if (const char* z = std::getenv("CLOUDSDK_COMPUTE_ZONE"); z && *z) {

@@ -60,6 +60,7 @@ struct CompatValues {
   std::map<std::string, std::vector<std::string>> given;
   std::vector<const CLI::App*> commands; // the compat commands declared
   std::string refused_command;           // the path of a compat command that was run, if any
+  std::string path;                      // the command the words name ("cluster create")
   std::vector<std::string> swallowed;    // the words given to a refused command
 };
 

@@ -47,7 +47,22 @@ Status known_key(const std::string& key) {
 
 std::string canonical_config_key(const std::string& key) {
   // gcloud's `config set compute/zone Z`: a zone is a pool here.
-  return key == "compute/zone" || key == "compute.zone" ? "pool" : key;
+  // xpk's `config set zone Z` too.
+  return key == "compute/zone" || key == "compute.zone" || key == "zone" ? "pool" : key;
+}
+
+std::string ignored_config_key(const std::string& key) {
+  if (key == "project-id" || key == "client-id" || key == "core/project" || key == "core/account" ||
+      key == "cluster-state-gcs-bucket" || key == "send-telemetry") {
+    return "a Google Cloud or xpk setting; your own hosts have none";
+  }
+  if (key == "custom-binaries-path") {
+    return "tpuctl needs no kubectl, gcloud or docker on this machine";
+  }
+  if (key == "cluster-name") {
+    return "name the cluster with --cluster on each command";
+  }
+  return "";
 }
 
 const std::vector<ConfigKey>& config_keys() {

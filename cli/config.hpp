@@ -24,6 +24,9 @@ struct ConfigKey {
 // Every key `config set` accepts, in display order.
 // The key tpuctl has for `key`: gcloud's compute/zone is pool; any other key is itself.
 std::string canonical_config_key(const std::string& key);
+// Why gcloud's or xpk's `key` means nothing here (project-id, core/project, ...), or "" when it
+// is not one of those: `config set` accepts it with one notice and stores nothing.
+std::string ignored_config_key(const std::string& key);
 
 const std::vector<ConfigKey>& config_keys();
 

@@ -28,7 +28,7 @@ struct GlobalOptions {
   std::string etcd_key;           // --etcd-key, env TPUCTL_ETCD_KEY
   std::string filter;             // --filter=EXPR (list commands; cli/list_filter.hpp)
   std::string sort_by;            // --sort-by=FIELD[,~FIELD] (gcloud's; '~' is descending)
-  int limit = 0;                  // --limit=N (gcloud's): at most N rows; 0: all
+  std::string limit;              // --limit=N|unlimited (gcloud's): at most N rows
 };
 
 struct Context {
@@ -36,6 +36,9 @@ struct Context {
   Format format = Format::table;
   std::vector<std::string> value_fields; // Format::value: the fields to print
   bool value_table = false;    // --format 'table(a,b)' (gcloud's): those fields as a table
+  bool value_csv = false;      // --format 'csv(a,b)': comma-separated, quoted as CSV
+  bool value_heading = true;   // csv: a header line, unless csv[no-heading](...)
+  size_t row_limit = 0;        // --limit: at most this many rows; 0: all
   bool json_lines = false;     // --format jsonl (streams such as qr list --watch)
   std::ostream* out = nullptr; // results only
   std::ostream* err = nullptr; // errors, progress and notices

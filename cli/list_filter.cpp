@@ -396,17 +396,21 @@ bool RowFilter::matches(const Json& row) const {
 }
 
 Expected<std::vector<std::string>> parse_value_format(std::string_view format) {
-  const bool value = util::starts_with(format, "value(");
-  if (!value && !util::starts_with(format, "table(")) {
+  // FORM[attributes](fields): FORM is value, table or csv; gcloud's [attributes] (no-heading,
+  // separator=...) are read by the caller, not here.
+  const auto open = format.find_first_of("[(");
+  const std::string form(format.substr(0, open == std::string_view::npos ? 0 : open));
+  if (form != "value" && form != "table" && form != "csv") {
     return std::vector<std::string>{};
   }
-  const std::string form = value ? "value" : "table";
-  if (format.back() != ')') {
+  const auto paren = format.find('(');
+  if (paren == std::string_view::npos || format.back() != ')') {
     return usage_error("--format '" + std::string(format) + "': " + form +
-                       "(...) needs a closing ')' (e.g. --format '" + form + "(name,state)')");
+                       "(...) needs its fields in '(...)' (e.g. --format '" + form +
+                       "(name,state)')");
   }
   std::vector<std::string> fields;
-  for (auto& f : util::split(format.substr(6, format.size() - 7), ',')) {
+  for (auto& f : util::split(format.substr(paren + 1, format.size() - paren - 2), ',')) {
     std::string name(util::trim(f));
     // gcloud's table(name:label=NAME, state.state:sort=1): the field is what precedes ':'.
     name = name.substr(0, name.find(':'));

@@ -78,6 +78,29 @@ static void print_value_rows(const Context& ctx, const Json& rows) {
       cells.push_back(std::move(r));
     }
     os << render_table(headers, cells);
+  } else if (ctx.value_csv) {
+    auto quoted = [](const std::string& v) {
+      if (v.find_first_of(",\"\n") == std::string::npos) {
+        return v;
+      }
+      std::string out = "\"";
+      for (char c : v) {
+        out += c == '"' ? std::string("\"\"") : std::string(1, c);
+      }
+      return out + "\"";
+    };
+    if (ctx.value_heading) {
+      for (size_t i = 0; i < ctx.value_fields.size(); ++i) {
+        os << (i ? "," : "") << quoted(ctx.value_fields[i]);
+      }
+      os << "\n";
+    }
+    for (const auto& row : rows) {
+      for (size_t i = 0; i < ctx.value_fields.size(); ++i) {
+        os << (i ? "," : "") << quoted(cell_text(field_of(row, ctx.value_fields[i])));
+      }
+      os << "\n";
+    }
   } else {
     for (const auto& row : rows) {
       for (size_t i = 0; i < ctx.value_fields.size(); ++i) {
@@ -255,12 +278,14 @@ Status emit_list(const Context& ctx, const Json& rows, const std::vector<Column>
     });
     kept = Json(sorted);
   }
-  if (ctx.globals.limit > 0 && kept.size() > static_cast<size_t>(ctx.globals.limit)) {
-    kept.erase(kept.begin() + ctx.globals.limit, kept.end());
+  if (ctx.row_limit > 0 && kept.size() > ctx.row_limit) {
+    kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(ctx.row_limit), kept.end());
   }
   if (ctx.format == Format::value) {
     TPUCTL_TRY(check_fields(ctx.value_fields, known,
-                            ctx.value_table ? "--format table(...)" : "--format value(...)"));
+                            ctx.value_table ? "--format table(...)"
+                            : ctx.value_csv ? "--format csv(...)"
+                                            : "--format value(...)"));
     print_value_rows(ctx, kept);
     return tpuctl::ok();
   }

@@ -20,7 +20,7 @@ Expected<Verbosity> parse_verbosity(const std::string& text) {
   if (text == "warning") {
     return Verbosity::warning;
   }
-  if (text == "error") {
+  if (text == "error" || text == "critical") { // critical: gcloud's; tpuctl logs no level above
     return Verbosity::error;
   }
   if (text == "none") {

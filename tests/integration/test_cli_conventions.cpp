@@ -63,8 +63,8 @@ TEST_CASE("cli: every invalid global flag is reported, each on its own error lin
   CHECK(r.exit_code == 2);
   CHECK(r.out.empty());
   CHECK(r.err == "tpuctl: error: --format: 'xml' is not an output format (use table, json, "
-                 "yaml, value(FIELD,...) or table(FIELD,...); dotenv for tpuctl env, jsonl for "
-                 "qr list --watch)\n"
+                 "yaml, value(FIELD,...), table(FIELD,...), csv(FIELD,...) or none; dotenv for "
+                 "tpuctl env, jsonl for qr list --watch)\n"
                  "tpuctl: error: --verbosity: 'loud' is not a level (use debug, info, warning, "
                  "error or none)\n");
 }

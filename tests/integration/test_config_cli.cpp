@@ -124,4 +124,11 @@ TEST_CASE("config: gcloud's compute/zone is the default pool; ssh.batch_size tak
   REQUIRE(h.run({"config", "set", "ssh.batch_size", "all"}).exit_code == 0);
   REQUIRE(h.run({"config", "unset", "compute/zone"}).exit_code == 0);
   CHECK(h.run({"config", "get", "pool"}).exit_code == 4);
+  // xpk's: zone is the pool; its project and telemetry keys are accepted with a notice.
+  REQUIRE(h.run({"config", "set", "zone", "z1"}).exit_code == 0);
+  CHECK(h.run({"config", "get", "pool"}).out == "z1\n");
+  auto project = h.run({"config", "set", "project-id", "my-project"});
+  CHECK(project.exit_code == 0);
+  CHECK(project.err.find("tpuctl: notice: config project-id ignored") == 0);
+  CHECK(h.run({"config", "get", "project-id"}).exit_code == 2); // not a key tpuctl keeps
 }

@@ -110,3 +110,20 @@ TEST_CASE("compat: enum values are case-insensitive and take '_' for '-'") {
         std::vector<std::string>{"tpuctl", "--termination-grace-period-seconds", "60",
                                  "--termination-grace-period-seconds=5", "-t"});
 }
+
+TEST_CASE("compat: gcloud's output forms: csv(...), csv[no-heading](...), none, --limit") {
+  auto csv = run_cli({"topologies", "list", "--filter", "accelerator_type=v5p-8", "--format",
+                      "csv(accelerator_type,topology)"});
+  REQUIRE_MESSAGE(csv.exit_code == 0, csv.err);
+  CHECK(csv.out == "accelerator_type,topology\nv5p-8,2x2x1\n");
+  auto bare = run_cli(
+      {"topologies", "list", "--limit", "2", "--format", "csv[no-heading](accelerator_type)"});
+  REQUIRE_MESSAGE(bare.exit_code == 0, bare.err);
+  CHECK(std::count(bare.out.begin(), bare.out.end(), '\n') == 2);
+  CHECK(bare.out.find("accelerator_type") == std::string::npos);
+  auto none = run_cli({"topologies", "list", "--format", "none"});
+  CHECK(none.exit_code == 0);
+  CHECK(none.out.empty());
+  CHECK(run_cli({"topologies", "list", "--limit", "unlimited"}).exit_code == 0);
+  CHECK(run_cli({"topologies", "list", "--limit", "0"}).exit_code == 2);
+}
