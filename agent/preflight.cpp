@@ -1,20 +1,23 @@
-// All-pairs preflight, one worker's side.
+// Preflight, one worker's side.
 //
-// Every worker of a node runs this at the same time. Each one listens on its OWN address
+// Every worker of a slice runs this at the same time, each with the links it checks: the peers
+// it calls and the peers that call it (by default every pair of the node; provisioning gives
+// O(N) links, provision/preflight_peers.hpp). Each one listens on its OWN address
 // (hostnames[worker]:port), never on 0.0.0.0: on a local pool every "host" is an address of one
 // machine, and binding the wildcard would both collide and prove nothing about the address peers
 // are told to use. Then, in one single-threaded poll() loop, it
 //   * accepts peers: reads their hello line ("tpuctl-preflight <id>"), answers with its own
 //     hello, and records who called (heard_from);
-//   * calls every peer at hostnames[j]:port with a non-blocking connect, sends its hello and
+//   * calls each peer it was given at hostnames[j]:port with a non-blocking connect, sends its
+//   hello and
 //     waits for the peer's answer, which must name worker j (a different id means the address
 //     leads to the wrong process). A refused or failed connect is retried every 100 ms until the
 //     deadline, because peers start a little apart.
-// The loop ends when every peer answered and every peer called in (so a fast worker keeps its
-// port open for slow peers), or at the deadline. A peer not reached by then is reported with the
-// last error seen. Hostnames are resolved first (getaddrinfo, IPv4 and IPv6); one that does not
-// resolve is unreachable at once. One thread and one socket per peer keeps even a 64-host slice
-// on one machine (64 x 63 connections) cheap.
+// The loop ends when every called peer answered and every expected peer called in (so a fast
+// worker keeps its port open for slow peers), or at the deadline. A peer not reached by then is
+// reported with the last error seen. Hostnames are resolved first (getaddrinfo, IPv4 and IPv6); one
+// that does not resolve is unreachable at once. One thread and one socket per peer keeps even a
+// 64-host slice on one machine (64 x 63 connections) cheap.
 #include "agent/preflight.hpp"
 
 #include <algorithm>
@@ -143,7 +146,10 @@ Status validate_preflight_options(const PreflightOptions& options) {
     problems.add(ErrorKind::usage, "--hostnames: give every worker's address, worker 0 first");
   }
   for (int i = 0; i < n; ++i) {
-    if (options.hostnames[static_cast<size_t>(i)].empty()) {
+    const bool needed =
+        !options.links_given || i == options.worker ||
+        std::find(options.calls.begin(), options.calls.end(), i) != options.calls.end();
+    if (needed && options.hostnames[static_cast<size_t>(i)].empty()) {
       problems.add(ErrorKind::usage,
                    "--hostnames: entry " + std::to_string(i) + " is empty (give an address)");
     }
@@ -160,6 +166,16 @@ Status validate_preflight_options(const PreflightOptions& options) {
   if (options.timeout.count() <= 0) {
     problems.add(ErrorKind::usage, "--timeout: must be longer than 0 (e.g. 20s)");
   }
+  for (const auto* list : {&options.calls, &options.expects}) {
+    for (int j : *list) {
+      if (j < 0 || j >= n || j == options.worker) {
+        problems.add(ErrorKind::usage,
+                     std::string(list == &options.calls ? "--calls" : "--expects") + ": '" +
+                         std::to_string(j) + "' is not another worker of the " + std::to_string(n) +
+                         " hostnames");
+      }
+    }
+  }
   if (!problems.empty()) {
     return problems.combined();
   }
@@ -175,15 +191,35 @@ Expected<PreflightResult> run_preflight(const PreflightOptions& options) {
   PreflightResult result;
   result.worker = self;
 
-  std::vector<Resolved> addrs;
-  for (const auto& h : options.hostnames) {
-    addrs.push_back(resolve(h, options.port));
+  // Whom to call and whom to wait for: the given links, else every pair.
+  std::vector<char> calling(static_cast<size_t>(n), options.links_given ? 0 : 1);
+  std::set<int> expected;
+  for (int j : options.calls) {
+    calling[static_cast<size_t>(j)] = 1;
+  }
+  calling[static_cast<size_t>(self)] = 0;
+  if (options.links_given) {
+    expected.insert(options.expects.begin(), options.expects.end());
+  } else {
+    for (int j = 0; j < n; ++j) {
+      if (j != self) {
+        expected.insert(j);
+      }
+    }
+  }
+  std::vector<Resolved> addrs(static_cast<size_t>(n));
+  for (int j = 0; j < n; ++j) {
+    if (calling[static_cast<size_t>(j)] || j == self) {
+      addrs[static_cast<size_t>(j)] =
+          resolve(options.hostnames[static_cast<size_t>(j)], options.port);
+    }
   }
   std::vector<Outgoing> out(static_cast<size_t>(n));
   for (int j = 0; j < n; ++j) {
     const auto& a = addrs[static_cast<size_t>(j)];
-    if (j == self) {
+    if (!calling[static_cast<size_t>(j)]) {
       out[static_cast<size_t>(j)].phase = Outgoing::Phase::done;
+      out[static_cast<size_t>(j)].last_error.clear(); // not called: never reported
     } else if (!a.error.empty()) {
       out[static_cast<size_t>(j)].phase = Outgoing::Phase::done;
       result.unreachable.push_back(
@@ -233,7 +269,8 @@ Expected<PreflightResult> run_preflight(const PreflightOptions& options) {
     auto now = Clock::now();
     bool calls_done = std::all_of(
         out.begin(), out.end(), [](const Outgoing& o) { return o.phase == Outgoing::Phase::done; });
-    bool all_heard = listener < 0 || static_cast<int>(heard.size()) >= n - 1;
+    bool all_heard =
+        listener < 0 || std::includes(heard.begin(), heard.end(), expected.begin(), expected.end());
     if ((calls_done && all_heard) || now >= deadline) {
       break;
     }
@@ -254,6 +291,17 @@ Expected<PreflightResult> run_preflight(const PreflightOptions& options) {
         continue;
       }
       set_nonblocking(c.fd);
+      // From our own address when it is one of this host's (best effort): the link checked is
+      // the one between the two addresses the slice advertises.
+      if (own.error.empty() && own.address.addr.ss_family == a.address.addr.ss_family) {
+        sockaddr_storage from = own.address.addr;
+        if (from.ss_family == AF_INET) {
+          reinterpret_cast<sockaddr_in*>(&from)->sin_port = 0;
+        } else if (from.ss_family == AF_INET6) {
+          reinterpret_cast<sockaddr_in6*>(&from)->sin6_port = 0;
+        }
+        (void)::bind(c.fd, reinterpret_cast<const sockaddr*>(&from), own.address.len);
+      }
       o.phase = Outgoing::Phase::busy;
       if (::connect(c.fd, reinterpret_cast<const sockaddr*>(&a.address.addr), a.address.len) == 0) {
         send_all(c.fd, preflight_hello(self));
@@ -357,7 +405,7 @@ Expected<PreflightResult> run_preflight(const PreflightOptions& options) {
   }
   for (int j = 0; j < n; ++j) {
     const auto& o = out[static_cast<size_t>(j)];
-    if (o.phase != Outgoing::Phase::done) {
+    if (calling[static_cast<size_t>(j)] && o.phase != Outgoing::Phase::done) {
       result.unreachable.push_back(
           PeerProblem{j, join_host_port(options.hostnames[static_cast<size_t>(j)], options.port),
                       o.last_error});

@@ -1,8 +1,10 @@
-// The all-pairs preflight a worker runs before its slice becomes ACTIVE (cli-anchors.md e.6):
-// `tpuctl agent preflight --worker N --hostnames a,b,c --port P --timeout D [--kernel-check]`.
-// Every worker of a node runs it at the same moment; each one proves that it can reach every
-// peer, worker 0's coordinator port included, by the very address the peers are given in
-// TPU_WORKER_HOSTNAMES, and that every hostname resolves. See preflight.cpp for the protocol.
+// The preflight a worker runs before its slice becomes ACTIVE (cli-anchors.md e.6):
+// `tpuctl agent preflight --worker N --hostnames a,b,c --port P --timeout D [--calls I,J
+// --expects K,L] [--kernel-check]`. Every worker of a slice runs it at the same moment; each one
+// proves that it can reach the peers it is given (by default every peer; provisioning gives the
+// coordinator, the torus neighbours and one peer per other slice: O(N) links in all), by the
+// very address the peers are given in TPU_WORKER_HOSTNAMES, and that those hostnames resolve.
+// See preflight.cpp for the protocol.
 #pragma once
 
 #include <chrono>
@@ -15,9 +17,17 @@
 namespace tpuctl::agent {
 
 struct PreflightOptions {
-  int worker = 0;                     // this worker's index into hostnames
-  std::vector<std::string> hostnames; // every worker of the node, worker order
-  int port = 8476;                    // the coordinator port every worker listens on
+  int worker = 0; // this worker's index into hostnames
+  // Every worker (of the slice, or of every slice), in order; with links_given, only this
+  // worker's and the called peers' entries are needed (the others may be empty).
+  std::vector<std::string> hostnames;
+  // The links this worker checks (provision/preflight_peers.hpp: the coordinator, its torus
+  // neighbours, one peer per other slice): the peers it calls, and those that will call it (it
+  // keeps listening until they have). With neither given, every pair (the node's all-pairs).
+  bool links_given = false;
+  std::vector<int> calls;
+  std::vector<int> expects;
+  int port = 8476; // the coordinator port every worker listens on
   std::chrono::milliseconds timeout{20000};
   bool kernel_check = false;
   bool corrupt_kernel = false; // see run_kernel_check

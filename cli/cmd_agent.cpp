@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <tuple>
 
 #include "agent/preflight.hpp"
 #include "agent/probe.hpp"
@@ -36,6 +37,7 @@ Json facts_json(const agent::HostFacts& f) {
 struct PreflightFlags {
   int worker = 0;
   std::string hostnames;
+  std::string calls, expects; // comma lists of worker indices; both empty: every pair
   int port = 8476;
   std::string timeout = "20s";
   bool kernel_check = false;
@@ -216,7 +218,7 @@ void setup_agent(CLI::App& group, Registry& registry) {
   auto pf = std::make_shared<PreflightFlags>();
   CLI::App* preflight = registry.add(
       group, "preflight",
-      "all-pairs check with the slice's other workers: listen, reach every peer, kernel check",
+      "check the links to the slice's other workers (--calls/--expects, default all pairs)",
       [pf](Context& ctx) -> Expected<int> {
         agent::PreflightOptions o;
         o.worker = pf->worker;
@@ -224,6 +226,16 @@ void setup_agent(CLI::App& group, Registry& registry) {
         o.port = pf->port;
         TPUCTL_TRY_ASSIGN(o.timeout, util::parse_duration(pf->timeout, "--timeout"));
         o.kernel_check = pf->kernel_check;
+        o.links_given = !pf->calls.empty() || !pf->expects.empty();
+        for (auto [text, list, flag] : {std::tuple{&pf->calls, &o.calls, "--calls"},
+                                        std::tuple{&pf->expects, &o.expects, "--expects"}}) {
+          if (!text->empty() && *text != "none") {
+            TPUCTL_TRY_ASSIGN(auto ids, util::parse_int_list(*text, flag, 0, 1 << 20));
+            for (auto id : ids) {
+              list->push_back(static_cast<int>(id));
+            }
+          }
+        }
         const char* corrupt = std::getenv("TPUCTL_DEBUG_CORRUPT_RESULT");
         o.corrupt_kernel = corrupt && std::string(corrupt) == "1";
         TPUCTL_TRY_ASSIGN(auto result, agent::run_preflight(o));
@@ -237,6 +249,14 @@ void setup_agent(CLI::App& group, Registry& registry) {
       ->add_option("--hostnames", pf->hostnames, "every worker's address, worker order, comma list")
       ->required()
       ->type_name("A,B,...");
+  preflight
+      ->add_option("--calls", pf->calls,
+                   "the workers to reach, comma list (none: no one); default every one")
+      ->type_name("I,J,...");
+  preflight
+      ->add_option("--expects", pf->expects,
+                   "the workers that will call, comma list (none: no one); default every one")
+      ->type_name("I,J,...");
   preflight->add_option("--port", pf->port, "port every worker listens on (default 8476)")
       ->type_name("PORT");
   preflight->add_option("--timeout", pf->timeout, "give up on unreachable peers after D (20s)")

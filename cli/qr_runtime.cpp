@@ -1,5 +1,6 @@
 #include "cli/qr_runtime.hpp"
 
+#include <cstdlib>
 #include <fcntl.h>
 #include <filesystem>
 #include <iostream>
@@ -42,6 +43,12 @@ Expected<provision::DriveOptions> drive_options(const Context& ctx, const SshFla
   provision::DriveOptions o;
   TPUCTL_TRY_ASSIGN(o.provision.ssh, ssh_options(flags));
   o.provision.binary = self_exe();
+  // How long the workers' preflight waits for its peers (default 20s): a tuning knob for slow
+  // networks, inherited by detached drivers.
+  if (const char* t = std::getenv("TPUCTL_PREFLIGHT_TIMEOUT"); t != nullptr && *t != '\0') {
+    TPUCTL_TRY_ASSIGN(o.provision.preflight_timeout,
+                      util::parse_duration(t, "TPUCTL_PREFLIGHT_TIMEOUT"));
+  }
   auto progress = make_progress(ctx);
   if (progress->enabled()) {
     o.provision.progress = [progress](const std::string& line) { progress->line(line); };

@@ -13,8 +13,9 @@
 //   startup    metadata "startup-script" through `bash -s` (the script on stdin), after the
 //              worker's environment (worker_env with no profile) is exported, so the script
 //              sees TPU_WORKER_ID, TPU_WORKER_HOSTNAMES, TPUCTL_QR_UID and the agent on PATH.
-//   preflight  `<agent> agent preflight` on all workers at once (agent/preflight.cpp), then the
-//              clock check from the probe step, then the kernel check's verdict.
+//   preflight  `<agent> agent preflight` on all workers at once (agent/preflight.cpp), each
+//              checking its O(N) links (preflight_peers.hpp: coordinator, torus neighbours, DCN
+//              peers), then the clock check from the probe step, then the kernel check's verdict.
 // Only the agent binary just pushed is ever run (by its full path), never a tpuctl from PATH.
 // The first step that fails on any worker ends provisioning; the report names the first failing
 // worker in node and worker order.
@@ -25,10 +26,12 @@
 #include <iterator>
 #include <mutex>
 
+#include "provision/preflight_peers.hpp"
 #include "provision/preflight_report.hpp"
 #include "provision/slice_env.hpp"
 #include "remote/fanout.hpp"
 #include "remote/push.hpp"
+#include "topology/accelerator_type.hpp"
 #include "util/failpoint.hpp"
 #include "util/sha256.hpp"
 #include "util/shell_quote.hpp"
@@ -105,6 +108,27 @@ QrError worker_error(const SliceWorker& w, const std::string& code, const std::s
   e.message = "worker " + std::to_string(w.worker) + " of node '" + w.node_id + "' (host '" +
               w.host.name + "'): " + what;
   return e;
+}
+
+// preflight_problem with the peers named as the slice knows them: worker and node, address,
+// and which link it was ("worker 5 of node 'qr-1' at 10.0.0.7:8476 over the ICI x link").
+std::string link_problem(const agent::PreflightResult& r, const std::vector<SliceWorker>& workers,
+                         const std::vector<WorkerLinks>& links, size_t self) {
+  agent::PreflightResult rest = r;
+  rest.unreachable.clear();
+  std::string out = preflight_problem(rest);
+  for (const auto& p : r.unreachable) {
+    std::string who = "worker " + std::to_string(p.worker);
+    if (p.worker >= 0 && static_cast<size_t>(p.worker) < workers.size()) {
+      const auto& peer = workers[static_cast<size_t>(p.worker)];
+      who = "worker " + std::to_string(peer.worker) + " of node '" + peer.node_id + "' (host '" +
+            peer.host.name + "')";
+    }
+    const std::string label = link_label(links, static_cast<int>(self), p.worker);
+    out += (out.empty() ? "" : "; ") + std::string("cannot reach ") + who + " at " + p.address +
+           (label.empty() ? "" : " over the " + label + " link") + " (" + p.error + ")";
+  }
+  return out;
 }
 
 Expected<std::vector<SliceWorker>> collect_workers(const QueuedResource& qr, const PoolView& pool,
@@ -379,16 +403,42 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     }
   }
 
-  // (d) preflight: every worker of every node at the same time
+  // (d) preflight: every worker of every node at the same time, each checking its O(N) links
+  // (preflight_peers.hpp) over the slice's global worker numbering.
   t = steady_ms();
   jobs.clear();
+  std::vector<WorkerLinks> links;
+  if (auto type = topology::parse_accelerator_type(qr.accelerator_type); type) {
+    if (auto planned = preflight_links(*type, static_cast<int>(qr.nodes.size()));
+        planned && planned->size() == count) {
+      links = std::move(*planned);
+    }
+  }
   for (size_t i = 0; i < count; ++i) {
     const auto& w = workers[i];
-    std::string cmd = tag + util::shell_quote_path(w.agent_path) +
-                      " agent preflight --format json --worker " + std::to_string(w.worker) +
-                      " --hostnames " + util::shell_quote(util::join(w.peers, ",")) + " --port " +
-                      std::to_string(options.coordinator_port) + " --timeout " +
-                      std::to_string(options.preflight_timeout.count()) + "ms";
+    std::string cmd = tag + util::shell_quote_path(w.agent_path) + " agent preflight --format json";
+    if (links.empty()) { // not a grid tpuctl knows: every pair of the node
+      cmd += " --worker " + std::to_string(w.worker) + " --hostnames " +
+             util::shell_quote(util::join(w.peers, ","));
+    } else {
+      // Only this worker's and its peers' addresses: the command stays short at pod scale.
+      std::vector<std::string> hostnames(count);
+      hostnames[i] = workers[i].host.address;
+      std::vector<std::string> calls, expects;
+      for (const auto& l : links[i].calls) {
+        hostnames[static_cast<size_t>(l.peer)] = workers[static_cast<size_t>(l.peer)].host.address;
+        calls.push_back(std::to_string(l.peer));
+      }
+      for (int e : links[i].expects) {
+        expects.push_back(std::to_string(e));
+      }
+      cmd += " --worker " + std::to_string(i) + " --hostnames " +
+             util::shell_quote(util::join(hostnames, ",")) + " --calls " +
+             (calls.empty() ? "none" : util::join(calls, ",")) + " --expects " +
+             (expects.empty() ? "none" : util::join(expects, ","));
+    }
+    cmd += " --port " + std::to_string(options.coordinator_port) + " --timeout " +
+           std::to_string(options.preflight_timeout.count()) + "ms";
     if (options.kernel_check) {
       cmd += " --kernel-check";
     }
@@ -396,8 +446,11 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
   }
   remote::SshOptions pre_ssh = ssh;
   pre_ssh.command_timeout = options.preflight_timeout + options.step_timeout;
-  say(options, "preflight on " + std::to_string(count) + " workers (all pairs, port " +
-                   std::to_string(options.coordinator_port) + ")");
+  say(options, "preflight on " + std::to_string(count) + " workers (" +
+                   (links.empty() ? std::string("all pairs")
+                                  : "coordinator, torus neighbours" +
+                                        std::string(qr.nodes.size() > 1 ? ", DCN peers" : "")) +
+                   ", port " + std::to_string(options.coordinator_port) + ")");
   TPUCTL_TRY_ASSIGN(auto checked, remote::run_fanout(jobs, pre_ssh, counting("preflight"), cancel));
   report.timings.preflight_ms = steady_ms() - t;
   std::optional<QrError> failure;
@@ -417,7 +470,8 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
                           {"uncertainty_ms", c.uncertainty_ms},
                           {"max_skew_ms", options.max_clock_skew.count()}};
       report.workers[r.index]["preflight"] = doc;
-      problem = preflight_problem(*parsed);
+      problem = links.empty() ? preflight_problem(*parsed)
+                              : link_problem(*parsed, workers, links, r.index);
       if (problem.empty() && !c.ok) {
         problem = "clock is " + std::to_string(c.skew_ms) + " ms off this machine's (+- " +
                   std::to_string(c.uncertainty_ms) + " ms), more than the allowed " +

@@ -19,6 +19,8 @@ packages=(
   # the commands of Google's TPU documentation run python3 on the workers (tests/integration/
   # test_seed_commands.cpp), as a TPU VM has it
   python3-minimal
+  # a preflight link blocked for real (tests/integration/test_preflight_links.cpp)
+  iptables
   # packaging test (cpack's dpkg-shlibdeps)
   dpkg-dev file
 )
