@@ -38,6 +38,8 @@ struct PreflightFlags {
   int worker = 0;
   std::string hostnames;
   std::string calls, expects; // comma lists of worker indices; both empty: every pair
+  bool probe = false;         // first print the host's facts (agent probe) as one JSON line
+  std::string workdir = ".";
   int port = 8476;
   std::string timeout = "20s";
   bool kernel_check = false;
@@ -238,6 +240,11 @@ void setup_agent(CLI::App& group, Registry& registry) {
         }
         const char* corrupt = std::getenv("TPUCTL_DEBUG_CORRUPT_RESULT");
         o.corrupt_kernel = corrupt && std::string(corrupt) == "1";
+        if (pf->probe) {
+          // One line, flushed at once: provisioning times its arrival for the clock check.
+          ctx.stdout_stream() << facts_json(agent::probe_local_host(pf->workdir)).dump() << "\n"
+                              << std::flush;
+        }
         TPUCTL_TRY_ASSIGN(auto result, agent::run_preflight(o));
         emit(ctx, provision::preflight_to_json(result));
         return result.ok() ? 0 : 1;
@@ -261,6 +268,10 @@ void setup_agent(CLI::App& group, Registry& registry) {
       ->type_name("PORT");
   preflight->add_option("--timeout", pf->timeout, "give up on unreachable peers after D (20s)")
       ->type_name("D");
+  preflight->add_flag("--probe", pf->probe,
+                      "first print this host's facts as one JSON line (what agent probe prints)");
+  preflight->add_option("--workdir", pf->workdir, "with --probe: the directory whose space counts")
+      ->type_name("DIR");
   preflight->add_flag("--kernel-check", pf->kernel_check,
                       "also run a 64x64x64 int8 gemm and compare it to the reference");
 

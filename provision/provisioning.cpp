@@ -1,21 +1,23 @@
 // Provisioning a slice over SSH, step by step, every worker of every node at once.
 //
-// Each step is one fan-out over the slice's workers (the SSH batch is widened to the worker
-// count, so every worker of a node really runs concurrently, which the preflight needs):
+// Each step is one fan-out over the slice's workers (for the preflight the SSH batch is widened
+// to the worker count, so every worker really runs concurrently, which the preflight needs):
 //   push       remote::push_file of the local binary to <workdir>/agent/<sha256>/tpuctl with
 //              skip_if_same: the path is content-addressed, so a worker that already has this
 //              exact binary gets nothing sent (`unchanged`) and push_file verifies the sha256
 //              of whatever it does send before moving it into place.
-//   probe      `<agent> agent probe --format json`: the host's facts, and its clock. The clock
-//              was read at some local instant between the start of the fan-out and the arrival
-//              of the worker's first output line; check_clock() fails a worker only when its
-//              clock lies more than max_clock_skew outside that interval.
 //   startup    metadata "startup-script" through `bash -s` (the script on stdin), after the
 //              worker's environment (worker_env with no profile) is exported, so the script
 //              sees TPU_WORKER_ID, TPU_WORKER_HOSTNAMES, TPUCTL_QR_UID and the agent on PATH.
-//   preflight  `<agent> agent preflight` on all workers at once (agent/preflight.cpp), each
-//              checking its O(N) links (preflight_peers.hpp: coordinator, torus neighbours, DCN
-//              peers), then the clock check from the probe step, then the kernel check's verdict.
+//   preflight  `<agent> agent preflight --probe` on all workers at once, one connection each:
+//              first the host's facts and its clock on one line (agent probe's), then the check
+//              of the worker's O(N) links (agent/preflight.cpp, preflight_peers.hpp:
+//              coordinator, torus neighbours, DCN peers). The clock was read at some local
+//              instant between the start of the fan-out and the arrival of that first line;
+//              check_clock() fails a worker only when its clock lies more than max_clock_skew
+//              outside that interval. Then the kernel check's verdict.
+// With the agents in place that is two SSH rounds (the push's checksum check, the preflight),
+// three with a startup script.
 // Only the agent binary just pushed is ever run (by its full path), never a tpuctl from PATH.
 // The first step that fails on any worker ends provisioning; the report names the first failing
 // worker in node and worker order.
@@ -274,8 +276,14 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
                                   {"facts", nullptr},
                                   {"preflight", nullptr}});
   }
+  // Push, probe and the startup script go through the caller's batch (64 by default): a few
+  // hundred simultaneous key exchanges only slow every host down. The preflight needs every
+  // worker at once, so it alone is widened to the worker count.
   remote::SshOptions ssh = options.ssh;
-  ssh.batch_size = std::max(ssh.batch_size, workers.size());
+  // One slow sshd among hundreds must not fail a slice: a transient connect failure is tried
+  // again three times, with the connect timeout doubled each time (10 s, 20 s, 40 s, 80 s).
+  ssh.connect_retries = std::max(ssh.connect_retries, 3);
+  ssh.connect_timeout_growth = 2;
   ssh.command_timeout = options.step_timeout;
   ssh.keep_output = true;
   ssh.tty = false;
@@ -341,46 +349,8 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
   const std::string tag =
       qr.uid.empty() ? std::string() : "TPUCTL_QR_UID=" + util::shell_quote(qr.uid) + " ";
 
-  // (b) probe, timing each worker's first output line for the clock check
-  t = steady_ms();
-  std::vector<int64_t> first_line(count, 0);
   std::vector<remote::Job> jobs;
-  for (size_t i = 0; i < count; ++i) {
-    jobs.push_back(remote::Job{workers[i].target,
-                               tag + util::shell_quote_path(workers[i].agent_path) +
-                                   " agent probe --format json --workdir " +
-                                   util::shell_quote_path(workers[i].agent_dir),
-                               i,
-                               {}});
-  }
-  remote::FanoutCallbacks probe_cb;
-  probe_cb.on_line = [&first_line](const remote::HostLine& line) {
-    if (line.stream == remote::Stream::out && first_line[line.index] == 0) {
-      first_line[line.index] = now_ms();
-    }
-  };
-  const int64_t probe_before = now_ms();
-  TPUCTL_TRY_ASSIGN(auto probed,
-                    remote::run_fanout(jobs, ssh, counting("probe", probe_cb), cancel));
-  report.timings.probe_ms = steady_ms() - t;
-  if (auto f = first_failure(workers, probed, "agent probe", options.step_timeout)) {
-    return finish(f);
-  }
-  std::vector<ClockCheck> clocks(count);
-  for (const auto& r : probed) {
-    json facts = json::parse(r.out, nullptr, false);
-    if (facts.is_discarded() || !facts.is_object() || !facts.contains("clock_unix_ms")) {
-      return finish(worker_error(workers[r.index], k_provisioning_failed,
-                                 "agent probe printed no facts: '" + r.out.substr(0, 200) + "'"));
-    }
-    report.workers[r.index]["facts"] = facts;
-    int64_t after = first_line[r.index] ? first_line[r.index] : now_ms();
-    clocks[r.index] = check_clock(facts["clock_unix_ms"].get<int64_t>(), probe_before, after,
-                                  options.max_clock_skew);
-  }
-  say(options, "probed in " + std::to_string(report.timings.probe_ms) + " ms");
-
-  // (c) startup script
+  // (b) startup script
   auto script = qr.metadata.find("startup-script");
   if (script != qr.metadata.end() && !script->second.empty()) {
     t = steady_ms();
@@ -403,8 +373,9 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     }
   }
 
-  // (d) preflight: every worker of every node at the same time, each checking its O(N) links
-  // (preflight_peers.hpp) over the slice's global worker numbering.
+  // (c) probe and preflight in one agent invocation on every worker of every node at the same
+  // time: the host's facts on the first line (timed on arrival for the clock check), then each
+  // worker checks its O(N) links (preflight_peers.hpp) over the slice's global numbering.
   t = steady_ms();
   jobs.clear();
   std::vector<WorkerLinks> links;
@@ -416,7 +387,9 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
   }
   for (size_t i = 0; i < count; ++i) {
     const auto& w = workers[i];
-    std::string cmd = tag + util::shell_quote_path(w.agent_path) + " agent preflight --format json";
+    std::string cmd = tag + util::shell_quote_path(w.agent_path) +
+                      " agent preflight --format json --probe --workdir " +
+                      util::shell_quote_path(w.agent_dir);
     if (links.empty()) { // not a grid tpuctl knows: every pair of the node
       cmd += " --worker " + std::to_string(w.worker) + " --hostnames " +
              util::shell_quote(util::join(w.peers, ","));
@@ -445,14 +418,38 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     jobs.push_back(remote::Job{w.target, cmd, i, {}});
   }
   remote::SshOptions pre_ssh = ssh;
+  pre_ssh.batch_size = std::max(ssh.batch_size, workers.size());
   pre_ssh.command_timeout = options.preflight_timeout + options.step_timeout;
   say(options, "preflight on " + std::to_string(count) + " workers (" +
                    (links.empty() ? std::string("all pairs")
                                   : "coordinator, torus neighbours" +
                                         std::string(qr.nodes.size() > 1 ? ", DCN peers" : "")) +
                    ", port " + std::to_string(options.coordinator_port) + ")");
-  TPUCTL_TRY_ASSIGN(auto checked, remote::run_fanout(jobs, pre_ssh, counting("preflight"), cancel));
+  std::vector<int64_t> first_line(count, 0);
+  remote::FanoutCallbacks timing;
+  timing.on_line = [&first_line](const remote::HostLine& line) {
+    if (line.stream == remote::Stream::out && first_line[line.index] == 0) {
+      first_line[line.index] = now_ms();
+    }
+  };
+  const int64_t probe_before = now_ms();
+  TPUCTL_TRY_ASSIGN(auto checked,
+                    remote::run_fanout(jobs, pre_ssh, counting("preflight", timing), cancel));
   report.timings.preflight_ms = steady_ms() - t;
+  // The facts line, then the preflight's JSON; the clock read when the facts were printed.
+  std::vector<ClockCheck> clocks(count);
+  for (auto& r : checked) {
+    const auto nl = r.out.find('\n');
+    json facts = json::parse(r.out.substr(0, nl), nullptr, false);
+    if (facts.is_discarded() || !facts.is_object() || !facts.contains("clock_unix_ms")) {
+      continue; // reported below as a preflight that printed nothing usable
+    }
+    report.workers[r.index]["facts"] = facts;
+    r.out = nl == std::string::npos ? std::string() : r.out.substr(nl + 1);
+    const int64_t after = first_line[r.index] ? first_line[r.index] : now_ms();
+    clocks[r.index] = check_clock(facts["clock_unix_ms"].get<int64_t>(), probe_before, after,
+                                  options.max_clock_skew);
+  }
   std::optional<QrError> failure;
   for (const auto& r : checked) {
     const auto& w = workers[r.index];

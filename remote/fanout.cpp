@@ -3,6 +3,10 @@
 // EOF) however the bytes were split into packets.
 #include "remote/fanout.hpp"
 
+#include <memory>
+#include <optional>
+#include <thread>
+
 #include "remote/line_splitter.hpp"
 #include "remote/worker_pool.hpp"
 
@@ -27,8 +31,9 @@ HostResult run_job(const Job& job, const SshOptions& options, detail::WorkerCont
     events.host_done(r);
     return r;
   }
-  detail::SshSession session(ctx, options);
-  if (auto failure = session.connect(job.target)) {
+  SshOptions attempt;
+  auto [session, failure] = detail::connect_with_retries(ctx, options, job.target, attempt);
+  if (failure) {
     r.outcome = failure->outcome;
     r.error = failure->message;
   } else {
@@ -60,7 +65,7 @@ HostResult run_job(const Job& job, const SshOptions& options, detail::WorkerCont
       }
     };
     detail::ExecRequest request{job.command, options.stdin_data, options.command_timeout};
-    detail::ExecResult e = session.exec(request, sink);
+    detail::ExecResult e = session->exec(request, sink);
     if (lines) {
       split_out.finish(emit_out);
       split_err.finish(emit_err);

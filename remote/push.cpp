@@ -71,12 +71,14 @@ HostResult push_one(const PushJob& job, const PushOptions& push, const SshOption
     r = detail::not_started(job.index, r.host);
     return finish();
   }
-  detail::SshSession session(ctx, options);
-  if (auto failure = session.connect(job.target)) {
+  SshOptions attempt;
+  auto [connected, failure] = detail::connect_with_retries(ctx, options, job.target, attempt);
+  if (failure) {
     r.outcome = failure->outcome;
     r.error = failure->message;
     return finish();
   }
+  detail::SshSession& session = *connected;
   std::string out, err;
   detail::ExecSink sink = [&](Stream stream, const char* data, size_t size) {
     if (r.first_byte_ms < 0) {

@@ -20,6 +20,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 #include <libssh/callbacks.h>
@@ -260,6 +261,32 @@ void WorkerSlot::interrupt() {
 
 // ---- SshSession: connect ----
 
+Connected connect_with_retries(WorkerContext& ctx, const SshOptions& options,
+                               const SshTarget& target, SshOptions& attempt) {
+  attempt = options;
+  Connected c;
+  for (int tries = 0;; ++tries) {
+    c.session = std::make_unique<SshSession>(ctx, attempt);
+    c.failure = c.session->connect(target);
+    if (!c.failure) {
+      return c;
+    }
+    if (!c.failure->transient || tries >= options.connect_retries || ctx.cancelled()) {
+      if (tries > 0) {
+        c.failure->message += " (" + std::to_string(tries + 1) + " attempts)";
+      }
+      c.session.reset();
+      return c;
+    }
+    c.session.reset();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(250 << tries);
+    while (std::chrono::steady_clock::now() < until && !ctx.cancelled()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    attempt.connect_timeout *= std::max(1, options.connect_timeout_growth);
+  }
+}
+
 SshSession::SshSession(WorkerContext& ctx, const SshOptions& options)
     : m_ctx(ctx), m_options(options) {}
 
@@ -348,8 +375,10 @@ std::optional<Failure> SshSession::tcp_connect(const std::string& host, unsigned
     return Failure{Outcome::refused, "connection refused (" + where + ")"};
   }
   if (last_errno == ETIMEDOUT) {
-    return Failure{Outcome::unreachable, "connection to " + where + " timed out after " +
-                                             seconds_text(m_options.connect_timeout)};
+    return Failure{Outcome::unreachable,
+                   "connection to " + where + " timed out after " +
+                       seconds_text(m_options.connect_timeout),
+                   true};
   }
   return Failure{Outcome::unreachable,
                  "cannot connect to " + where + ": " + std::strerror(last_errno)};
@@ -429,12 +458,19 @@ std::optional<Failure> SshSession::connect(const SshTarget& target) {
     if (why.find("Timeout") != std::string::npos || why.find("timeout") != std::string::npos) {
       return Failure{Outcome::unreachable,
                      "no ssh banner and key exchange from " + m_label + " within " +
-                         seconds_text(m_options.connect_timeout) + " (is sshd hung?)"};
+                         seconds_text(m_options.connect_timeout) + " (is sshd hung?)",
+                     true};
     }
     if (why.find("refused") != std::string::npos) {
       return Failure{Outcome::refused, "connection refused (" + m_label + ")"};
     }
-    return Failure{Outcome::error, "ssh connection to " + m_label + " failed: " + why};
+    // The server closing or resetting the connection mid-handshake (an sshd at MaxStartups,
+    // an overloaded host) is worth another try; anything else is not.
+    const bool dropped = why.find("reset") != std::string::npos ||
+                         why.find("Socket error") != std::string::npos ||
+                         why.find("disconnected") != std::string::npos ||
+                         why.find("Connection closed") != std::string::npos;
+    return Failure{Outcome::error, "ssh connection to " + m_label + " failed: " + why, dropped};
   }
   m_known_hosts = get_option(s, SSH_OPTIONS_KNOWNHOSTS);
   if (m_known_hosts.empty()) {

@@ -74,6 +74,10 @@ struct WorkerContext {
 struct Failure {
   Outcome outcome = Outcome::error;
   std::string message;
+  // A failure an overloaded host gives and a retry may not (no banner or key exchange in time,
+  // a TCP connect that timed out, a connection reset or closed during the handshake); never a
+  // refusal, an authentication or a host key problem. Nothing has run on the host yet.
+  bool transient = false;
 };
 
 struct ExecRequest {
@@ -131,6 +135,18 @@ private:
   int m_fd = -1; // our socket; libssh 0.10 does not close an SSH_OPTIONS_FD socket
   unsigned long m_fd_inode = 0;
 };
+
+// A connected session to `target`, retrying transient failures (Failure::transient) up to
+// options.connect_retries times with backoff (0.25 s, 0.5 s, ...) and a connect timeout grown
+// by options.connect_timeout_growth each time; `attempt` holds the options of the last try (the
+// session refers to it, so it must outlive the session). On failure the session is null and the
+// failure says how many attempts were made.
+struct Connected {
+  std::unique_ptr<SshSession> session;
+  std::optional<Failure> failure;
+};
+Connected connect_with_retries(WorkerContext& ctx, const SshOptions& options,
+                               const SshTarget& target, SshOptions& attempt);
 
 // The command line sent for `command`: exports TPUCTL_RUN=<nonce> and starts the reaper that
 // kills the command's processes if the connection is lost (ssh_exec.cpp).

@@ -36,7 +36,14 @@ enum class HostKeyPolicy { yes, accept_new, no };
 
 struct SshOptions {
   HostKeyPolicy host_key_policy = HostKeyPolicy::yes;
-  std::chrono::milliseconds connect_timeout{10000};    // TCP connect + banner + key exchange
+  std::chrono::milliseconds connect_timeout{10000}; // TCP connect + banner + key exchange
+  // A connection that fails transiently (no banner or key exchange in time, reset during the
+  // handshake: ssh_session.hpp Failure::transient) is tried again this many times, after
+  // 0.25 s, 0.5 s, 1 s ..., each try's connect timeout `connect_timeout_growth` times the
+  // last's; nothing has run yet, so a retry never runs a command twice. A broadcast retries once
+  // at the same timeout; provisioning retries more, with growing timeouts, within its deadline.
+  int connect_retries = 1;
+  int connect_timeout_growth = 1;
   std::chrono::milliseconds command_timeout{0};        // 0: none; then the command is killed
   std::chrono::milliseconds keepalive_interval{15000}; // keepalive@openssh.com when idle
   std::chrono::milliseconds kill_grace{1500};          // TERM -> KILL escalation delay

@@ -381,3 +381,35 @@ TEST_CASE("remote::run_fanout reports a connection lost mid-command as a transpo
   CHECK(r.out == "before\n");
   CHECK(cli::broadcast_exit_status(*results) == 255);
 }
+
+TEST_CASE("remote::run_fanout tries a connection again when the banner came late: a slow sshd "
+          "does not fail the host (SshOptions::connect_retries)") {
+  auto targets = pool().targets();
+  auto opts = pool().options();
+  opts.connect_timeout = std::chrono::milliseconds(1000);
+  const std::vector<remote::Job> jobs{{targets[13], "echo late", 0, {}}};
+  // No retry: the listener frozen for longer than the timeout fails the host.
+  opts.connect_retries = 0;
+  pool().pause(13);
+  std::thread resume([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+    pool().resume(13);
+  });
+  auto once = remote::run_fanout(jobs, opts);
+  resume.join();
+  REQUIRE(once);
+  CHECK((*once)[0].outcome == Outcome::unreachable);
+  CHECK((*once)[0].error.find("within 1s") != std::string::npos);
+  // One retry 0.25 s later, when the listener is back: the host succeeds.
+  opts.connect_retries = 1;
+  pool().pause(13);
+  std::thread resume2([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+    pool().resume(13);
+  });
+  auto retried = remote::run_fanout(jobs, opts);
+  resume2.join();
+  REQUIRE(retried);
+  CHECK((*retried)[0].outcome == Outcome::ok);
+  CHECK((*retried)[0].out == "late\n");
+}
