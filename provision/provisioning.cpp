@@ -540,8 +540,9 @@ Expected<std::vector<remote::HostResult>> stop_slice_processes(const QueuedResou
     }
     targets.push_back(ssh_target(pool.info, *it));
   }
+  // The caller's batch (64 by default): hundreds of simultaneous key exchanges only slow
+  // every host down, and stopping needs no two hosts at the same moment.
   remote::SshOptions o = ssh;
-  o.batch_size = std::max(o.batch_size, targets.size());
   o.command_timeout = ssh.kill_grace + milliseconds(30000);
   o.keep_output = true;
   o.tty = false;

@@ -2,8 +2,10 @@
 // file, verified by sha256 (binary and multi-MB content), with the remote mode; a missing path,
 // a directory or an unreachable host fails that host alone and leaves no file behind.
 #include <fstream>
+#include <pwd.h>
 #include <random>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <doctest/doctest.h>
 
@@ -110,9 +112,12 @@ TEST_CASE("pull_file: a missing file, a directory and an unreachable host fail a
 TEST_CASE("pull_file: a path starting with '-' or '~/' is a path, not an option") {
   test::TempDir local_side;
   auto targets = pool().targets();
-  // The fixture's login is this machine's user, so '~/' is this HOME.
+  // The fixture's login is this machine's user, so '~/' is that user's home directory (from
+  // the password database, as sshd sets it; this process's $HOME may point elsewhere).
   const std::string name = "tpuctl-pull-test-" + std::to_string(::getpid());
-  fs::path home = std::getenv("HOME");
+  const passwd* pw = ::getpwuid(::getuid());
+  REQUIRE(pw != nullptr);
+  fs::path home = pw->pw_dir;
   std::ofstream(home / name) << "from home\n";
   auto results = remote::pull_file({{targets[0], "~/" + name, local_side.path() / "home", 0}},
                                    pool().options());
