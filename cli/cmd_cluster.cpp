@@ -117,7 +117,7 @@ Expected<Json> describe_json(state::StateStore& store, const Cluster& c) {
 
 // xpk's capacity flags as tiers: exactly one at most ("specify only one of ...").
 Expected<provision::Tier> capacity_tier(const ClusterFlags& f) {
-  std::vector<std::pair<std::string, provision::Tier>> given;
+  std::vector<TierFlag> given;
   if (f.on_demand) {
     given.emplace_back("--on-demand", provision::Tier::standard);
   }
@@ -133,21 +133,13 @@ Expected<provision::Tier> capacity_tier(const ClusterFlags& f) {
   if (f.flex) {
     given.emplace_back("--flex", provision::Tier::flex_start);
   }
-  if (given.size() > 1) {
-    return usage_error(given[0].first + " and " + given[1].first +
-                       " exclude each other: specify only one of --on-demand, --reservation "
-                       "(or --reserved), --spot or --flex");
-  }
-  return given.empty() ? provision::Tier::standard : given.front().second;
+  return tier_of(given, true,
+                 " exclude each other: specify only one of --on-demand, --reservation (or "
+                 "--reserved), --spot or --flex");
 }
 
-// NAME or --cluster NAME (xpk's form), one of them.
 Expected<std::string> cluster_name(const ClusterFlags& f) {
-  if (f.name.empty() == f.flag_name.empty()) {
-    return usage_error(f.name.empty() ? "give the cluster: NAME or --cluster NAME"
-                                      : "give the cluster once: NAME or --cluster NAME");
-  }
-  return f.name.empty() ? f.flag_name : f.name;
+  return positional_or_flag(f.name, f.flag_name, "cluster", "NAME or --cluster NAME");
 }
 
 Expected<int> run_create(Context& ctx, const ClusterFlags& f) {

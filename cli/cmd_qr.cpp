@@ -84,7 +84,7 @@ Expected<provision::CreateRequest> build_request(const CreateFlags& f, const std
   }
   // The tier: each tier flag names one; gcloud does not declare them exclusive, so flags that
   // agree (--spot --provisioning-model=SPOT) are fine and only a conflict is refused.
-  std::vector<std::pair<std::string, provision::Tier>> tiers;
+  std::vector<TierFlag> tiers;
   if (f.reserved) {
     tiers.emplace_back("--reserved", provision::Tier::reserved);
   }
@@ -117,14 +117,13 @@ Expected<provision::CreateRequest> build_request(const CreateFlags& f, const std
                              "(any case)"));
     }
   }
-  r.tier = tiers.empty() ? provision::Tier::standard : tiers.front().second;
-  for (const auto& [flag, tier] : tiers) {
-    if (tier != r.tier) {
-      errors.add(usage_error(tiers.front().first + " and " + flag +
-                             " ask for different tiers: give one of --reserved, --spot, "
-                             "--best-effort, --guaranteed or --provisioning-model"));
-      break;
-    }
+  if (auto tier = tier_of(tiers, false,
+                          " ask for different tiers: give one of --reserved, --spot, "
+                          "--best-effort, --guaranteed or --provisioning-model");
+      tier) {
+    r.tier = *tier;
+  } else {
+    errors.add(tier.error());
   }
   auto when = [&](const std::string& duration, const std::string& time, const char* dflag,
                   const char* tflag) -> int64_t {

@@ -52,13 +52,8 @@ struct WorkloadFlags {
   SshFlags ssh;
 };
 
-// W or --workload W (xpk's form), one of them.
 Expected<std::string> workload_name(const WorkloadFlags& f) {
-  if (f.name.empty() == f.flag_name.empty()) {
-    return usage_error(f.name.empty() ? "give the workload: W or --workload W"
-                                      : "give the workload once: W or --workload W");
-  }
-  return f.name.empty() ? f.flag_name : f.name;
+  return positional_or_flag(f.name, f.flag_name, "workload", "W or --workload W");
 }
 
 std::string time_text(int64_t ms) {
@@ -139,6 +134,8 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   r.command = f.command;
   r.max_restarts = f.max_restarts;
   r.dry_run = f.dry_run;
+  r.tpu_type = f.tpu_type;
+  r.num_slices = f.num_slices;
   TPUCTL_TRY_ASSIGN(r.env, provision::parse_env_items(f.env));
   if (!f.env_file.empty()) {
     TPUCTL_TRY_ASSIGN(auto more, read_env_file(f.env_file));
@@ -152,7 +149,6 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto options, monitor_options(ctx, f.ssh));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(r.pool, resolve_pool(ctx, *store));
-  TPUCTL_TRY(check_cluster_shape(*store, r.pool, f.cluster, f.tpu_type, f.num_slices));
   TPUCTL_TRY_ASSIGN(auto wl, provision::create_workload(*store, r, options));
   if (f.dry_run) {
     TPUCTL_TRY_ASSIGN(auto plans, provision::plan_workload(*store, wl));

@@ -509,6 +509,25 @@ std::string enum_value(std::string_view value) {
   return out;
 }
 
+Expected<std::string> positional_or_flag(const std::string& positional,
+                                         const std::string& flag_value, const std::string& what,
+                                         const std::string& forms) {
+  if (positional.empty() == flag_value.empty()) {
+    return usage_error("give the " + what + (positional.empty() ? ": " : " once: ") + forms);
+  }
+  return positional.empty() ? flag_value : positional;
+}
+
+Expected<provision::Tier> tier_of(const std::vector<TierFlag>& given, bool exclusive,
+                                  const std::string& conflict) {
+  for (size_t i = 1; i < given.size(); ++i) {
+    if (exclusive || given[i].second != given.front().second) {
+      return usage_error(given.front().first + " and " + given[i].first + conflict);
+    }
+  }
+  return given.empty() ? provision::Tier::standard : given.front().second;
+}
+
 std::vector<std::string> normalize_aliases(std::vector<std::string> args) {
   for (auto& a : args) {
     if (a == "-tgps") {

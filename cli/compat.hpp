@@ -28,6 +28,7 @@
 
 #include "cli/context.hpp"
 #include "cli/registry.hpp"
+#include "provision/queued_resource.hpp"
 #include "state/store.hpp"
 #include "util/expected.hpp"
 
@@ -86,6 +87,20 @@ Expected<std::string> resolve_pool(Context& ctx, state::StateStore& store);
 // gcloud's enum values are case-insensitive and take '_' for '-' ("FLEX-START", "flex_start"):
 // `value` lower-cased with '_' made '-'.
 std::string enum_value(std::string_view value);
+
+// NAME as a positional, or xpk's form `--cluster NAME` (`flag_value`): exactly one of them.
+// `what` names the thing ("cluster"), `forms` the two ways ("NAME or --cluster NAME").
+// Errors: usage when neither or both are given.
+Expected<std::string> positional_or_flag(const std::string& positional,
+                                         const std::string& flag_value, const std::string& what,
+                                         const std::string& forms);
+
+// The tier that capacity flags ask for (each given flag with its tier; standard when none).
+// `exclusive` (xpk's rule): any two flags conflict; otherwise (gcloud's) only two that ask for
+// different tiers. Errors: usage, "A and B" followed by `conflict`.
+using TierFlag = std::pair<std::string, provision::Tier>;
+Expected<provision::Tier> tier_of(const std::vector<TierFlag>& given, bool exclusive,
+                                  const std::string& conflict);
 
 // xpk's single-dash long alias (-tgps) as CLI11 can parse it; other words unchanged.
 std::vector<std::string> normalize_aliases(std::vector<std::string> args);

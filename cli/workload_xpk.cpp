@@ -5,9 +5,7 @@
 #include <fstream>
 
 #include "cli/compat.hpp"
-#include "provision/cluster.hpp"
 #include "provision/worker_env.hpp"
-#include "topology/accelerator_type.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::cli {
@@ -83,32 +81,6 @@ bool matches(const WorkloadFilter& f, const provision::Workload& w) {
     return w.state == S::succeeded;
   }
   return true;
-}
-
-Status check_cluster_shape(state::StateStore& store, const std::string& pool,
-                           const std::string& cluster, const std::string& tpu_type,
-                           int num_slices) {
-  if (tpu_type.empty() && num_slices == 0) {
-    return ok();
-  }
-  TPUCTL_TRY_ASSIGN(auto c, provision::load_cluster(store, pool, cluster));
-  const std::string shape = c.tpu_type + " x " + std::to_string(c.num_slices);
-  if (!tpu_type.empty()) {
-    TPUCTL_TRY_ASSIGN(auto type, topology::parse_accelerator_type(tpu_type));
-    if (type.name != c.tpu_type) {
-      return usage_error("--tpu-type " + util::printable(tpu_type) + " does not match cluster '" +
-                         cluster + "' (" + shape +
-                         "): a workload runs on its cluster's slices; leave the flag out, or "
-                         "create a cluster of that type");
-    }
-  }
-  if (num_slices != 0 && num_slices != c.num_slices) {
-    return usage_error("--num-slices " + std::to_string(num_slices) + " does not match cluster '" +
-                       cluster + "' (" + shape +
-                       "): a workload runs on all its cluster's slices; leave the flag out, or "
-                       "create a cluster with that many");
-  }
-  return ok();
 }
 
 Status apply_image_flags(const ImageFlags& f, provision::WorkloadRequest& r) {

@@ -1,5 +1,5 @@
 // xpk's workload flags that need more than a flag declaration: --env-file, --filter-by-status and
-// --filter-by-job, --tpu-type/--num-slices checked against the cluster, and the image flags
+// --filter-by-job, and the image flags
 // (--docker-image, --base-docker-image, --script-dir, --docker-name) as a container request.
 #pragma once
 
@@ -25,11 +25,6 @@ struct WorkloadFilter {
 };
 Expected<WorkloadFilter> parse_workload_filter(const std::string& status, const std::string& job);
 bool matches(const WorkloadFilter& filter, const provision::Workload& workload);
-
-// --tpu-type (any form of the type: v5litepod-16, v5e-4x4) and --num-slices (0: not given) of
-// `workload create` against the cluster's. Errors: usage naming both when they differ.
-Status check_cluster_shape(state::StateStore& store, const std::string& pool,
-                           const std::string& cluster, const std::string& tpu_type, int num_slices);
 
 // The image flags as the request's container and script dir: --docker-image is used as is
 // (with --script-dir or a --base-docker-image it is refused, as xpk does); --base-docker-image

@@ -87,10 +87,11 @@ std::string runtime_probe_script() {
 Expected<std::string> choose_runtime(const ContainerSpec& spec,
                                      const std::vector<WorkerPlan>& plans,
                                      const remote::SshOptions& ssh) {
-  std::vector<remote::Job> jobs;
-  for (size_t i = 0; i < plans.size(); ++i) {
-    jobs.push_back(remote::Job{plans[i].target, runtime_probe_script(), i, {}});
+  std::vector<remote::SshTarget> targets;
+  for (const auto& p : plans) {
+    targets.push_back(p.target);
   }
+  const auto jobs = remote::make_jobs(targets, runtime_probe_script());
   remote::SshOptions o = ssh;
   o.keep_output = true;
   o.batch_size = std::max<size_t>({o.batch_size, plans.size(), 1});

@@ -9,6 +9,7 @@
 #include "provision/cluster.hpp"
 #include "provision/reconcile.hpp"
 #include "provision/workload_remote.hpp"
+#include "topology/accelerator_type.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::provision {
@@ -206,6 +207,26 @@ Status validate_request(const WorkloadRequest& r) {
   return tpuctl::ok();
 }
 
+Status check_cluster_shape(const Cluster& c, const std::string& tpu_type, int num_slices) {
+  const std::string shape = c.tpu_type + " x " + std::to_string(c.num_slices);
+  if (!tpu_type.empty()) {
+    TPUCTL_TRY_ASSIGN(auto type, topology::parse_accelerator_type(tpu_type));
+    if (type.name != c.tpu_type) {
+      return usage_error("--tpu-type " + util::printable(tpu_type) + " does not match cluster '" +
+                         c.name + "' (" + shape +
+                         "): a workload runs on its cluster's slices; leave the flag out, or "
+                         "create a cluster of that type");
+    }
+  }
+  if (num_slices != 0 && num_slices != c.num_slices) {
+    return usage_error("--num-slices " + std::to_string(num_slices) + " does not match cluster '" +
+                       c.name + "' (" + shape +
+                       "): a workload runs on all its cluster's slices; leave the flag out, or "
+                       "create a cluster with that many");
+  }
+  return tpuctl::ok();
+}
+
 } // namespace
 
 bool needs_monitor(const Workload& wl, int64_t now_ms) {
@@ -220,6 +241,7 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
                                    const MonitorOptions& o) {
   TPUCTL_TRY(validate_request(r));
   TPUCTL_TRY_ASSIGN(Cluster cluster, load_cluster(store, r.pool, r.cluster));
+  TPUCTL_TRY(check_cluster_shape(cluster, r.tpu_type, r.num_slices));
   Workload wl;
   wl.name = r.name;
   wl.pool = r.pool;

@@ -33,6 +33,10 @@ struct WorkloadRequest {
   FailPolicy fail_policy = FailPolicy::any;
   int max_restarts = 0;
   int64_t timeout_ms = 0;
+  // xpk's --tpu-type (any form of the type) and --num-slices (0: not given): checked against
+  // the cluster's, which a workload always runs on whole.
+  std::string tpu_type;
+  int num_slices = 0;
   ContainerSpec container;        // an image: the runtime is chosen (or the request refused)
   std::vector<AppFile> app_files; // --script-dir: copied to every worker, mounted at /app
   bool dry_run = false;           // validate and plan; store and start nothing
@@ -50,14 +54,14 @@ struct MonitorOptions {
 };
 
 // Errors (nothing stored): usage (bad name, command, restarts, timeout or environment: every
-// problem named), not_found (no such cluster), failure (its slices are not ACTIVE; a workload of
-// that name exists). A worker that cannot start is not an error: the workload is FAILED.
-// With an image, every worker is asked for a container runtime first (choose_runtime) and the
-// script dir is copied; a worker without one refuses the whole request (nothing stored or
-// started). With dry_run, returns the workload as it would be stored (state PENDING) after the
-// checks and stores and starts nothing (launch_command shows what each worker would run); a
-// refused runtime probe is then the workload's `message` (with docker, or the runtime asked
-// for, in its commands).
+// problem named; a tpu_type or num_slices other than the cluster's), not_found (no such cluster),
+// failure (its slices are not ACTIVE; a workload of that name exists). A worker that cannot start
+// is not an error: the workload is FAILED. With an image, every worker is asked for a container
+// runtime first (choose_runtime) and the script dir is copied; a worker without one refuses the
+// whole request (nothing stored or started). With dry_run, returns the workload as it would be
+// stored (state PENDING) after the checks and stores and starts nothing (launch_command shows what
+// each worker would run); a refused runtime probe is then the workload's `message` (with docker, or
+// the runtime asked for, in its commands).
 Expected<Workload> create_workload(state::StateStore& store, const WorkloadRequest& request,
                                    const MonitorOptions& options);
 

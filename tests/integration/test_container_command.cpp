@@ -50,11 +50,6 @@ provision::WorkerPlan plan() {
   return p;
 }
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 } // namespace
 
 TEST_CASE("container: the script's exit status is the container's; variables pass by name") {
@@ -71,7 +66,7 @@ TEST_CASE("container: the script's exit status is the container's; variables pas
   REQUIRE(r);
   CHECK(r->exit_code == 5);
   CHECK(r->out == "in 2\n");
-  const std::string calls = read(dir.path() / "calls");
+  const std::string calls = tpuctl::test::read_file(dir.path() / "calls");
   CHECK(calls.find("run --rm --name jax-tpu-01234567-demo-0-2 --network host") == 0);
   CHECK(calls.find("-e TPU_WORKER_ID -e SECRET_TOKEN") != std::string::npos);
   CHECK(calls.find("hunter2") == std::string::npos); // values never on a command line
@@ -90,7 +85,7 @@ TEST_CASE("container: TERM to the script removes the container (delete and resta
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    ::kill(std::stoi(read(pidfile)), SIGTERM);
+    ::kill(std::stoi(tpuctl::test::read_file(pidfile)), SIGTERM);
   });
   util::ProcessOptions o;
   o.env_set = {{"PATH", bin.string() + ":/usr/bin:/bin"}};
@@ -100,7 +95,8 @@ TEST_CASE("container: TERM to the script removes the container (delete and resta
   REQUIRE(r);
   CHECK(r->exit_code == 143);
   CHECK_FALSE(r->timed_out);
-  CHECK(read(dir.path() / "calls").find("rm -f jax-tpu-01234567-demo-0-2") != std::string::npos);
+  CHECK(tpuctl::test::read_file(dir.path() / "calls").find("rm -f jax-tpu-01234567-demo-0-2") !=
+        std::string::npos);
 }
 
 TEST_CASE("container: hostile images, names and runtimes are refused before anything is built") {

@@ -27,13 +27,6 @@ TEST_SUITE_BEGIN("integration");
 
 namespace {
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 size_t count(const std::string& text, const std::string& part) {
   size_t n = 0;
   for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) {
@@ -157,14 +150,14 @@ TEST_CASE("gcloud shapes: scp to every worker, and back from every worker into D
   REQUIRE_MESSAGE(down.exit_code == 0, down.err);
   for (int w = 0; w < 4; ++w) {
     INFO("worker " << w);
-    CHECK(read(back / std::to_string(w) / "data.txt") == "payload\n");
-    CHECK(read(back / std::to_string(w) / "w1") == "1\n");
+    CHECK(tpuctl::test::read_file(back / std::to_string(w) / "data.txt") == "payload\n");
+    CHECK(tpuctl::test::read_file(back / std::to_string(w) / "w1") == "1\n");
   }
   // One worker: DEST is the file, as scp does.
   const fs::path single = env.dir.path() / "single.txt";
   auto one = env.run({"tpu-vm", "scp", "node-1:" + remote, single.string(), "--worker=3"});
   REQUIRE_MESSAGE(one.exit_code == 0, one.err);
-  CHECK(read(single) == "payload\n");
+  CHECK(tpuctl::test::read_file(single) == "payload\n");
 
   // Refusals: both sides local, both remote, a missing remote file (that worker fails).
   CHECK(env.run({"tpu-vm", "scp", local.string(), single.string()}).exit_code == 2);
@@ -194,7 +187,8 @@ TEST_CASE("gcloud shapes: --output-directory writes DIR/<worker>.log; --dry-run 
   for (int w = 0; w < 4; ++w) {
     INFO("worker " << w);
     CHECK(rows[w]["exit_status"] == w);
-    CHECK(read(logs / (std::to_string(w) + ".log")) == "out " + std::to_string(w) + "\nerr\n");
+    CHECK(tpuctl::test::read_file(logs / (std::to_string(w) + ".log")) ==
+          "out " + std::to_string(w) + "\nerr\n");
   }
 
   const fs::path marker = env.dir.path() / "ran";

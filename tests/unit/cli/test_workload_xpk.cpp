@@ -7,24 +7,12 @@
 
 #include "cli/workload_xpk.hpp"
 #include "tests/support/helpers.hpp"
+#include "util/strings.hpp"
 
 using namespace tpuctl;
 using namespace tpuctl::cli;
 
 TEST_SUITE_BEGIN("unit");
-
-namespace {
-
-bool util_equal_ci(std::string a, std::string b) {
-  for (auto* s : {&a, &b}) {
-    for (auto& c : *s) {
-      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
-  }
-  return a == b;
-}
-
-} // namespace
 
 TEST_CASE("workload xpk: --env-file takes VAR=value, VAR from this shell, comments and blanks") {
   test::TempDir dir;
@@ -72,7 +60,7 @@ TEST_CASE("workload xpk: status filters as xpk defines them, any case; job is a 
          {"EVERYTHING", "RUNNING", "QUEUED", "FINISHED", "FAILED", "SUCCESSFUL"}) {
       bool expect = false;
       for (const char* k : kept) {
-        expect = expect || util_equal_ci(k, status);
+        expect = expect || util::to_lower(k) == util::to_lower(status);
       }
       CAPTURE(status);
       CHECK(matches(f(status), w) == expect);
