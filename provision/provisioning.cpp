@@ -1,23 +1,25 @@
 // Provisioning a slice over SSH, step by step, every worker of every node at once.
 //
-// Each step is one fan-out over the slice's workers (for the preflight the SSH batch is widened
-// to the worker count, so every worker really runs concurrently, which the preflight needs):
-//   push       remote::push_file of the local binary to <workdir>/agent/<sha256>/tpuctl with
-//              skip_if_same: the path is content-addressed, so a worker that already has this
-//              exact binary gets nothing sent (`unchanged`) and push_file verifies the sha256
-//              of whatever it does send before moving it into place.
+// One SSH session per worker for the whole of it (remote::run_steps): each worker connects once,
+// in the first step, and every later step is a new channel on that session, so a slice of N
+// workers pays N handshakes, not N per step. The steps, in lockstep over the slice (the next
+// starts when every worker finished the one before and none failed):
+//   push       push_file's check and upload of the local binary to
+//              <workdir>/agent/<sha256>/tpuctl, 64 workers at a time (the caller's batch): the
+//              path is content-addressed and the copy is stamped when its sha256 is verified, so
+//              a worker that already has this binary costs one `stat` (`unchanged`), and any
+//              change to the file since its stamp makes the check hash it in full again.
 //   startup    metadata "startup-script" through `bash -s` (the script on stdin), after the
 //              worker's environment (worker_env with no profile) is exported, so the script
 //              sees TPU_WORKER_ID, TPU_WORKER_HOSTNAMES, TPUCTL_QR_UID and the agent on PATH.
-//   preflight  `<agent> agent preflight --probe` on all workers at once, one connection each:
-//              first the host's facts and its clock on one line (agent probe's), then the check
-//              of the worker's O(N) links (agent/preflight.cpp, preflight_peers.hpp:
-//              coordinator, torus neighbours, DCN peers). The clock was read at some local
-//              instant between the start of the fan-out and the arrival of that first line;
-//              check_clock() fails a worker only when its clock lies more than max_clock_skew
-//              outside that interval. Then the kernel check's verdict.
-// With the agents in place that is two SSH rounds (the push's checksum check, the preflight),
-// three with a startup script.
+//   preflight  `<agent> agent preflight --probe` on all workers at once: first the host's facts
+//              and its clock on one line (agent probe's), then the check of the worker's O(N)
+//              links (agent/preflight.cpp, preflight_peers.hpp: coordinator, torus neighbours,
+//              DCN peers). The clock was read at some local instant between the start of the
+//              step and the arrival of that first line; check_clock() fails a worker only when
+//              its clock lies more than max_clock_skew outside that interval. Then the kernel
+//              check's verdict.
+// With the agents in place that is one SSH round and two channels per worker.
 // Only the agent binary just pushed is ever run (by its full path), never a tpuctl from PATH.
 // The first step that fails on any worker ends provisioning; the report names the first failing
 // worker in node and worker order.
@@ -32,7 +34,7 @@
 #include "provision/preflight_report.hpp"
 #include "provision/slice_env.hpp"
 #include "remote/fanout.hpp"
-#include "remote/push.hpp"
+#include "remote/session_steps.hpp"
 #include "topology/accelerator_type.hpp"
 #include "util/failpoint.hpp"
 #include "util/sha256.hpp"
@@ -318,66 +320,53 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     return cb;
   };
 
-  // (a) push
-  say(options, "pushing the agent (sha256 " + sha.substr(0, 12) + ") to " + std::to_string(count) +
-                   " workers");
-  int64_t t = steady_ms();
-  std::vector<remote::PushJob> push_jobs;
-  for (size_t i = 0; i < count; ++i) {
-    push_jobs.push_back(remote::PushJob{workers[i].target, workers[i].agent_path, i});
-  }
-  remote::PushOptions push;
-  push.local_path = options.binary;
-  push.mode = 0700; // run by its owner only, like everything under the workdir
-  push.skip_if_same = true;
-  push.make_parents = true;
-  TPUCTL_TRY_ASSIGN(auto pushed, remote::push_file(push_jobs, push, ssh, counting("push"), cancel));
-  report.timings.push_ms = steady_ms() - t;
-  size_t unchanged = 0;
-  for (const auto& r : pushed) {
-    report.workers[r.index]["unchanged"] = r.unchanged;
-    unchanged += r.unchanged ? 1 : 0;
-  }
-  if (auto f = first_failure(workers, pushed, "agent push", options.step_timeout)) {
-    return finish(f);
-  }
-  say(options, "pushed in " + std::to_string(report.timings.push_ms) + " ms (" +
-                   std::to_string(count - unchanged) + " sent, " + std::to_string(unchanged) +
-                   " already there)");
-
   // The slice's tag on every agent step, so that stop_slice_processes finds one left behind.
   const std::string tag =
       qr.uid.empty() ? std::string() : "TPUCTL_QR_UID=" + util::shell_quote(qr.uid) + " ";
+  std::vector<remote::SshTarget> targets;
+  for (const auto& w : workers) {
+    targets.push_back(w.target);
+  }
+  std::vector<remote::Step> steps;
 
-  std::vector<remote::Job> jobs;
+  // (a) push: content-addressed and stamped, so an agent already in place costs one `stat`.
+  remote::Step push_step;
+  push_step.name = "push";
+  push_step.concurrency = ssh.batch_size;
+  push_step.timeout = options.step_timeout;
+  push_step.push = remote::StepPush{};
+  push_step.push->options.local_path = options.binary;
+  push_step.push->options.mode = 0700; // run by its owner only, like everything under the workdir
+  push_step.push->options.skip_if_same = true;
+  push_step.push->options.make_parents = true;
+  push_step.push->options.stamp = true;
+  for (const auto& w : workers) {
+    push_step.push->remote_paths.push_back(w.agent_path);
+  }
+  push_step.callbacks = counting("push");
+  steps.push_back(std::move(push_step));
+
   // (b) startup script
   auto script = qr.metadata.find("startup-script");
   if (script != qr.metadata.end() && !script->second.empty()) {
-    t = steady_ms();
-    jobs.clear();
+    remote::Step startup;
+    startup.name = "startup";
+    startup.concurrency = ssh.batch_size;
+    startup.timeout = options.step_timeout;
+    startup.stdin_data = std::make_shared<const std::string>(script->second);
     for (size_t i = 0; i < count; ++i) {
       const auto& w = workers[i];
       TPUCTL_TRY_ASSIGN(SliceEnvInput in, slice_env_input(qr, w.node_index, w.worker, pool));
       TPUCTL_TRY_ASSIGN(EnvVars env, worker_env(in, w.worker, EnvProfile::none));
-      jobs.push_back(
-          remote::Job{w.target, env_command_prefix(env, w.agent_dir) + "bash -s", i, {}});
+      startup.commands.push_back(env_command_prefix(env, w.agent_dir) + "bash -s");
     }
-    remote::SshOptions with_stdin = ssh;
-    with_stdin.stdin_data = std::make_shared<const std::string>(script->second);
-    say(options, "running the startup script on " + std::to_string(count) + " workers");
-    TPUCTL_TRY_ASSIGN(auto started,
-                      remote::run_fanout(jobs, with_stdin, counting("startup"), cancel));
-    report.timings.startup_ms = steady_ms() - t;
-    if (auto f = first_failure(workers, started, "startup script", options.step_timeout)) {
-      return finish(f);
-    }
+    startup.callbacks = counting("startup");
+    steps.push_back(std::move(startup));
   }
 
   // (c) probe and preflight in one agent invocation on every worker of every node at the same
   // time: the host's facts on the first line (timed on arrival for the clock check), then each
   // worker checks its O(N) links (preflight_peers.hpp) over the slice's global numbering.
-  t = steady_ms();
-  jobs.clear();
   std::vector<WorkerLinks> links;
   if (auto type = topology::parse_accelerator_type(qr.accelerator_type); type) {
     if (auto planned = preflight_links(*type, static_cast<int>(qr.nodes.size()));
@@ -385,6 +374,11 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
       links = std::move(*planned);
     }
   }
+  remote::Step preflight;
+  preflight.name = "preflight";
+  preflight.concurrency = 0; // every worker at once: they check each other
+  preflight.timeout = options.preflight_timeout + options.step_timeout;
+  preflight.reap = false; // the agent ends by itself within its --timeout
   for (size_t i = 0; i < count; ++i) {
     const auto& w = workers[i];
     std::string cmd = tag + util::shell_quote_path(w.agent_path) +
@@ -415,16 +409,8 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     if (options.kernel_check) {
       cmd += " --kernel-check";
     }
-    jobs.push_back(remote::Job{w.target, cmd, i, {}});
+    preflight.commands.push_back(std::move(cmd));
   }
-  remote::SshOptions pre_ssh = ssh;
-  pre_ssh.batch_size = std::max(ssh.batch_size, workers.size());
-  pre_ssh.command_timeout = options.preflight_timeout + options.step_timeout;
-  say(options, "preflight on " + std::to_string(count) + " workers (" +
-                   (links.empty() ? std::string("all pairs")
-                                  : "coordinator, torus neighbours" +
-                                        std::string(qr.nodes.size() > 1 ? ", DCN peers" : "")) +
-                   ", port " + std::to_string(options.coordinator_port) + ")");
   std::vector<int64_t> first_line(count, 0);
   remote::FanoutCallbacks timing;
   timing.on_line = [&first_line](const remote::HostLine& line) {
@@ -432,10 +418,60 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
       first_line[line.index] = now_ms();
     }
   };
-  const int64_t probe_before = now_ms();
-  TPUCTL_TRY_ASSIGN(auto checked,
-                    remote::run_fanout(jobs, pre_ssh, counting("preflight", timing), cancel));
-  report.timings.preflight_ms = steady_ms() - t;
+  preflight.callbacks = counting("preflight", timing);
+  steps.push_back(std::move(preflight));
+
+  // Between steps: the report, the first failure (which ends provisioning) and what comes next.
+  say(options, "pushing the agent (sha256 " + sha.substr(0, 12) + ") to " + std::to_string(count) +
+                   " workers");
+  std::optional<QrError> failure;
+  int64_t t = steady_ms();
+  int64_t probe_before = now_ms();
+  auto gate = [&](size_t k, const std::vector<remote::HostResult>& results) {
+    const std::string& name = steps[k].name;
+    const int64_t elapsed = steady_ms() - t;
+    if (name == "push") {
+      report.timings.push_ms = elapsed;
+      size_t unchanged = 0;
+      for (const auto& r : results) {
+        report.workers[r.index]["unchanged"] = r.unchanged;
+        unchanged += r.unchanged ? 1 : 0;
+      }
+      failure = first_failure(workers, results, "agent push", options.step_timeout);
+      if (!failure) {
+        say(options, "pushed in " + std::to_string(elapsed) + " ms (" +
+                         std::to_string(count - unchanged) + " sent, " + std::to_string(unchanged) +
+                         " already there)");
+      }
+    } else if (name == "startup") {
+      report.timings.startup_ms = elapsed;
+      failure = first_failure(workers, results, "startup script", options.step_timeout);
+    } else {
+      report.timings.preflight_ms = elapsed;
+      return false;
+    }
+    if (failure) {
+      return false;
+    }
+    if (steps[k + 1].name == "startup") {
+      say(options, "running the startup script on " + std::to_string(count) + " workers");
+    } else {
+      say(options, "preflight on " + std::to_string(count) + " workers (" +
+                       (links.empty() ? std::string("all pairs")
+                                      : "coordinator, torus neighbours" +
+                                            std::string(qr.nodes.size() > 1 ? ", DCN peers" : "")) +
+                       ", port " + std::to_string(options.coordinator_port) + ")");
+    }
+    t = steady_ms();
+    probe_before = now_ms();
+    return true;
+  };
+  TPUCTL_TRY_ASSIGN(auto step_results, remote::run_steps(targets, ssh, steps, gate, cancel));
+  if (failure || step_results.size() < steps.size()) {
+    return finish(failure);
+  }
+  auto& checked = step_results.back();
+  const milliseconds preflight_timeout = steps.back().timeout;
   // The facts line, then the preflight's JSON; the clock read when the facts were printed.
   std::vector<ClockCheck> clocks(count);
   for (auto& r : checked) {
@@ -450,7 +486,6 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     clocks[r.index] = check_clock(facts["clock_unix_ms"].get<int64_t>(), probe_before, after,
                                   options.max_clock_skew);
   }
-  std::optional<QrError> failure;
   for (const auto& r : checked) {
     const auto& w = workers[r.index];
     auto parsed = preflight_from_text(r.out);
@@ -458,7 +493,7 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
                (r.outcome == remote::Outcome::exit_code && r.exit_code == 1);
     std::string problem;
     if (!ran || !parsed) {
-      problem = "agent preflight failed: " + outcome_text(r, pre_ssh.command_timeout);
+      problem = "agent preflight failed: " + outcome_text(r, preflight_timeout);
     } else {
       json doc = preflight_to_json(*parsed);
       const ClockCheck& c = clocks[r.index];

@@ -37,44 +37,9 @@ HostResult run_job(const Job& job, const SshOptions& options, detail::WorkerCont
     r.outcome = failure->outcome;
     r.error = failure->message;
   } else {
-    LineSplitter split_out, split_err;
-    const bool lines = events.wants_lines();
-    auto emitter = [&](Stream stream) {
-      return [&, stream](std::string_view text, bool complete) {
-        events.line(HostLine{job.index, r.host, stream, text, complete});
-      };
-    };
-    const LineSplitter::Emit emit_out = emitter(Stream::out);
-    const LineSplitter::Emit emit_err = emitter(Stream::err);
-    detail::ExecSink sink = [&](Stream stream, const char* data, size_t size) {
-      if (r.first_byte_ms < 0) {
-        r.first_byte_ms = ms_since(t0);
-      }
-      if (job.on_bytes) {
-        job.on_bytes(stream, data, size);
-      }
-      if (options.keep_output) {
-        (stream == Stream::out ? r.out : r.err).append(data, size);
-      }
-      if (lines) {
-        if (stream == Stream::out) {
-          split_out.feed(std::string_view(data, size), emit_out);
-        } else {
-          split_err.feed(std::string_view(data, size), emit_err);
-        }
-      }
-    };
-    detail::ExecRequest request{job.command, options.stdin_data, options.command_timeout};
-    detail::ExecResult e = session->exec(request, sink);
-    if (lines) {
-      split_out.finish(emit_out);
-      split_err.finish(emit_err);
-    }
-    r.outcome = e.outcome;
-    r.exit_code = e.exit_code;
-    r.signal_name = e.signal_name;
-    r.signal_number = e.signal_number;
-    r.error = e.error;
+    detail::exec_on(*session,
+                    detail::ExecRequest{job.command, options.stdin_data, options.command_timeout},
+                    options.keep_output, job.on_bytes, events, r, t0);
   }
   r.duration_ms = ms_since(t0);
   events.host_done(r);
@@ -82,6 +47,52 @@ HostResult run_job(const Job& job, const SshOptions& options, detail::WorkerCont
 }
 
 } // namespace
+
+namespace detail {
+
+void exec_on(SshSession& session, const ExecRequest& request, bool keep_output,
+             const std::function<void(Stream, const char*, size_t)>& on_bytes, EventSink& events,
+             HostResult& r, Clock::time_point t0) {
+  LineSplitter split_out, split_err;
+  const bool lines = events.wants_lines();
+  auto emitter = [&](Stream stream) {
+    return [&, stream](std::string_view text, bool complete) {
+      events.line(HostLine{r.index, r.host, stream, text, complete});
+    };
+  };
+  const LineSplitter::Emit emit_out = emitter(Stream::out);
+  const LineSplitter::Emit emit_err = emitter(Stream::err);
+  ExecSink sink = [&](Stream stream, const char* data, size_t size) {
+    if (r.first_byte_ms < 0) {
+      r.first_byte_ms = ms_since(t0);
+    }
+    if (on_bytes) {
+      on_bytes(stream, data, size);
+    }
+    if (keep_output) {
+      (stream == Stream::out ? r.out : r.err).append(data, size);
+    }
+    if (lines) {
+      if (stream == Stream::out) {
+        split_out.feed(std::string_view(data, size), emit_out);
+      } else {
+        split_err.feed(std::string_view(data, size), emit_err);
+      }
+    }
+  };
+  ExecResult e = session.exec(request, sink);
+  if (lines) {
+    split_out.finish(emit_out);
+    split_err.finish(emit_err);
+  }
+  r.outcome = e.outcome;
+  r.exit_code = e.exit_code;
+  r.signal_name = e.signal_name;
+  r.signal_number = e.signal_number;
+  r.error = e.error;
+}
+
+} // namespace detail
 
 Expected<std::vector<HostResult>> run_fanout(const std::vector<Job>& jobs,
                                              const SshOptions& options,

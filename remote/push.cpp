@@ -54,40 +54,45 @@ std::string last_line(const std::string& text) {
   return std::string(nl == std::string_view::npos ? t : t.substr(nl + 1));
 }
 
-HostResult push_one(const PushJob& job, const PushOptions& push, const SshOptions& options,
-                    const std::shared_ptr<const std::string>& content, const std::string& hash,
-                    unsigned mode, detail::WorkerContext& ctx, detail::EventSink& events) {
+HostResult push_one(const PushJob& job, const detail::PushPayload& payload,
+                    const SshOptions& options, detail::WorkerContext& ctx,
+                    detail::EventSink& events) {
   const auto t0 = Clock::now();
   HostResult r;
   r.index = job.index;
   r.host = job.target.display_name();
-  auto finish = [&]() {
-    r.duration_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-    events.host_done(r);
-    return r;
-  };
   if (ctx.cancelled()) {
     r = detail::not_started(job.index, r.host);
-    return finish();
+  } else {
+    SshOptions attempt;
+    auto [connected, failure] = detail::connect_with_retries(ctx, options, job.target, attempt);
+    if (failure) {
+      r.outcome = failure->outcome;
+      r.error = failure->message;
+    } else {
+      detail::push_on(*connected, job.remote_path, payload, options.command_timeout, r, t0);
+    }
   }
-  SshOptions attempt;
-  auto [connected, failure] = detail::connect_with_retries(ctx, options, job.target, attempt);
-  if (failure) {
-    r.outcome = failure->outcome;
-    r.error = failure->message;
-    return finish();
-  }
-  detail::SshSession& session = *connected;
+  r.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  events.host_done(r);
+  return r;
+}
+
+} // namespace
+
+namespace detail {
+
+void push_on(SshSession& session, const std::string& remote_path, const PushPayload& payload,
+             std::chrono::milliseconds timeout, HostResult& r, Clock::time_point t0) {
   std::string out, err;
-  detail::ExecSink sink = [&](Stream stream, const char* data, size_t size) {
+  ExecSink sink = [&](Stream stream, const char* data, size_t size) {
     if (r.first_byte_ms < 0) {
       r.first_byte_ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
     }
     (stream == Stream::out ? out : err).append(data, size);
   };
-  auto fill = [&](const detail::ExecResult& e) {
+  auto fill = [&](const ExecResult& e) {
     r.outcome = e.outcome;
     r.exit_code = e.exit_code;
     r.signal_name = e.signal_name;
@@ -96,55 +101,122 @@ HostResult push_one(const PushJob& job, const PushOptions& push, const SshOption
     r.out = out;
     r.err = err;
   };
+  const PushOptions& push = payload.options;
   if (push.skip_if_same) {
-    detail::ExecResult e = session.exec(
-        {push_check_script(job.remote_path, hash, mode), nullptr, options.command_timeout}, sink);
+    ExecResult e =
+        session.exec({push_check_script(remote_path, payload.sha256, payload.mode, push.stamp),
+                      nullptr, timeout, false},
+                     sink);
     fill(e);
     if (e.outcome != Outcome::ok) {
       if (r.error.empty()) {
-        r.error = "cannot check '" + job.remote_path + "': " + last_line(err);
+        r.error = "cannot check '" + remote_path + "': " + last_line(err);
       }
-      return finish();
+      return;
     }
     if (util::trim(out) == "same") {
       r.unchanged = true;
-      return finish();
+      return;
     }
     out.clear();
     err.clear();
   }
-  detail::ExecResult e = session.exec(
-      {push_upload_script(job.remote_path, hash, mode, random_suffix(), push.make_parents), content,
-       options.command_timeout},
-      sink);
+  ExecResult e = session.exec({push_upload_script(remote_path, payload.sha256, payload.mode,
+                                                  random_suffix(), push.make_parents, push.stamp),
+                               payload.content, timeout, false},
+                              sink);
   fill(e);
   if (e.outcome == Outcome::exit_code) {
     r.error = e.exit_code == k_hash_mismatch_exit
-                  ? "the copy of '" + job.remote_path + "' is corrupt: " + last_line(err)
-                  : "cannot write '" + job.remote_path + "': " + last_line(err);
+                  ? "the copy of '" + remote_path + "' is corrupt: " + last_line(err)
+                  : "cannot write '" + remote_path + "': " + last_line(err);
   }
-  return finish();
+}
+
+Expected<PushPayload> load_push_payload(const PushOptions& push,
+                                        const std::vector<std::string>& remote_paths,
+                                        const std::vector<std::string>& host_names) {
+  struct stat st {};
+  if (::stat(push.local_path.c_str(), &st) != 0) {
+    return make_error(ErrorKind::failure, "cannot push '" + push.local_path.string() +
+                                              "': " + std::strerror(errno) +
+                                              " (give a readable regular file)");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return make_error(ErrorKind::failure, "cannot push '" + push.local_path.string() +
+                                              "': not a regular file (give a regular file)");
+  }
+  ErrorList problems;
+  for (size_t i = 0; i < remote_paths.size(); ++i) {
+    const std::string& path = remote_paths[i];
+    if (path.empty() || path.back() == '/') {
+      problems.add(ErrorKind::usage, "remote path '" + path + "' for host '" +
+                                         (i < host_names.size() ? host_names[i] : std::string()) +
+                                         "' must name a file, not a directory");
+    }
+  }
+  if (!problems.empty()) {
+    return problems.combined();
+  }
+  std::ifstream in(push.local_path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in && !in.eof()) {
+    return make_error(ErrorKind::failure, "cannot read '" + push.local_path.string() + "'");
+  }
+  PushPayload payload;
+  payload.content = std::make_shared<const std::string>(ss.str());
+  payload.sha256 = util::sha256_hex(*payload.content);
+  payload.mode = push.mode.value_or(st.st_mode & 07777u);
+  payload.options = push;
+  return payload;
+}
+
+} // namespace detail
+
+namespace {
+
+// The stamp line for the file in $d: "<sha256> <mode> $(stat ...)" as the shell expands it.
+std::string stamp_line(const std::string& sha256, const std::string& mode) {
+  return sha256 + " " + mode + " $(stat -c '%s %y %z %i' -- \"$d\" 2>/dev/null)";
+}
+
+// The mode as stat's %a prints it: octal without leading zeros.
+std::string stat_mode(unsigned mode) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%o", mode & 07777u);
+  return buf;
 }
 
 } // namespace
 
-std::string push_check_script(const std::string& dest, const std::string& sha256, unsigned mode) {
+std::string push_check_script(const std::string& dest, const std::string& sha256, unsigned mode,
+                              bool stamp) {
   std::string d = dest_word(dest);
-  return "d=" + d +
-         "\n"
-         "if [ -f \"$d\" ] && h=$(sha256sum < \"$d\") && [ \"${h%% *}\" = " +
-         sha256 +
-         " ]; then\n"
-         "  chmod " +
-         octal(mode) +
-         " \"$d\" && echo same\n"
-         "else\n"
-         "  echo differ\n"
-         "fi\n";
+  std::string s = "d=" + d + "\n";
+  if (stamp) {
+    // An unchanged file verified before: its stamp still matches a fresh stat (the mode
+    // included, so a file whose mode must change is hashed and fixed below).
+    s += "if [ -f \"$d\" ] && read -r v 2>/dev/null < \"$d\".sha256 && [ \"$v\" = \"" +
+         stamp_line(sha256, stat_mode(mode)) + "\" ]; then\n  echo same; exit 0\nfi\n";
+  }
+  s += "if [ -f \"$d\" ] && h=$(sha256sum < \"$d\") && [ \"${h%% *}\" = " + sha256 +
+       " ]; then\n"
+       "  chmod " +
+       octal(mode) + " \"$d\" && ";
+  if (stamp) {
+    s += "{ umask 077; echo \"" + stamp_line(sha256, "$(stat -c %a -- \"$d\")") +
+         "\" > \"$d\".sha256; } 2>/dev/null; ";
+  }
+  s += "echo same\n"
+       "else\n"
+       "  echo differ\n"
+       "fi\n";
+  return s;
 }
 
 std::string push_upload_script(const std::string& dest, const std::string& sha256, unsigned mode,
-                               const std::string& temp_suffix, bool make_parents) {
+                               const std::string& temp_suffix, bool make_parents, bool stamp) {
   std::string d = dest_word(dest);
   std::string s = "d=" + d + "\nt=\"$d\".tmp." + temp_suffix + "\n";
   s += "trap 'rm -f \"$t\"' EXIT\n";
@@ -160,7 +232,11 @@ std::string push_upload_script(const std::string& dest, const std::string& sha25
   s += "  echo \"sha256 is $h, expected " + sha256 + "\" >&2; exit " +
        std::to_string(k_hash_mismatch_exit) + "\n";
   s += "fi\n";
-  s += "chmod " + octal(mode) + " \"$t\" && mv -f -- \"$t\" \"$d\"\n";
+  s += "chmod " + octal(mode) + " \"$t\" && mv -f -- \"$t\" \"$d\" || exit 1\n";
+  if (stamp) {
+    s += "echo \"" + stamp_line(sha256, "$(stat -c %a -- \"$d\")") +
+         "\" 2>/dev/null > \"$d\".sha256 || true\n";
+  }
   return s;
 }
 
@@ -168,47 +244,19 @@ Expected<std::vector<HostResult>> push_file(const std::vector<PushJob>& jobs,
                                             const PushOptions& push, const SshOptions& options,
                                             const FanoutCallbacks& callbacks,
                                             const CancelToken* cancel) {
-  struct stat st {};
-  if (::stat(push.local_path.c_str(), &st) != 0) {
-    return make_error(ErrorKind::failure, "cannot push '" + push.local_path.string() +
-                                              "': " + std::strerror(errno) +
-                                              " (give a readable regular file)");
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return make_error(ErrorKind::failure, "cannot push '" + push.local_path.string() +
-                                              "': not a regular file (give a regular file)");
-  }
-  ErrorList problems;
-  for (const auto& j : jobs) {
-    if (j.remote_path.empty() || j.remote_path.back() == '/') {
-      problems.add(ErrorKind::usage, "remote path '" + j.remote_path + "' for host '" +
-                                         j.target.display_name() +
-                                         "' must name a file, not a directory");
-    }
-  }
-  if (!problems.empty()) {
-    return problems.combined();
-  }
-  std::ifstream in(push.local_path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!in && !in.eof()) {
-    return make_error(ErrorKind::failure, "cannot read '" + push.local_path.string() + "'");
-  }
-  auto content = std::make_shared<const std::string>(ss.str());
-  const std::string hash = util::sha256_hex(*content);
-  const unsigned mode = push.mode.value_or(st.st_mode & 07777u);
-
+  std::vector<std::string> paths, names;
   std::vector<const SshTarget*> targets;
   for (const auto& j : jobs) {
+    paths.push_back(j.remote_path);
+    names.push_back(j.target.display_name());
     targets.push_back(&j.target);
   }
+  TPUCTL_TRY_ASSIGN(detail::PushPayload payload, detail::load_push_payload(push, paths, names));
   TPUCTL_TRY_ASSIGN(auto identities, detail::prepare_run(targets, options));
   detail::EventSink events(callbacks);
   return detail::run_pool(jobs.size(), options.batch_size, identities, cancel,
                           [&](size_t i, detail::WorkerContext& ctx) {
-                            return push_one(jobs[i], push, options, content, hash, mode, ctx,
-                                            events);
+                            return push_one(jobs[i], payload, options, ctx, events);
                           });
 }
 

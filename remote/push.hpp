@@ -24,6 +24,11 @@ struct PushOptions {
   // (its mode is still set) and the host's result has `unchanged` set.
   bool skip_if_same = false;
   bool make_parents = true; // mkdir -p the remote directory
+  // Remembers a verification in DEST.sha256 (the hash with the file's mode, size, mtime, ctime
+  // and inode), so that a later skip_if_same check of an unchanged file needs one `stat` instead
+  // of hashing it again; any write, chmod or replacement of the file changes its ctime or inode
+  // and the next check hashes it in full. For tpuctl's own files (the agent), not users'.
+  bool stamp = false;
 };
 
 // Streams the file to every host over an exec channel (no SFTP): `cat` into DEST.tmp.<random>
@@ -42,8 +47,10 @@ std::vector<PushJob> make_push_jobs(const std::vector<SshTarget>& targets,
                                     const std::string& remote_path);
 
 // The remote shell scripts push_file runs (exposed for tests). `dest` is quoted here.
-std::string push_check_script(const std::string& dest, const std::string& sha256, unsigned mode);
+std::string push_check_script(const std::string& dest, const std::string& sha256, unsigned mode,
+                              bool stamp = false);
 std::string push_upload_script(const std::string& dest, const std::string& sha256, unsigned mode,
-                               const std::string& temp_suffix, bool make_parents);
+                               const std::string& temp_suffix, bool make_parents,
+                               bool stamp = false);
 
 } // namespace tpuctl::remote

@@ -290,6 +290,11 @@ Connected connect_with_retries(WorkerContext& ctx, const SshOptions& options,
 SshSession::SshSession(WorkerContext& ctx, const SshOptions& options)
     : m_ctx(ctx), m_options(options) {}
 
+bool SshSession::alive() const {
+  return m_session != nullptr && ssh_is_connected(m_session) != 0 &&
+         (ssh_get_status(m_session) & (SSH_CLOSED | SSH_CLOSED_ERROR)) == 0;
+}
+
 SshSession::~SshSession() {
   m_ctx.slot.disarm();
   if (m_session != nullptr) {

@@ -142,7 +142,10 @@ constexpr const char* k_reaper_script =
 
 } // namespace
 
-std::string wrap_command(const std::string& nonce, const std::string& command) {
+std::string wrap_command(const std::string& nonce, const std::string& command, bool reap) {
+  if (!reap) {
+    return "export TPUCTL_RUN=" + nonce + "\n" + command;
+  }
   return "export TPUCTL_RUN=" + nonce + "\nenv -u TPUCTL_RUN sh -c '" + k_reaper_script +
          "' tpuctl-reaper \"$PPID\" \"$$\" " + nonce + " </dev/null >/dev/null 2>&1 &\n" + command;
 }
@@ -207,7 +210,7 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
     return result;
   }
   const std::string nonce = random_nonce();
-  const std::string wrapped = wrap_command(nonce, request.command);
+  const std::string wrapped = wrap_command(nonce, request.command, request.reap);
   if (ssh_channel_request_exec(ch, wrapped.c_str()) != SSH_OK) {
     result.error = "the server refused to run the command on " + m_label + ": " + ssh_get_error(s);
     cleanup();

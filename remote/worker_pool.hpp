@@ -5,6 +5,7 @@
 #include <mutex>
 #include <vector>
 
+#include "remote/push.hpp"
 #include "remote/ssh_session.hpp"
 
 namespace tpuctl::remote::detail {
@@ -34,6 +35,33 @@ std::vector<HostResult> run_pool(size_t count, size_t batch_size, const Identity
 // batch size. Errors: usage (bad option), auth (an identity file that cannot be loaded).
 Expected<IdentityStore> prepare_run(const std::vector<const SshTarget*>& targets,
                                     const SshOptions& options);
+
+// What push_file sends: read, hashed and checked once for all hosts.
+struct PushPayload {
+  std::shared_ptr<const std::string> content;
+  std::string sha256;
+  unsigned mode = 0;
+  PushOptions options;
+};
+
+// Reads push.local_path and checks every remote path (a directory is refused). Errors: failure
+// (the local file cannot be read), usage (a remote path names a directory).
+Expected<PushPayload> load_push_payload(const PushOptions& push,
+                                        const std::vector<std::string>& remote_paths,
+                                        const std::vector<std::string>& host_names);
+
+// push_file's work on one connected session: the check (skip_if_same), then the upload, each
+// bounded by `timeout`. Fills r's outcome, error, output and `unchanged`.
+void push_on(SshSession& session, const std::string& remote_path, const PushPayload& payload,
+             std::chrono::milliseconds timeout, HostResult& r,
+             std::chrono::steady_clock::time_point t0);
+
+// run_fanout's work on one connected session: runs the request, keeps the output when
+// keep_output, hands raw bytes to on_bytes and whole lines to `events`. Fills r's outcome,
+// exit status, signal and error (not duration_ms, and host_done is not called).
+void exec_on(SshSession& session, const ExecRequest& request, bool keep_output,
+             const std::function<void(Stream, const char*, size_t)>& on_bytes, EventSink& events,
+             HostResult& r, std::chrono::steady_clock::time_point t0);
 
 // A HostResult for a host skipped because the run was cancelled before it started.
 HostResult not_started(size_t index, const std::string& host);

@@ -4,9 +4,9 @@
 #include <mutex>
 #include <thread>
 
-#include <curl/curl.h>
 #include <spdlog/spdlog.h>
 
+#include "state/curl_api.hpp"
 #include "state/store.hpp"
 #include "util/strings.hpp"
 
@@ -15,11 +15,6 @@ namespace tpuctl::state::etcd {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-void global_init() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 struct Sink {
   std::string body;
@@ -89,30 +84,31 @@ struct Client::Attempt {
 };
 
 Client::Client(ClientOptions options) : m_options(std::move(options)) {
-  global_init();
-  m_curl = curl_easy_init();
+  if (curl_api().ok()) {
+    m_curl = curl_api().easy_init();
+  }
 }
 
 Client::~Client() {
   if (m_curl) {
-    curl_easy_cleanup(static_cast<CURL*>(m_curl));
+    curl_api().easy_cleanup(static_cast<CURL*>(m_curl));
   }
 }
 
 void Client::configure(void* handle) const {
   CURL* c = static_cast<CURL*>(handle);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(m_options.connect_timeout.count()));
-  curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_api().easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_api().easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                         static_cast<long>(m_options.connect_timeout.count()));
+  curl_api().easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
   if (!m_options.cacert.empty()) {
-    curl_easy_setopt(c, CURLOPT_CAINFO, m_options.cacert.c_str());
+    curl_api().easy_setopt(c, CURLOPT_CAINFO, m_options.cacert.c_str());
   }
   if (!m_options.cert.empty()) {
-    curl_easy_setopt(c, CURLOPT_SSLCERT, m_options.cert.c_str());
+    curl_api().easy_setopt(c, CURLOPT_SSLCERT, m_options.cert.c_str());
   }
   if (!m_options.key.empty()) {
-    curl_easy_setopt(c, CURLOPT_SSLKEY, m_options.key.c_str());
+    curl_api().easy_setopt(c, CURLOPT_SSLKEY, m_options.key.c_str());
   }
 }
 
@@ -121,32 +117,33 @@ Client::Attempt Client::perform(void* handle, const std::string& endpoint, std::
                                 bool with_token,
                                 const std::function<bool(std::string_view)>* stream) {
   CURL* c = static_cast<CURL*>(handle);
-  curl_easy_reset(c);
+  curl_api().easy_reset(c);
   configure(c);
   std::string url = endpoint + std::string(path);
   Sink sink;
   sink.stream = stream;
   char errbuf[CURL_ERROR_SIZE] = {0};
-  curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
-  headers = curl_slist_append(headers, "Expect:"); // no 100-continue round trip for big bodies
+  curl_slist* headers = curl_api().slist_append(nullptr, "Content-Type: application/json");
+  headers =
+      curl_api().slist_append(headers, "Expect:"); // no 100-continue round trip for big bodies
   std::string auth;
   if (with_token && !m_token.empty()) {
     auth = "Authorization: " + m_token;
-    headers = curl_slist_append(headers, auth.c_str());
+    headers = curl_api().slist_append(headers, auth.c_str());
   }
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
-  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &on_write);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-  CURLcode rc = curl_easy_perform(c);
-  curl_slist_free_all(headers);
+  curl_api().easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_api().easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+  curl_api().easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
+  curl_api().easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  curl_api().easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+  curl_api().easy_setopt(c, CURLOPT_WRITEFUNCTION, &on_write);
+  curl_api().easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+  curl_api().easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  CURLcode rc = curl_api().easy_perform(c);
+  curl_api().slist_free_all(headers);
 
   Attempt a;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a.http);
+  curl_api().easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a.http);
   spdlog::debug("etcd: POST {}{} -> {} (curl {})", endpoint, path, a.http, static_cast<int>(rc));
   if (rc != CURLE_OK) {
     if (sink.aborted) {
@@ -154,8 +151,8 @@ Client::Attempt Client::perform(void* handle, const std::string& endpoint, std::
       return a;
     }
     long sent = 0;
-    curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &sent);
-    a.what = errbuf[0] ? std::string(errbuf) : curl_easy_strerror(rc);
+    curl_api().easy_getinfo(c, CURLINFO_REQUEST_SIZE, &sent);
+    a.what = errbuf[0] ? std::string(errbuf) : curl_api().easy_strerror(rc);
     if (rc == CURLE_OPERATION_TIMEDOUT && sent > 0) {
       a.outcome = stream ? Attempt::Outcome::timed_out : Attempt::Outcome::lost;
       a.what = "no answer within " + seconds_text(timeout);
@@ -344,8 +341,8 @@ Expected<WatchEnd> Client::watch(const Json& create_request, std::chrono::millis
   }
   std::string text = Json{{"create_request", create_request}}.dump();
   const auto deadline = Clock::now() + timeout;
-  CURL* handle = curl_easy_init();
-  std::unique_ptr<CURL, void (*)(CURL*)> guard(handle, curl_easy_cleanup);
+  CURL* handle = curl_api().easy_init();
+  std::unique_ptr<CURL, void (*)(CURL*)> guard(handle, curl_api().easy_cleanup);
   const size_t n = m_options.endpoints.size();
   std::vector<std::string> failures;
   size_t tried = 0;

@@ -10,6 +10,7 @@
 #include <thread>
 #include <tuple>
 
+#include "state/curl_api.hpp"
 #include "state/etcd_pages.hpp"
 #include "state/etcd_values.hpp"
 
@@ -53,6 +54,9 @@ Expected<std::unique_ptr<EtcdStore>> EtcdStore::open(EtcdOptions options) {
   }
   if (options.prefix.empty() || options.prefix.back() != '/') {
     options.prefix += '/';
+  }
+  if (!etcd::curl_api().ok()) {
+    return make(ErrorKind::failure, etcd::curl_api().error, reason::k_unavailable);
   }
   std::unique_ptr<EtcdStore> store(new EtcdStore(std::move(options)));
   TPUCTL_TRY(store->init_schema());

@@ -7,6 +7,7 @@
 //   203 tests/integration/test_fanout_push.cpp
 //   204 tests/integration/test_fanout_local_pool.cpp
 //   205 tests/integration/test_fanout_pull.cpp
+//   206 tests/integration/test_fanout_steps.cpp
 // Inside its block a fixture picks the third octet by probing (starting from a pid-derived value)
 // until every host address can be bound, so two runs of the same file (two build trees) do not
 // collide either. Hosts are 127.<block>.<sub>.2, .3, ...; port 2222. The address .250 of the

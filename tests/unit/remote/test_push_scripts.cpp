@@ -1,6 +1,7 @@
 // The shell scripts push_file runs on each host, run here through the local /bin/sh.
 #include <fstream>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <doctest/doctest.h>
 
@@ -8,6 +9,7 @@
 #include "tests/support/helpers.hpp"
 #include "util/process.hpp"
 #include "util/sha256.hpp"
+#include "util/strings.hpp"
 
 using namespace tpuctl;
 using namespace std::string_literals;
@@ -73,4 +75,37 @@ TEST_CASE("remote::push_upload_script and push_check_script take a leading '-' a
   CHECK(r.err == "");
   CHECK(test::read_file(tmp.path() / "-rf") == "x");
   CHECK(sh(in_tmp + remote::push_check_script("-rf", util::sha256_hex("x"), 0600)).out == "same\n");
+}
+
+TEST_CASE(
+    "remote::push_check_script with a stamp trusts an unchanged file and rehashes a changed") {
+  test::TempDir tmp;
+  fs::path dest = tmp.path() / "agent";
+  const std::string sha = util::sha256_hex("v1");
+  auto up = sh(remote::push_upload_script(dest.string(), sha, 0700, "t1", true, true), "v1");
+  REQUIRE(up.exit_code == 0);
+  REQUIRE(fs::exists(tmp.path() / "agent.sha256"));
+  const std::string stamp = test::read_file(tmp.path() / "agent.sha256");
+  CHECK(util::starts_with(stamp, sha + " 700 2 "));
+  CHECK(sh(remote::push_check_script(dest.string(), sha, 0700, true)).out == "same\n");
+  // The same bytes written again: the stamp is stale (a new mtime and ctime), the full hash
+  // still matches, so the answer is the same and the stamp is renewed.
+  ::usleep(20000);
+  std::ofstream(dest) << "v1";
+  CHECK(sh(remote::push_check_script(dest.string(), sha, 0700, true)).out == "same\n");
+  CHECK(test::read_file(tmp.path() / "agent.sha256") != stamp);
+  // Other bytes of the same size: differ, whatever the stamp says.
+  ::usleep(20000);
+  std::ofstream(dest) << "v2";
+  CHECK(sh(remote::push_check_script(dest.string(), sha, 0700, true)).out == "differ\n");
+  // A different mode asked for: hashed again, and the mode is fixed.
+  std::ofstream(dest) << "v1";
+  CHECK(sh(remote::push_check_script(dest.string(), sha, 0750, true)).out == "same\n");
+  struct stat st {};
+  ::stat(dest.c_str(), &st);
+  CHECK((st.st_mode & 07777) == 0750);
+  // A forged stamp for other content: the live stat no longer matches it after any write.
+  std::ofstream(tmp.path() / "agent.sha256") << stamp;
+  std::ofstream(dest) << "v3";
+  CHECK(sh(remote::push_check_script(dest.string(), sha, 0750, true)).out == "differ\n");
 }
