@@ -47,16 +47,22 @@ while [[ $# -gt 0 ]]; do
 done
 
 user=tpufanb
-net=127.0.50
+net=127.0.50  # hosts 1-250 on 127.0.50.2-251, hosts 251-500 on 127.0.51.2-251
+net2=127.0.51
 port=22950
+# The first n hosts as a pdsh/clush/tpuctl range: 127.0.50.[2-N+1], then 127.0.51.[2-...].
+host_range() {
+  local n=$1
+  if ((n <= 250)); then echo "$net.[2-$((n + 1))]"; else echo "$net.[2-251],$net2.[2-$((n - 249))]"; fi
+}
 max_n=0
 for n in $sizes; do
   [[ $n =~ ^[0-9]+$ ]] || { echo "run.sh: --sizes: '$n' is not a number of hosts" >&2; exit 2; }
   if ((n > max_n)); then max_n=$n; fi
 done
 [[ $runs =~ ^[0-9]+$ ]] || { echo "run.sh: --runs: '$runs' is not a number" >&2; exit 2; }
-if ((max_n < 1 || max_n > 250)); then
-  echo "run.sh: sizes must be between 1 and 250 hosts (one 127.0.50.x address each)" >&2
+if ((max_n < 1 || max_n > 500)); then
+  echo "run.sh: sizes must be between 1 and 500 hosts (one 127.0.50.x or 127.0.51.x address each)" >&2
   exit 2
 fi
 
@@ -78,8 +84,8 @@ done
 if id "$user" >/dev/null 2>&1; then
   die "user '$user' already exists (a previous run killed hard?): check it is unused, then 'userdel $user'"
 fi
-if ss -ltnH "( sport = :$port )" | grep -q "$net\."; then
-  die "something already listens on $net.x:$port"
+if ss -ltnH "( sport = :$port )" | grep -qE "($net|$net2)\."; then
+  die "something already listens on $net.x or $net2.x:$port"
 fi
 
 # ---------------------------------------------------------------- scratch space and cleanup
@@ -124,7 +130,7 @@ trap cleanup EXIT
 trap 'log interrupted; exit 130' INT TERM
 
 # ---------------------------------------------------------------- user, keys, configs
-log "scratch $B, user $user, hosts $net.2-$((max_n + 1)):$port"
+log "scratch $B, user $user, hosts $(host_range "$max_n"):$port"
 useradd -M -d "$B/home" -s /bin/sh -U "$user"
 made_user=1
 usermod -p '*' "$user"
@@ -134,13 +140,15 @@ if [[ ! -d /run/sshd ]]; then
 fi
 
 hosts=()
-for ((i = 2; i <= max_n + 1; ++i)); do hosts+=("$net.$i"); done
+for ((i = 0; i < max_n; ++i)); do
+  if ((i < 250)); then hosts+=("$net.$((i + 2))"); else hosts+=("$net2.$((i - 248))"); fi
+done
 
 ssh-keygen -q -t ed25519 -N '' -C fanbench -f "$B/home/.ssh/id_ed25519"
 cp "$B/home/.ssh/id_ed25519.pub" "$B/home/.ssh/authorized_keys"
 # ~/.ssh/config is read by ssh (pdsh, clush and the loop run ssh) and by libssh (tpuctl).
 cat >"$B/home/.ssh/config" <<EOF
-Host $net.*
+Host $net.* $net2.*
   Port $port
   User $user
   IdentityFile $B/home/.ssh/id_ed25519
@@ -188,7 +196,7 @@ done
 "$B/bin/measure" --reaper "$B/srv/reaped" -- bash "$B/srv/start.sh" &
 reaper_pid=$!
 for ((t = 0; ; ++t)); do
-  up=$(ss -ltnH "( sport = :$port )" | grep -c "$net\." || true)
+  up=$(ss -ltnH "( sport = :$port )" | grep -cE "($net|$net2)\." || true)
   if ((up == max_n)); then
     mapfile -t sshd_pids <"$B/srv/pids"
     break
@@ -212,14 +220,16 @@ state="sqlite:$B/home/state.db"
 if [[ " $tools " == *" tpuctl"* ]]; then
   for n in $sizes; do
     as_client "$B/bin/tpuctl" --state "$state" pool create "fan$n" --generation v4 >/dev/null
-    as_client "$B/bin/tpuctl" --state "$state" --pool "fan$n" pool add-hosts "$net.[2-$((n + 1))]" \
+    # shellcheck disable=SC2046 # one SPEC per /24 range
+    as_client "$B/bin/tpuctl" --state "$state" --pool "fan$n" pool add-hosts $(host_range "$n" | tr ',' ' ') \
       --user "$user" --port "$port" --identity-file "$B/home/.ssh/id_ed25519" >/dev/null
   done
 fi
 
 # The command line of one tool at size n.
 tool_cmd() {
-  local tool=$1 n=$2 range="$net.[2-$(($2 + 1))]"
+  local tool=$1 n=$2 range
+  range=$(host_range "$n")
   case "$tool" in
     tpuctl | tpuctl@*)
       local b=$n

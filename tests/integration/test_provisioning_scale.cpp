@@ -1,0 +1,88 @@
+// A 64-host slice through the binary on real sshd (a v5litepod-256 on a 16x16-chip v5e pool, block
+// 127.144.x owned by this file): ACTIVE from nothing and again with the agents in place, each time
+// over exactly one SSH connection per worker (counted in every host's sshd log), the second time
+// with nothing sent.
+#include <filesystem>
+#include <map>
+
+#include <doctest/doctest.h>
+
+#include "tests/support/machine.hpp"
+#include "tests/support/qr_env.hpp"
+#include "util/strings.hpp"
+
+using namespace tpuctl;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int k_hosts = 64;
+
+// host directory name -> the logins its sshd accepted so far.
+std::map<std::string, size_t> logins(const fs::path& pool_dir) {
+  std::map<std::string, size_t> out;
+  for (const auto& host : fs::directory_iterator(pool_dir / "hosts")) {
+    size_t n = 0;
+    for (const auto& line : util::split(test::read_file(host.path() / "sshd.log"), '\n')) {
+      n += line.find("Accepted publickey") != std::string::npos ? 1 : 0;
+    }
+    out[host.path().filename().string()] = n;
+  }
+  return out;
+}
+
+// Every host's logins grew by exactly one since `before`.
+void check_one_login_each(const std::map<std::string, size_t>& before,
+                          const std::map<std::string, size_t>& after) {
+  REQUIRE(after.size() == static_cast<size_t>(k_hosts));
+  for (const auto& [host, n] : after) {
+    CAPTURE(host);
+    auto it = before.find(host);
+    REQUIRE(it != before.end());
+    CHECK(n == it->second + 1);
+  }
+}
+
+// From a created request's report: workers the agent was sent to, workers whose preflight passed.
+std::pair<int, int> sent_and_passed(const nlohmann::json& qr) {
+  const auto& workers = qr["provisioning"]["report"]["workers"];
+  REQUIRE(workers.size() == static_cast<size_t>(k_hosts));
+  int sent = 0, passed = 0;
+  for (const auto& w : workers) {
+    sent += w["unchanged"].get<bool>() ? 0 : 1;
+    passed += w["preflight"].is_object() && w["preflight"].value("ok", false) ? 1 : 0;
+  }
+  return {sent, passed};
+}
+
+} // namespace
+
+TEST_SUITE_BEGIN("integration");
+
+TEST_CASE("qr create: a 64-host slice is ACTIVE over one SSH connection per worker, twice") {
+  test::QrEnv env(k_hosts, test::free_address_base("127.144.", 0, 250, k_hosts), "16x16");
+  const fs::path pool_dir = env.pool_dir();
+
+  auto before = logins(pool_dir);
+  auto first =
+      env.run({"qr", "create", "big", "--accelerator-type", "v5litepod-256", "--format", "json"});
+  REQUIRE_MESSAGE(first.exit_code == 0, first.err);
+  auto doc = nlohmann::json::parse(first.out);
+  CHECK(doc["state"] == "ACTIVE");
+  CHECK(sent_and_passed(doc) == std::pair<int, int>{k_hosts, k_hosts});
+  check_one_login_each(before, logins(pool_dir));
+
+  auto del = env.run({"qr", "delete", "big", "--force", "--quiet"});
+  REQUIRE_MESSAGE(del.exit_code == 0, del.err);
+
+  before = logins(pool_dir);
+  auto again =
+      env.run({"qr", "create", "big", "--accelerator-type", "v5litepod-256", "--format", "json"});
+  REQUIRE_MESSAGE(again.exit_code == 0, again.err);
+  auto again_doc = nlohmann::json::parse(again.out);
+  CHECK(again_doc["state"] == "ACTIVE");
+  CHECK(sent_and_passed(again_doc) == std::pair<int, int>{0, k_hosts});
+  check_one_login_each(before, logins(pool_dir));
+}
+
+TEST_SUITE_END();
