@@ -144,7 +144,7 @@ Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
       return usage_error("--output-directory needs a command (--command 'CMD')");
     }
   }
-  TPUCTL_TRY_ASSIGN(auto plans, plan_slice_workers(ctx, f, target));
+  TPUCTL_TRY_ASSIGN(auto plans, plan_slice_workers(ctx, f, target, !f.dry_run));
   if (command.empty() && plans.size() != 1) {
     return usage_error("cannot open a shell on " + std::to_string(plans.size()) +
                        " workers at once: give --command 'CMD' to run it on each, or --worker N "
@@ -176,7 +176,7 @@ Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
 
 Expected<int> run_env(Context& ctx, const SliceFlags& f) {
   TPUCTL_TRY_ASSIGN(auto target, split_user_target(f.target));
-  TPUCTL_TRY_ASSIGN(auto plans, plan_slice_workers(ctx, f, target));
+  TPUCTL_TRY_ASSIGN(auto plans, plan_slice_workers(ctx, f, target, false));
   if (plans.size() != 1) {
     return usage_error("tpuctl env shows one worker: give --worker N (and --node ID for a queued "
                        "resource with several nodes)");

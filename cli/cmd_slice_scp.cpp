@@ -67,7 +67,7 @@ Expected<int> run_scp(Context& ctx, const SliceFlags& f) {
   flags.target = dest_remote ? dest_remote->target : remote_target;
   TPUCTL_TRY_ASSIGN(auto target, split_user_target(flags.target));
   TPUCTL_TRY_ASSIGN(auto options, ssh_options(f.ssh));
-  TPUCTL_TRY_ASSIGN(auto plans, plan_slice_workers(ctx, flags, target));
+  TPUCTL_TRY_ASSIGN(auto plans, plan_slice_workers(ctx, flags, target, false));
   if (dest_remote) {
     std::vector<remote::SshTarget> targets;
     for (const auto& p : plans) {

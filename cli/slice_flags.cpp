@@ -5,6 +5,7 @@
 #include "cli/compat.hpp"
 #include "cli/state_access.hpp"
 #include "provision/pools.hpp"
+#include "provision/qr_ops.hpp"
 #include "provision/queued_resource.hpp"
 #include "util/strings.hpp"
 
@@ -47,8 +48,8 @@ void add_selection_flags(CLI::App& cmd, SliceFlags& f) {
   }
 }
 
-Expected<std::vector<provision::WorkerPlan>> plan_slice_workers(Context& ctx, const SliceFlags& f,
-                                                                const UserTarget& target) {
+Expected<std::vector<provision::WorkerPlan>>
+plan_slice_workers(Context& ctx, const SliceFlags& f, const UserTarget& target, bool launching) {
   provision::WorkerSelection selection;
   selection.worker = f.worker;
   selection.node = f.shape == SliceShape::tpu_vm ? "all" : f.node;
@@ -69,6 +70,9 @@ Expected<std::vector<provision::WorkerPlan>> plan_slice_workers(Context& ctx, co
   }
   TPUCTL_TRY_ASSIGN(auto view, provision::load_pool(*store, pool));
   TPUCTL_TRY_ASSIGN(auto plans, provision::plan_workers(nodes, view, selection));
+  if (launching) {
+    TPUCTL_TRY(provision::note_launch(*store, pool, nodes.qr));
+  }
   if (!target.user.empty()) {
     for (auto& p : plans) {
       p.target.user = target.user;

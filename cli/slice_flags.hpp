@@ -56,10 +56,12 @@ void add_selection_flags(CLI::App& cmd, SliceFlags& f);
 
 // The workers `f` selects on `target` (a queued resource or a node; `user` replaces each
 // worker's SSH user when not empty), node by node in worker order, each with its environment.
+// `launching`: the caller is about to start commands there (ssh, not scp or env), so the request
+// is told first (provision::note_launch: deleting it will then stop what they leave running).
 // Errors: the store's, not_found (no such target or node), failure (not ACTIVE), usage (bad
 // selection or environment).
-Expected<std::vector<provision::WorkerPlan>> plan_slice_workers(Context& ctx, const SliceFlags& f,
-                                                                const UserTarget& target);
+Expected<std::vector<provision::WorkerPlan>>
+plan_slice_workers(Context& ctx, const SliceFlags& f, const UserTarget& target, bool launching);
 
 // A worker's name for output and files: "<worker>" when every plan is on one node, else
 // "<node>-<worker>". Never fails.

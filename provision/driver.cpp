@@ -175,6 +175,12 @@ Expected<DriveResult> drive(state::StateStore& store, const std::string& pool,
                     if (report && report->ok) {
                       q.provisioning["agent_sha256"] = report->agent_sha256;
                       q.provisioning["report"] = to_stored_json(*report);
+                      auto script = q.metadata.find("startup-script");
+                      if (script == q.metadata.end() || script->second.empty()) {
+                        q.provisioning[k_nothing_launched] = true; // every agent has exited
+                      } else {
+                        q.provisioning.erase(k_nothing_launched);
+                      }
                       size_t workers = hosts_of(q).size();
                       transition(q, QrState::active, state::Initiator::service, now,
                                  "all " + std::to_string(workers) + " workers passed preflight");

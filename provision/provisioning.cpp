@@ -556,6 +556,9 @@ Expected<std::vector<remote::HostResult>> stop_slice_processes(const QueuedResou
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
            c == '_';
   });
+  if (qr.provisioning.is_object() && qr.provisioning.value(k_nothing_launched, false)) {
+    return std::vector<remote::HostResult>{}; // nothing of it can be running: no round of SSH
+  }
   if (!valid) {
     return usage_error("queued resource '" + qr.id + "': uid '" + qr.uid +
                        "' must be non-empty letters, digits, '-' or '_' to find its processes");

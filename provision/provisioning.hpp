@@ -83,10 +83,17 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr, const PoolVi
                                           const ProvisionOptions& options,
                                           const remote::CancelToken* cancel = nullptr);
 
+// In QueuedResource::provisioning, true while nothing tagged with the request's uid can be
+// running on its hosts: set when provisioning ends ACTIVE without a startup script (every agent
+// it started has exited), removed by note_launch before the first command or workload.
+inline constexpr const char* k_nothing_launched = "nothing_launched";
+
 // Kills, on every host of the slice, every process whose environment holds
 // TPUCTL_QR_UID=<qr.uid> (TERM, then KILL after ssh.kill_grace), found by scanning
 // /proc/*/environ. Each host's stdout is "terminated N killed M". Per-host results, in the order
-// of hosts_of(qr) without duplicates.
+// of hosts_of(qr) without duplicates. A request that still carries provisioning's
+// k_nothing_launched mark (ACTIVE with no startup script, and no command or workload started on
+// it since: note_launch) has nothing tagged to stop: no host is contacted and the result is empty.
 // Errors: usage when qr.uid is empty or not [A-Za-z0-9_-]; the errors of run_fanout.
 Expected<std::vector<remote::HostResult>>
 stop_slice_processes(const QueuedResource& qr, const PoolView& pool, const remote::SshOptions& ssh,

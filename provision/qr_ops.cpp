@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "provision/pools.hpp"
+#include "provision/provisioning.hpp"
 #include "provision/reconcile.hpp"
 #include "topology/accelerator_type.hpp"
 #include "util/strings.hpp"
@@ -394,6 +395,30 @@ Expected<NodeDeletion> delete_node(state::StateStore& store, const std::string& 
     return committed.error();
   }
   return del;
+}
+
+Status note_launch(state::StateStore& store, const std::string& pool, const QueuedResource& qr) {
+  if (!qr.provisioning.is_object() || !qr.provisioning.value(k_nothing_launched, false)) {
+    return {};
+  }
+  auto committed = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
+    TPUCTL_TRY_ASSIGN(QueuedResource now, load_queued_resource(s, pool, qr.id));
+    if (now.state != QrState::active) {
+      return make_error(ErrorKind::failure, "queued resource '" + qr.id + "' is " +
+                                                std::string(to_string(now.state)) +
+                                                ", not ACTIVE: nothing was started on it");
+    }
+    if (!now.provisioning.is_object() || !now.provisioning.contains(k_nothing_launched)) {
+      return std::vector<state::Op>{};
+    }
+    now.provisioning.erase(k_nothing_launched);
+    return std::vector<state::Op>{
+        state::UpdateOp{state::queued_resource_key(pool, qr.id), to_json(now), now.version}};
+  });
+  if (!committed) {
+    return committed.error();
+  }
+  return {};
 }
 
 } // namespace tpuctl::provision

@@ -65,6 +65,12 @@ Expected<std::optional<QueuedResource>> begin_delete(state::StateStore& store,
                                                      bool force, const state::Clock& clock,
                                                      bool take_lease = true);
 
+// Before tpuctl starts anything on the workers of `qr` (an ssh command, a workload): removes the
+// k_nothing_launched mark (provisioning.hpp), so that deleting or suspending the request stops
+// what it starts. Reads and writes nothing when `qr` (as the caller loaded it) has no mark.
+// Errors: the store's; failure when the request is no longer ACTIVE (naming its state).
+Status note_launch(state::StateStore& store, const std::string& pool, const QueuedResource& qr);
+
 // SUSPENDED or FAILED -> WAITING_FOR_RESOURCES (USER): the request is queued again from the
 // back of its tier. Errors: not_found; failure naming any other state.
 Expected<QueuedResource> reset_queued_resource(state::StateStore& store, const std::string& pool,

@@ -8,6 +8,7 @@
 #include "provision/container.hpp"
 #include "provision/pools.hpp"
 #include "provision/provisioning.hpp"
+#include "provision/qr_ops.hpp"
 #include "remote/fanout.hpp"
 #include "util/shell_quote.hpp"
 
@@ -76,6 +77,9 @@ Expected<std::vector<WorkerPlan>> plan_workload(state::StateStore& store, const 
   WorkerSelection selection;
   selection.user_env = wl.env;
   TPUCTL_TRY_ASSIGN(auto plans, plan_workers(*target, pool, selection));
+  // Every caller is about to start, watch or stop the workload's processes there: from now on
+  // deleting the request stops what runs on it.
+  TPUCTL_TRY(note_launch(store, wl.pool, target->qr));
   for (auto& p : plans) {
     p.env.emplace_back("TPUCTL_WORKLOAD", wl.name);
     p.env.emplace_back(k_workload_uid_var, wl.uid);

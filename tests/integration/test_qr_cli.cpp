@@ -114,11 +114,18 @@ TEST_CASE("qr: a reserved request preempts a spot slice: SUSPENDING then SUSPEND
   auto spot = env.run({"qr", "create", "cheap", "--accelerator-type", "v5litepod-32", "--spot"});
   REQUIRE_MESSAGE(spot.exit_code == 0, spot.err);
   const std::string uid = env.describe("cheap")["uid"];
-  // A process of the slice (the local pool's hosts are this machine).
-  auto victim = tpuctl::util::run_process(
-      {"bash", "-c", "TPUCTL_QR_UID=" + uid + " setsid sleep 300 >/dev/null 2>&1 & echo $!"});
-  REQUIRE(victim);
-  const int victim_pid = std::stoi(victim->out);
+  // A process of the slice, left running by `tpuctl ssh` (the local pool's hosts are this
+  // machine, so its pid is one here), tagged with the slice's uid like everything tpuctl starts.
+  auto victim = env.run({"ssh", "cheap", "--worker=0", "--command",
+                         "setsid sleep 300 >/dev/null 2>&1 </dev/null & echo $!"});
+  REQUIRE_MESSAGE(victim.exit_code == 0, victim.err);
+  const std::string out(tpuctl::util::trim(victim.out)); // "[host] PID" or "PID"
+  const std::string pid_text =
+      out.substr(out.find_last_of(" ]") == std::string::npos ? 0 : out.find_last_of(" ]") + 1);
+  REQUIRE(pid_text.find_first_not_of("0123456789") == std::string::npos);
+  const int victim_pid = std::stoi(pid_text);
+  CHECK(tpuctl::test::read_file("/proc/" + pid_text + "/environ").find("TPUCTL_QR_UID=" + uid) !=
+        std::string::npos);
   CHECK(::kill(victim_pid, 0) == 0);
 
   auto reserved =
