@@ -8,6 +8,7 @@
 
 #include "agent/preflight.hpp"
 #include "agent/probe.hpp"
+#include "agent/serve_file.hpp"
 #include "agent/spmd_matmul.hpp"
 #include "agent/supervise.hpp"
 #include "cli/commands.hpp"
@@ -203,6 +204,12 @@ void add_supervise(CLI::App& group, Registry& registry) {
       ->type_name("DIR");
 }
 
+struct ServeFileFlags {
+  std::string file, bind, timeout = "30s";
+  int port = 0;
+  int clients = 1;
+};
+
 } // namespace
 
 void setup_agent(CLI::App& group, Registry& registry) {
@@ -276,6 +283,35 @@ void setup_agent(CLI::App& group, Registry& registry) {
                       "also run a 64x64x64 int8 gemm and compare it to the reference");
 
   add_supervise(group, registry);
+
+  auto serve = std::make_shared<ServeFileFlags>();
+  CLI::App* serve_cmd = registry.add(
+      group, "serve-file",
+      "send a file to N TCP clients (provisioning's relay of the agent between workers)",
+      [serve](Context& ctx) -> Expected<int> {
+        agent::ServeFileOptions o;
+        o.file = serve->file;
+        o.host = serve->bind;
+        o.port = serve->port;
+        o.clients = serve->clients;
+        TPUCTL_TRY_ASSIGN(o.timeout, util::parse_duration(serve->timeout, "--timeout"));
+        TPUCTL_TRY_ASSIGN(auto r, agent::serve_file(o));
+        emit(ctx, Json{{"served", r.served}, {"failed", r.failed}, {"clients", o.clients}});
+        return r.ok(o.clients) ? 0 : 1;
+      });
+  serve_cmd->add_option("--file", serve->file, "the file to send")->required()->type_name("PATH");
+  serve_cmd->add_option("--bind", serve->bind, "this worker's address to listen on")
+      ->required()
+      ->type_name("ADDR");
+  serve_cmd->add_option("--port", serve->port, "the port to listen on")
+      ->required()
+      ->type_name("PORT");
+  serve_cmd->add_option("--clients", serve->clients, "return after serving this many (default 1)")
+      ->type_name("N");
+  serve_cmd
+      ->add_option("--timeout", serve->timeout,
+                   "give up on clients that did not come after D (30s)")
+      ->type_name("D");
 
   auto sf = std::make_shared<SpmdFlags>();
   CLI::App* spmd = registry.add(

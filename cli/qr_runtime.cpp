@@ -49,6 +49,12 @@ Expected<provision::DriveOptions> drive_options(const Context& ctx, const SshFla
     TPUCTL_TRY_ASSIGN(o.provision.preflight_timeout,
                       util::parse_duration(t, "TPUCTL_PREFLIGHT_TIMEOUT"));
   }
+  // The port seeds serve the agent on to the rest of their group (default 8477; 0: every worker
+  // gets it over SSH), for hosts where it is taken or firewalled.
+  if (const char* p = std::getenv("TPUCTL_RELAY_PORT"); p != nullptr && *p != '\0') {
+    TPUCTL_TRY_ASSIGN(auto port, util::parse_int(p, "TPUCTL_RELAY_PORT", 0, 65535));
+    o.provision.relay_port = static_cast<int>(port);
+  }
   auto progress = make_progress(ctx);
   if (progress->enabled()) {
     o.provision.progress = [progress](const std::string& line) { progress->line(line); };

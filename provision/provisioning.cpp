@@ -330,6 +330,14 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
   std::vector<remote::Step> steps;
 
   // (a) push: content-addressed and stamped, so an agent already in place costs one `stat`.
+  // Over SSH to the seeds only; the rest of each group fetches from its seed (a2), and what the
+  // relay could not bring goes over SSH after all (a3).
+  const bool relay = options.relay_port > 0 && count > 1;
+  const size_t group = std::max<size_t>(1, options.relay_group);
+  auto seed_of = [group](size_t i) { return i - i % group; };
+  std::vector<char> fetch(count, 0), fallback(count, 0);
+  std::vector<int> group_fetchers(count, 0); // per seed
+  const std::string relay_suffix = sha.substr(0, 12);
   remote::Step push_step;
   push_step.name = "push";
   push_step.concurrency = ssh.batch_size;
@@ -344,7 +352,44 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     push_step.push->remote_paths.push_back(w.agent_path);
   }
   push_step.callbacks = counting("push");
+  if (relay) {
+    push_step.push->may_upload = [seed_of](size_t i) { return seed_of(i) == i; };
+  }
+  remote::StepPush fallback_push = *push_step.push;
   steps.push_back(std::move(push_step));
+
+  if (relay) {
+    remote::Step fetch_step;
+    fetch_step.name = "relay";
+    fetch_step.concurrency = 0; // seeds and their fetchers meet
+    fetch_step.timeout = options.step_timeout;
+    fetch_step.reap = false; // serve-file and the fetch end by themselves
+    fetch_step.runs_on = [&](size_t i) { return fetch[i] || group_fetchers[i] > 0; };
+    fetch_step.command_of = [&, seed_of](size_t i) -> std::string {
+      const auto& w = workers[i];
+      if (!fetch[i]) { // a seed
+        return util::shell_quote_path(w.agent_path) + " agent serve-file --file " +
+               util::shell_quote_path(w.agent_path) + " --bind " +
+               util::shell_quote(w.host.address) + " --port " + std::to_string(options.relay_port) +
+               " --clients " + std::to_string(group_fetchers[i]) + " --timeout 60s --format json";
+      }
+      return "bash -c " + util::shell_quote(remote::push_fetch_script(
+                              w.agent_path, sha, 0700, workers[seed_of(i)].host.address,
+                              options.relay_port, relay_suffix, true));
+    };
+    fetch_step.callbacks = counting("relay");
+    steps.push_back(std::move(fetch_step));
+
+    remote::Step over_ssh;
+    over_ssh.name = "push-fallback";
+    over_ssh.concurrency = ssh.batch_size;
+    over_ssh.timeout = options.step_timeout;
+    over_ssh.push = std::move(fallback_push);
+    over_ssh.push->may_upload = nullptr;
+    over_ssh.runs_on = [&](size_t i) { return fallback[i] != 0; };
+    over_ssh.callbacks = counting("push");
+    steps.push_back(std::move(over_ssh));
+  }
 
   // (b) startup script
   auto script = qr.metadata.find("startup-script");
@@ -432,17 +477,52 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     const int64_t elapsed = steady_ms() - t;
     if (name == "push") {
       report.timings.push_ms = elapsed;
-      size_t unchanged = 0;
+      size_t unchanged = 0, relayed = 0;
       for (const auto& r : results) {
         report.workers[r.index]["unchanged"] = r.unchanged;
         unchanged += r.unchanged ? 1 : 0;
+        if (relay && r.succeeded() && !r.unchanged && seed_of(r.index) != r.index) {
+          fetch[r.index] = 1;
+          ++group_fetchers[seed_of(r.index)];
+          ++relayed;
+        }
       }
       failure = first_failure(workers, results, "agent push", options.step_timeout);
       if (!failure) {
-        say(options, "pushed in " + std::to_string(elapsed) + " ms (" +
-                         std::to_string(count - unchanged) + " sent, " + std::to_string(unchanged) +
-                         " already there)");
+        say(options, "agent checked in " + std::to_string(elapsed) + " ms (" +
+                         std::to_string(count - unchanged - relayed) + " sent over SSH, " +
+                         std::to_string(unchanged) + " already there" +
+                         (relayed ? ", " + std::to_string(relayed) + " to fetch from a seed" : "") +
+                         ")");
       }
+    } else if (name == "relay") {
+      report.timings.push_ms += elapsed;
+      size_t failed = 0;
+      std::string first;
+      for (const auto& r : results) {
+        if (!fetch[r.index]) {
+          continue;
+        }
+        report.workers[r.index]["relayed"] = r.succeeded();
+        if (!r.succeeded()) {
+          fallback[r.index] = 1;
+          if (failed++ == 0) {
+            first = "worker " + std::to_string(workers[r.index].worker) + " of node '" +
+                    workers[r.index].node_id + "': " + outcome_text(r, options.step_timeout);
+          }
+        }
+      }
+      const auto fetchers = static_cast<size_t>(std::count(fetch.begin(), fetch.end(), 1));
+      say(options, "relayed to " + std::to_string(fetchers - failed) + " workers in " +
+                       std::to_string(elapsed) + " ms" +
+                       (failed ? " (" + std::to_string(failed) +
+                                     " could not fetch from their seed and get it over SSH; the "
+                                     "first, " +
+                                     first + ")"
+                               : ""));
+    } else if (name == "push-fallback") {
+      report.timings.push_ms += elapsed;
+      failure = first_failure(workers, results, "agent push", options.step_timeout);
     } else if (name == "startup") {
       report.timings.startup_ms = elapsed;
       failure = first_failure(workers, results, "startup script", options.step_timeout);
@@ -453,7 +533,9 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     if (failure) {
       return false;
     }
-    if (steps[k + 1].name == "startup") {
+    if (steps[k + 1].name == "relay" || steps[k + 1].name == "push-fallback") {
+      // no line: the push's summary said what comes
+    } else if (steps[k + 1].name == "startup") {
       say(options, "running the startup script on " + std::to_string(count) + " workers");
     } else {
       say(options, "preflight on " + std::to_string(count) + " workers (" +

@@ -31,6 +31,11 @@ struct ProvisionOptions {
   std::chrono::milliseconds preflight_timeout{20000};
   std::chrono::milliseconds max_clock_skew{2000};
   int coordinator_port = k_jax_coordinator_port; // 8476
+  // The agent goes over SSH to one worker in every `relay_group` (a seed: worker 0, 64, 128...)
+  // and the others of its group fetch it from that seed over TCP on `relay_port` (plain, checked
+  // against the sha256 sent over SSH); a worker whose fetch fails gets it over SSH. 0: no relay.
+  int relay_port = 8477;
+  size_t relay_group = 64;
   bool kernel_check = true;
   std::function<void(const std::string&)> progress; // one line per step for stderr; may be empty
   // Per worker, as each finishes a step ("push", "probe", "startup", "preflight"): how many of

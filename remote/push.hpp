@@ -52,5 +52,12 @@ std::string push_check_script(const std::string& dest, const std::string& sha256
 std::string push_upload_script(const std::string& dest, const std::string& sha256, unsigned mode,
                                const std::string& temp_suffix, bool make_parents,
                                bool stamp = false);
+// A bash script (run it with `bash -c`) that fetches the file from host:port over plain TCP (a
+// worker running `tpuctl agent serve-file`), then installs it as push_upload_script does: sha256
+// checked against `sha256` (exit 97 on a mismatch), mode set, renamed into place, stamped.
+// Exit 1 with "cannot fetch from host:port" when nothing answers for 10 s.
+std::string push_fetch_script(const std::string& dest, const std::string& sha256, unsigned mode,
+                              const std::string& host, int port, const std::string& temp_suffix,
+                              bool stamp);
 
 } // namespace tpuctl::remote

@@ -86,6 +86,12 @@ HostResult run_step_on_host(const Step& step, size_t i, const SshTarget& target,
     events.host_done(r);
     return r;
   };
+  if (step.runs_on && !step.runs_on(i)) {
+    r.outcome = Outcome::ok; // not in this step: no callback either
+    r.exit_code = 0;
+    r.duration_ms = 0;
+    return r;
+  }
   if (host.dropped) {
     r = *host.dropped;
     r.duration_ms = 0;
@@ -108,14 +114,18 @@ HostResult run_step_on_host(const Step& step, size_t i, const SshTarget& target,
     }
     host.session = std::move(session);
   }
+  const std::string command =
+      step.push ? std::string() : (step.command_of ? step.command_of(i) : step.commands[i]);
   if (step.push) {
-    detail::push_on(*host.session, step.push->remote_paths[i], *payload, step.timeout, r, t0);
-  } else if (step.commands[i].empty()) {
+    const bool may_upload = !step.push->may_upload || step.push->may_upload(i);
+    detail::push_on(*host.session, step.push->remote_paths[i], *payload, step.timeout, r, t0,
+                    may_upload);
+  } else if (command.empty()) {
     r.outcome = Outcome::ok;
     r.exit_code = 0;
   } else {
     detail::exec_on(*host.session,
-                    detail::ExecRequest{step.commands[i], step.stdin_data, step.timeout, step.reap},
+                    detail::ExecRequest{command, step.stdin_data, step.timeout, step.reap},
                     options.keep_output, {}, events, r, t0);
   }
   window.release();
@@ -150,7 +160,7 @@ run_steps(const std::vector<SshTarget>& targets, const SshOptions& options,
         return loaded.error();
       }
       payloads[k] = std::move(*loaded);
-    } else if (s.commands.size() != count) {
+    } else if (!s.command_of && s.commands.size() != count) {
       problems.add(ErrorKind::usage, "step '" + s.name + "' has " +
                                          std::to_string(s.commands.size()) + " commands for " +
                                          std::to_string(count) + " hosts");

@@ -15,6 +15,9 @@ namespace tpuctl::remote {
 struct StepPush {
   PushOptions options;
   std::vector<std::string> remote_paths; // one per target
+  // Hosts that may receive the file in this step (null: all). A host that may not, and whose
+  // copy differs, ends ok with `unchanged` false and nothing sent: a later step brings it.
+  std::function<bool(size_t host)> may_upload;
 };
 
 struct Step {
@@ -28,6 +31,12 @@ struct Step {
   std::vector<std::string> commands;
   std::shared_ptr<const std::string> stdin_data;
   std::optional<StepPush> push; // push_file's check and upload instead of a command
+  // Decided when the step starts, after `proceed` saw the step before (so they may depend on
+  // it): the command of a host, instead of `commands` (null: use `commands`), and whether a
+  // host takes part at all (null: all; a host left out ends ok, nothing run, not even a connect,
+  // and its end is not reported to `callbacks`).
+  std::function<std::string(size_t host)> command_of;
+  std::function<bool(size_t host)> runs_on;
   // See detail::ExecRequest::reap: false only for commands bounded by themselves.
   bool reap = true;
   FanoutCallbacks callbacks; // this step's lines and per-host ends

@@ -51,10 +51,11 @@ Expected<PushPayload> load_push_payload(const PushOptions& push,
                                         const std::vector<std::string>& host_names);
 
 // push_file's work on one connected session: the check (skip_if_same), then the upload, each
-// bounded by `timeout`. Fills r's outcome, error, output and `unchanged`.
+// bounded by `timeout`. Fills r's outcome, error, output and `unchanged`. Without
+// `may_upload`, a copy that differs is left as it is (ok, `unchanged` false).
 void push_on(SshSession& session, const std::string& remote_path, const PushPayload& payload,
              std::chrono::milliseconds timeout, HostResult& r,
-             std::chrono::steady_clock::time_point t0);
+             std::chrono::steady_clock::time_point t0, bool may_upload = true);
 
 // run_fanout's work on one connected session: runs the request, keeps the output when
 // keep_output, hands raw bytes to on_bytes and whole lines to `events`. Fills r's outcome,
