@@ -38,6 +38,7 @@ Json facts_json(const agent::HostFacts& f) {
 struct PreflightFlags {
   int worker = 0;
   std::string hostnames;
+  int num_workers = 0;        // with I=ADDR entries: how many workers the slice has
   std::string calls, expects; // comma lists of worker indices; both empty: every pair
   bool probe = false;         // first print the host's facts (agent probe) as one JSON line
   std::string workdir = ".";
@@ -204,6 +205,29 @@ void add_supervise(CLI::App& group, Registry& registry) {
       ->type_name("DIR");
 }
 
+// --hostnames: "a,b,c" (every worker, in order), or "I=ADDR,J=ADDR" (only the entries this
+// worker needs: provisioning's form, whose length does not grow with the slice) with the count.
+Expected<std::vector<std::string>> hostnames_of(const std::string& text, int num_workers) {
+  if (text.find('=') == std::string::npos) {
+    return util::split(text, ',');
+  }
+  if (num_workers < 1) {
+    return usage_error("--hostnames: I=ADDR entries need --num-workers N (the slice's workers)");
+  }
+  std::vector<std::string> out(static_cast<size_t>(num_workers));
+  for (const auto& item : util::split(text, ',')) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) {
+      return usage_error("--hostnames: '" + util::printable(item) +
+                         "' is not I=ADDR (give every entry as worker index = address)");
+    }
+    TPUCTL_TRY_ASSIGN(auto index,
+                      util::parse_int(item.substr(0, eq), "--hostnames", 0, num_workers - 1));
+    out[static_cast<size_t>(index)] = item.substr(eq + 1);
+  }
+  return out;
+}
+
 struct ServeFileFlags {
   std::string file, bind, timeout = "30s";
   int port = 0;
@@ -231,7 +255,7 @@ void setup_agent(CLI::App& group, Registry& registry) {
       [pf](Context& ctx) -> Expected<int> {
         agent::PreflightOptions o;
         o.worker = pf->worker;
-        o.hostnames = util::split(pf->hostnames, ',');
+        TPUCTL_TRY_ASSIGN(o.hostnames, hostnames_of(pf->hostnames, pf->num_workers));
         o.port = pf->port;
         TPUCTL_TRY_ASSIGN(o.timeout, util::parse_duration(pf->timeout, "--timeout"));
         o.kernel_check = pf->kernel_check;
@@ -260,9 +284,13 @@ void setup_agent(CLI::App& group, Registry& registry) {
       ->required()
       ->type_name("N");
   preflight
-      ->add_option("--hostnames", pf->hostnames, "every worker's address, worker order, comma list")
+      ->add_option("--hostnames", pf->hostnames,
+                   "every worker's address, worker order, comma list; or only the ones needed "
+                   "as I=ADDR,J=ADDR with --num-workers")
       ->required()
       ->type_name("A,B,...");
+  preflight->add_option("--num-workers", pf->num_workers, "with I=ADDR hostnames: the worker count")
+      ->type_name("N");
   preflight
       ->add_option("--calls", pf->calls,
                    "the workers to reach, comma list (none: no one); default every one")

@@ -433,19 +433,20 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
       cmd += " --worker " + std::to_string(w.worker) + " --hostnames " +
              util::shell_quote(util::join(w.peers, ","));
     } else {
-      // Only this worker's and its peers' addresses: the command stays short at pod scale.
-      std::vector<std::string> hostnames(count);
-      hostnames[i] = workers[i].host.address;
+      // Only this worker's and its peers' addresses, as I=ADDR: the command's length does not
+      // grow with the slice (a full list was 5 MB of commands at 2,304 workers).
+      std::vector<std::string> hostnames{std::to_string(i) + "=" + workers[i].host.address};
       std::vector<std::string> calls, expects;
       for (const auto& l : links[i].calls) {
-        hostnames[static_cast<size_t>(l.peer)] = workers[static_cast<size_t>(l.peer)].host.address;
+        hostnames.push_back(std::to_string(l.peer) + "=" +
+                            workers[static_cast<size_t>(l.peer)].host.address);
         calls.push_back(std::to_string(l.peer));
       }
       for (int e : links[i].expects) {
         expects.push_back(std::to_string(e));
       }
-      cmd += " --worker " + std::to_string(i) + " --hostnames " +
-             util::shell_quote(util::join(hostnames, ",")) + " --calls " +
+      cmd += " --worker " + std::to_string(i) + " --num-workers " + std::to_string(count) +
+             " --hostnames " + util::shell_quote(util::join(hostnames, ",")) + " --calls " +
              (calls.empty() ? "none" : util::join(calls, ",")) + " --expects " +
              (expects.empty() ? "none" : util::join(expects, ","));
     }

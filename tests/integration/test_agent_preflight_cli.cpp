@@ -86,6 +86,44 @@ TEST_CASE("agent preflight: a missing worker is unreachable, a corrupt kernel fa
   CHECK(c["unreachable"].empty()); // a single worker has no peers
 }
 
+TEST_CASE("agent preflight: I=ADDR hostnames name only the peers a worker needs") {
+  // Worker 1 of 4 calls worker 3 and expects worker 0's call; 0 calls 1; 3 expects 1. Each is
+  // given only its own and its callees' addresses, as provisioning does.
+  const std::vector<std::vector<std::string>> args{
+      {"--worker", "0", "--hostnames", "0=127.0.71.30,1=127.0.71.31", "--calls", "1", "--expects",
+       "none"},
+      {"--worker", "1", "--hostnames", "1=127.0.71.31,3=127.0.71.33", "--calls", "3", "--expects",
+       "0"},
+      {"--worker", "3", "--hostnames", "3=127.0.71.33", "--calls", "none", "--expects", "1"}};
+  std::vector<tpuctl::util::ProcessResult> results(args.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < args.size(); ++i) {
+    threads.emplace_back([&, i] {
+      std::vector<std::string> a{"agent", "preflight", "--num-workers", "4",        "--port",
+                                 "8476",  "--timeout", "10s",           "--format", "json"};
+      a.insert(a.end(), args[i].begin(), args[i].end());
+      results[i] = run_tpuctl(a);
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  for (const auto& r : results) {
+    INFO(r.out, r.err);
+    CHECK(r.exit_code == 0);
+  }
+  CHECK(json::parse(results[1].out)["reached"] == json::array({3}));
+  CHECK(json::parse(results[1].out)["heard_from"] == json::array({0}));
+  // The count is required with this form, and an index must be one of its workers.
+  auto no_count = run_tpuctl({"agent", "preflight", "--worker", "0", "--hostnames", "0=a"});
+  CHECK(no_count.exit_code == 2);
+  CHECK(no_count.err.find("--num-workers") != std::string::npos);
+  auto out_of_range = run_tpuctl(
+      {"agent", "preflight", "--worker", "0", "--num-workers", "2", "--hostnames", "0=a,2=b"});
+  CHECK(out_of_range.exit_code == 2);
+  CHECK(out_of_range.err.find("--hostnames: 2 is out of range") != std::string::npos);
+}
+
 TEST_CASE("agent preflight: bad options are usage errors") {
   auto r = run_tpuctl({"agent", "preflight", "--worker", "3", "--hostnames", "a,b", "--port", "0"});
   CHECK(r.exit_code == 2);

@@ -5,16 +5,23 @@
 // sha256 check, each of those workers gets the agent over SSH instead, and the slice is ACTIVE
 // with a correct agent everywhere.
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <doctest/doctest.h>
 
 #include "agent/tcp.hpp"
+#include "remote/push.hpp"
+#include "tests/support/background.hpp"
+#include "tests/support/helpers.hpp"
 #include "tests/support/machine.hpp"
 #include "tests/support/qr_env.hpp"
+#include "util/process.hpp"
 #include "util/sha256.hpp"
 
 using namespace tpuctl;
+namespace fs = std::filesystem;
 
 TEST_SUITE_BEGIN("integration");
 
@@ -60,6 +67,56 @@ TEST_CASE("agent relay: a seed port answering wrong bytes sends every worker's a
   }
   CHECK(fetched == 7);
   CHECK(relayed == 0);
+}
+
+TEST_CASE(
+    "agent relay: push_fetch_script installs what serve-file sends, and refuses other bytes") {
+  test::TempDir tmp;
+  const std::string addr = "127.147.250.9"; // this file's block, outside free_address_base's range
+  auto good = tmp.path() / "good";
+  auto bad = tmp.path() / "bad";
+  {
+    std::ofstream(good, std::ios::binary) << std::string(200000, 'g') << "end";
+    std::ofstream(bad, std::ios::binary) << std::string(200000, 'b') << "end";
+  }
+  const std::string sha = util::sha256_file_hex(good).value_or("");
+  struct Served {
+    int exit_code = -1;
+    std::string out;
+  };
+  auto fetch = [&](const fs::path& served, const fs::path& dest) {
+    test::Background server({test::tpuctl_binary(), "agent", "serve-file", "--file",
+                             served.string(), "--bind", addr, "--port", "8477", "--clients", "1",
+                             "--timeout", "20s", "--format", "json"},
+                            {}, {}, tmp.path(), "serve-" + dest.parent_path().filename().string());
+    auto r = util::run_process(
+        {"bash", "-c",
+         remote::push_fetch_script(dest.string(), sha, 0700, addr, 8477, "t1", true)});
+    Served s;
+    s.exit_code = server.wait(std::chrono::seconds(20)).value_or(-1);
+    s.out = server.out();
+    REQUIRE(r);
+    return std::make_pair(*r, s);
+  };
+  auto [ok, ok_server] = fetch(good, tmp.path() / "w0" / "agent");
+  CHECK(ok.exit_code == 0);
+  CHECK(ok.err == "");
+  CHECK(util::sha256_file_hex(tmp.path() / "w0" / "agent").value_or("") == sha);
+  CHECK((fs::status(tmp.path() / "w0" / "agent").permissions() & fs::perms::all) ==
+        fs::perms::owner_all);
+  CHECK(fs::exists(tmp.path() / "w0" / "agent.sha256"));
+  CHECK(ok_server.exit_code == 0);
+  CHECK(nlohmann::json::parse(ok_server.out)["served"] == 1);
+
+  auto [refused, refused_server] = fetch(bad, tmp.path() / "w1" / "agent");
+  CHECK(refused.exit_code == 97);
+  CHECK(refused.err.find("expected " + sha) != std::string::npos);
+  CHECK_FALSE(fs::exists(tmp.path() / "w1" / "agent"));
+  size_t left = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(tmp.path() / "w1")) {
+    ++left;
+  }
+  CHECK(left == 0); // the temporary file is gone too
 }
 
 TEST_SUITE_END();
