@@ -59,6 +59,8 @@ struct SliceWorker {
   std::vector<std::string> peers; // the node's addresses, worker order
 };
 
+constexpr milliseconds k_relay_timeout{30000};
+
 int64_t now_ms() {
   return std::chrono::duration_cast<milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -362,8 +364,10 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     remote::Step fetch_step;
     fetch_step.name = "relay";
     fetch_step.concurrency = 0; // seeds and their fetchers meet
-    fetch_step.timeout = options.step_timeout;
-    fetch_step.reap = false; // serve-file and the fetch end by themselves
+    // A relay port that a firewall drops would hold bash's /dev/tcp connect for minutes: give
+    // the relay 30 s, then whoever has no copy gets it over SSH.
+    fetch_step.timeout = std::min(options.step_timeout, k_relay_timeout);
+    fetch_step.reap = false; // serve-file and the fetch end by themselves, or at the timeout
     fetch_step.runs_on = [&](size_t i) { return fetch[i] || group_fetchers[i] > 0; };
     fetch_step.command_of = [&, seed_of](size_t i) -> std::string {
       const auto& w = workers[i];
@@ -371,7 +375,8 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
         return util::shell_quote_path(w.agent_path) + " agent serve-file --file " +
                util::shell_quote_path(w.agent_path) + " --bind " +
                util::shell_quote(w.host.address) + " --port " + std::to_string(options.relay_port) +
-               " --clients " + std::to_string(group_fetchers[i]) + " --timeout 60s --format json";
+               " --clients " + std::to_string(group_fetchers[i]) + " --timeout " +
+               std::to_string(k_relay_timeout.count()) + "ms --format json";
       }
       return "bash -c " + util::shell_quote(remote::push_fetch_script(
                               w.agent_path, sha, 0700, workers[seed_of(i)].host.address,
