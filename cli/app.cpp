@@ -77,13 +77,17 @@ void add_global_flags(CLI::App& app, GlobalOptions& g) {
       ->group(group);
 }
 
-std::unique_ptr<CLI::App> build_app(Registry& registry, GlobalOptions& globals) {
+std::unique_ptr<CLI::App> build_app(Registry& registry, GlobalOptions& globals,
+                                    const std::string& only_group) {
   auto app = std::make_unique<CLI::App>(k_description, "tpuctl");
   app->fallthrough(); // global flags may follow the command words
   app->require_subcommand(0, 1);
   app->footer("Run 'tpuctl COMMAND --help' for a command's flags. Exit status: see README.md.\n");
   add_global_flags(*app, globals);
   for (const auto& row : command_table()) {
+    if (!only_group.empty() && row.name != only_group) {
+      continue;
+    }
     CLI::App* group = app->add_subcommand(row.name, row.summary);
     for (const auto& alias : row.aliases) {
       group->alias(alias);
@@ -298,7 +302,11 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   ctx.globals.state = config->get("state").value_or(ctx.globals.state);
   ctx.globals.format = config->get("format").value_or(ctx.globals.format);
   set_active_config(std::move(*config));
-  std::unique_ptr<CLI::App> app = build_app(registry, ctx.globals);
+  // `tpuctl agent ...` runs on every worker of a slice at once (the preflight on all of them
+  // in the same second), so it builds its own group only: the whole command tree is a good part
+  // of a process's start.
+  const bool agent_only = args.size() > 2 && args[1] == "agent";
+  std::unique_ptr<CLI::App> app = build_app(registry, ctx.globals, agent_only ? "agent" : "");
 
   if (args.size() <= 1) {
     out << app->help();
@@ -312,8 +320,11 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   }
   // gcloud's and xpk's flags and commands (hidden: not in help, completion or man pages).
   CompatValues compat;
-  add_compat(*app, registry, compat);
-  const std::vector<std::string> words = take_compat_flags(*app, normalize_aliases(args), compat);
+  if (!agent_only) {
+    add_compat(*app, registry, compat);
+  }
+  const std::vector<std::string> words =
+      agent_only ? args : take_compat_flags(*app, normalize_aliases(args), compat);
   std::vector<const char*> argv;
   for (const auto& a : words) {
     argv.push_back(a.c_str());
