@@ -11,8 +11,10 @@
 //   * calls each peer it was given at hostnames[j]:port with a non-blocking connect, sends its
 //   hello and
 //     waits for the peer's answer, which must name worker j (a different id means the address
-//     leads to the wrong process). A refused or failed connect is retried every 100 ms until the
-//     deadline, because peers start a little apart.
+//     leads to the wrong process). A refused or failed connect is retried until the deadline,
+//     because peers start a little apart: after 10 ms, then twice as long each time up to 100 ms
+//     (a fixed 100 ms made a peer that started just after the first try cost 100 ms of the
+//     slice's preflight).
 // The loop ends when every called peer answered and every expected peer called in (so a fast
 // worker keeps its port open for slow peers), or at the deadline. A peer not reached by then is
 // reported with the last error seen. Hostnames are resolved first (getaddrinfo, IPv4 and IPv6); one
@@ -37,7 +39,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr milliseconds k_retry_delay{100};
+constexpr milliseconds k_first_retry{10};
+constexpr milliseconds k_retry_delay{100}; // the longest wait between two tries
 constexpr size_t k_max_line = 256;
 
 // A peer's address, or why it has none.
@@ -69,6 +72,11 @@ struct Conn {
 struct Outgoing {
   enum class Phase { idle, busy, done } phase = Phase::idle;
   Clock::time_point retry_at{};
+  milliseconds backoff = k_first_retry;
+  void later(Clock::time_point now) {
+    retry_at = now + backoff;
+    backoff = std::min(backoff * 2, k_retry_delay);
+  }
   std::string last_error = "no answer";
 };
 
@@ -261,7 +269,7 @@ Expected<PreflightResult> run_preflight(const PreflightOptions& options) {
     auto& o = out[static_cast<size_t>(c.peer)];
     o.last_error = why;
     o.phase = Outgoing::Phase::idle;
-    o.retry_at = Clock::now() + k_retry_delay;
+    o.later(Clock::now());
     close_conn(c);
   };
 
@@ -287,7 +295,7 @@ Expected<PreflightResult> run_preflight(const PreflightOptions& options) {
       c.outgoing = true;
       if (c.fd < 0) {
         o.last_error = "socket: " + error_text(errno);
-        o.retry_at = now + k_retry_delay;
+        o.later(now);
         continue;
       }
       set_nonblocking(c.fd);
