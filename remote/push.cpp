@@ -271,11 +271,12 @@ std::string push_fetch_script(const std::string& dest, const std::string& sha256
                               const std::string& host, int port, const std::string& temp_suffix,
                               bool stamp) {
   // bash's /dev/tcp: the host needs nothing but bash. The seed may not listen yet (it starts in
-  // the same step): try for 10 s, waiting with `read -t` on an empty pipe instead of running
-  // `sleep`, so a retry starts no process. A transfer cut short fails the sha256 check.
+  // the same step): try for 10 s, waiting with `read -t` on an empty pipe (made once, on the
+  // first retry) instead of running `sleep`, so retries start no process. A transfer cut short
+  // fails the sha256 check.
   const std::string from = "/dev/tcp/" + util::shell_quote(host) + "/" + std::to_string(port);
   return temp_prologue(dest, temp_suffix, true) +
-         "exec 8<> <(:) 9>&2\n"
+         "exec 9>&2\n"
          "i=0\n"
          "until exec 3< " +
          from +
@@ -284,6 +285,7 @@ std::string push_fetch_script(const std::string& dest, const std::string& sha256
          "  if [ $i -ge 100 ]; then echo \"cannot fetch from " +
          host + ":" + std::to_string(port) +
          "\" >&9; exit 1; fi\n"
+         "  [ $i -gt 1 ] || exec 8<> <(:)\n" // the empty pipe, made on the first retry only
          "  read -t 0.1 -u 8 _\n"
          "done 2>/dev/null\n"
          "cat <&3 > \"$t\" || exit 1\n"

@@ -108,6 +108,23 @@ TEST_CASE(
   CHECK(ok_server.exit_code == 0);
   CHECK(nlohmann::json::parse(ok_server.out)["served"] == 1);
 
+  // A seed that starts listening only after the fetch began: the fetch waits for it.
+  {
+    const fs::path dest = tmp.path() / "w2" / "agent";
+    test::Background fetcher(
+        {"/bin/bash", "-c",
+         remote::push_fetch_script(dest.string(), sha, 0700, addr, 8477, "t2", true)},
+        {}, {}, tmp.path(), "late-fetch");
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    test::Background server({test::tpuctl_binary(), "agent", "serve-file", "--file", good.string(),
+                             "--bind", addr, "--port", "8477", "--clients", "1", "--timeout",
+                             "20s"},
+                            {}, {}, tmp.path(), "late-serve");
+    CHECK(fetcher.wait(std::chrono::seconds(20)).value_or(-1) == 0);
+    CHECK(server.wait(std::chrono::seconds(20)).value_or(-1) == 0);
+    CHECK(util::sha256_file_hex(dest).value_or("") == sha);
+  }
+
   auto [refused, refused_server] = fetch(bad, tmp.path() / "w1" / "agent");
   CHECK(refused.exit_code == 97);
   CHECK(refused.err.find("expected " + sha) != std::string::npos);
