@@ -32,7 +32,9 @@ HostResult run_job(const Job& job, const SshOptions& options, detail::WorkerCont
     return r;
   }
   SshOptions attempt;
-  auto [session, failure] = detail::connect_with_retries(ctx, options, job.target, attempt);
+  auto [session, failure, attempts] =
+      detail::connect_with_retries(ctx, options, job.target, attempt);
+  (void)attempts;
   if (failure) {
     r.outcome = failure->outcome;
     r.error = failure->message;

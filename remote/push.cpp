@@ -65,7 +65,9 @@ HostResult push_one(const PushJob& job, const detail::PushPayload& payload,
     r = detail::not_started(job.index, r.host);
   } else {
     SshOptions attempt;
-    auto [connected, failure] = detail::connect_with_retries(ctx, options, job.target, attempt);
+    auto [connected, failure, attempts] =
+        detail::connect_with_retries(ctx, options, job.target, attempt);
+    (void)attempts;
     if (failure) {
       r.outcome = failure->outcome;
       r.error = failure->message;

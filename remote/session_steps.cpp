@@ -19,6 +19,8 @@
 #include <mutex>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "remote/worker_pool.hpp"
 
 namespace tpuctl::remote {
@@ -28,33 +30,58 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// A counting semaphore whose waiters give up when the run is cancelled.
+// A counting semaphore whose waiters give up when the run is cancelled, and whose size adapts to
+// what the hosts answer (additive increase, multiplicative decrease, as TCP's congestion
+// window): a connect that needed a retry (no banner or key exchange in time: hosts too busy
+// with the handshakes already in flight) halves the window, down to k_min_window; each connect
+// that succeeds at once widens it by one, back up to its size.
+constexpr size_t k_min_window = 4;
+
 class Window {
 public:
-  explicit Window(size_t slots) : m_free(slots) {}
+  explicit Window(std::string step, size_t slots)
+      : m_step(std::move(step)), m_max(slots), m_limit(slots) {}
   bool acquire(const CancelToken* cancel) {
     std::unique_lock lock(m_mutex);
-    while (m_free == 0) {
+    while (m_in_use >= m_limit) {
       if (cancel != nullptr && cancel->cancelled()) {
         return false;
       }
       m_cv.wait_for(lock, milliseconds(50));
     }
-    --m_free;
+    ++m_in_use;
     return true;
   }
   void release() {
     {
       std::lock_guard lock(m_mutex);
-      ++m_free;
+      --m_in_use;
     }
-    m_cv.notify_one();
+    m_cv.notify_all();
+  }
+  // After a connect: `attempts` it took, to `host`.
+  void connected(int attempts, const std::string& host) {
+    std::lock_guard lock(m_mutex);
+    if (attempts > 1) {
+      const size_t before = m_limit;
+      m_limit = std::max(std::min(k_min_window, m_max), m_limit / 2);
+      if (m_limit != before) {
+        spdlog::info("step '{}': a connect to {} needed {} attempts: connecting {} hosts at a "
+                     "time instead of {}",
+                     m_step, host, attempts, m_limit, before);
+      }
+    } else if (m_limit < m_max) {
+      ++m_limit;
+    }
   }
 
 private:
+  std::string m_step;
   std::mutex m_mutex;
   std::condition_variable m_cv;
-  size_t m_free;
+  size_t m_max;
+  size_t m_limit;
+  size_t m_in_use = 0;
 };
 
 // What the host threads and the calling thread share about the steps' progress.
@@ -104,7 +131,9 @@ HostResult run_step_on_host(const Step& step, size_t i, const SshTarget& target,
   }
   if (!host.session || !host.session->alive()) {
     host.session.reset();
-    auto [session, failure] = detail::connect_with_retries(ctx, options, target, host.attempt);
+    auto [session, failure, attempts] =
+        detail::connect_with_retries(ctx, options, target, host.attempt);
+    window.connected(attempts, r.host);
     if (failure) {
       r.outcome = failure->outcome;
       r.error = failure->message + " (in step '" + step.name + "')";
@@ -187,7 +216,7 @@ run_steps(const std::vector<SshTarget>& targets, const SshOptions& options,
   std::vector<std::unique_ptr<detail::EventSink>> sinks;
   for (const auto& s : steps) {
     size_t slots = s.concurrency == 0 ? count : std::min(s.concurrency, count);
-    windows.push_back(std::make_unique<Window>(slots));
+    windows.push_back(std::make_unique<Window>(s.name, slots));
     sinks.push_back(std::make_unique<detail::EventSink>(s.callbacks));
   }
   std::vector<std::unique_ptr<detail::WorkerSlot>> slots;

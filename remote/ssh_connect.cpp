@@ -266,6 +266,7 @@ Connected connect_with_retries(WorkerContext& ctx, const SshOptions& options,
   attempt = options;
   Connected c;
   for (int tries = 0;; ++tries) {
+    c.attempts = tries + 1;
     c.session = std::make_unique<SshSession>(ctx, attempt);
     c.failure = c.session->connect(target);
     if (!c.failure) {

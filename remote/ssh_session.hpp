@@ -151,6 +151,7 @@ private:
 struct Connected {
   std::unique_ptr<SshSession> session;
   std::optional<Failure> failure;
+  int attempts = 1; // connects tried (1 when the first one succeeded or failed for good)
 };
 Connected connect_with_retries(WorkerContext& ctx, const SshOptions& options,
                                const SshTarget& target, SshOptions& attempt);

@@ -5,8 +5,12 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
+#include <thread>
 
 #include <doctest/doctest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "remote/session_steps.hpp"
 #include "tests/support/local_pool_fixture.hpp"
@@ -180,6 +184,40 @@ TEST_CASE("remote::run_steps pushes once, then finds the stamped copy unchanged"
   }
   CHECK(util::sha256_file_hex(push.push->remote_paths[0]).value_or("") ==
         util::sha256_file_hex(local).value_or("x"));
+}
+
+TEST_CASE("remote::run_steps narrows a step's window when a host needs a second connect") {
+  auto targets = pool().targets();
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  auto logger = std::make_shared<spdlog::logger>(
+      "steps-test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  logger->set_level(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+  // Host 0's sshd sends no banner for 1.5 s: its first connect (1 s) times out, the retry
+  // (2 s) gets through.
+  remote::SshOptions o = pool().options();
+  o.connect_timeout = std::chrono::milliseconds(1000);
+  o.connect_retries = 3;
+  o.connect_timeout_growth = 2;
+  pool().pause(0);
+  std::thread resume([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    pool().resume(0);
+  });
+  auto results =
+      remote::run_steps(targets, o, {command_step("a", "echo a", k_hosts, k_hosts)},
+                        [](size_t, const std::vector<remote::HostResult>&) { return true; });
+  resume.join();
+  spdlog::set_default_logger(previous);
+  REQUIRE(results);
+  for (const auto& r : (*results)[0]) {
+    CAPTURE(r.host);
+    CAPTURE(r.error);
+    CHECK(r.outcome == Outcome::ok);
+  }
+  CHECK(log.str().find("step 'a': a connect to " + targets[0].name + " needed 2 attempts: " +
+                       "connecting 4 hosts at a time instead of 8") != std::string::npos);
 }
 
 TEST_SUITE_END();
