@@ -207,6 +207,15 @@ Json result_json(GemmDtype dtype, int m, int n, int k, int threads, int reps,
   j["max_abs_error"] = r.checked ? Json(r.check.max_abs_error) : Json(nullptr);
   j["isa"] = r.isa;
   j["peak_probe"] = dtype == GemmDtype::int8 ? "int8_exact" : "fp32_fma";
+  // Every matrix unit this host has, with its measured peak at this thread count: what the
+  // kernel could use, beside the unit it used (`isa`, `peak_probe`).
+  Json units = Json::array();
+  for (kernels::PeakKind kind : kernels::host_units()) {
+    units.push_back(Json{{"isa", kernels::unit_isa(kind)},
+                         {"probe", kernels::to_string(kind)},
+                         {"peak_gops", round_to(kernels::host_peak_gops(kind, threads), 3)}});
+  }
+  j["units"] = std::move(units);
   return j;
 }
 

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/peak_probe_loops.hpp"
+
 namespace tpuctl::kernels {
 
 namespace {
@@ -37,9 +39,40 @@ bool has_avx2_fma() {
 #endif
 }
 
+// The AVX-512 probes also need the OS to save zmm state, which __builtin_cpu_supports checks
+// (XCR0) as part of "avx512f".
+bool has_avx512(PeakKind kind) {
+#if defined(__x86_64__)
+  static const bool f = __builtin_cpu_supports("avx512f");
+  static const bool bf16 = f && __builtin_cpu_supports("avx512bf16");
+  static const bool vnni = f && __builtin_cpu_supports("avx512vnni");
+  switch (kind) {
+  case PeakKind::fp32_fma_avx512:
+    return f;
+  case PeakKind::bf16_dot_avx512:
+    return bf16;
+  case PeakKind::int8_vnni_avx512:
+    return vnni;
+  default:
+    return false;
+  }
+#else
+  (void)kind;
+  return false;
+#endif
+}
+
+bool is_avx512(PeakKind kind) {
+  return kind == PeakKind::fp32_fma_avx512 || kind == PeakKind::bf16_dot_avx512 ||
+         kind == PeakKind::int8_vnni_avx512;
+}
+
 // Operations (flops or int ops) per iteration of each loop.
-constexpr double k_ops_fp32 = 12 * 8 * 2;  // 12 FMAs x 8 lanes x (mul + add)
-constexpr double k_ops_int8 = 12 * 16 * 2; // 12 vpmaddwd x 16 int16 MACs x 2 ops
+constexpr double k_ops_fp32 = 12 * 8 * 2;          // 12 FMAs x 8 lanes x (mul + add)
+constexpr double k_ops_int8 = 12 * 16 * 2;         // 12 vpmaddwd x 16 int16 MACs x 2 ops
+constexpr double k_ops_fp32_zmm = 12 * 16 * 2;     // 12 FMAs x 16 lanes x 2
+constexpr double k_ops_bf16_zmm = 12 * 16 * 2 * 2; // 12 vdpbf16ps x 16 lanes x 2 products x 2
+constexpr double k_ops_vnni_zmm = 12 * 16 * 4 * 2; // 12 vpdpbusd x 16 lanes x 4 MACs x 2
 
 #if defined(__x86_64__)
 void fma_loop(long iterations) {
@@ -164,6 +197,16 @@ void portable_int8_loop(long iterations) {
 }
 
 void run_loop(PeakKind kind, long iterations) {
+  if (is_avx512(kind)) {
+    if (kind == PeakKind::fp32_fma_avx512) {
+      detail::zmm_fma_loop(iterations);
+    } else if (kind == PeakKind::bf16_dot_avx512) {
+      detail::zmm_bf16_loop(iterations);
+    } else {
+      detail::zmm_vnni_loop(iterations);
+    }
+    return;
+  }
 #if defined(__x86_64__)
   if (has_avx2_fma()) {
     if (kind == PeakKind::fp32_fma) {
@@ -182,16 +225,80 @@ void run_loop(PeakKind kind, long iterations) {
 }
 
 double ops_per_iteration(PeakKind kind) {
-  return kind == PeakKind::fp32_fma ? k_ops_fp32 : k_ops_int8;
+  switch (kind) {
+  case PeakKind::fp32_fma:
+    return k_ops_fp32;
+  case PeakKind::int8_exact:
+    return k_ops_int8;
+  case PeakKind::fp32_fma_avx512:
+    return k_ops_fp32_zmm;
+  case PeakKind::bf16_dot_avx512:
+    return k_ops_bf16_zmm;
+  case PeakKind::int8_vnni_avx512:
+    return k_ops_vnni_zmm;
+  }
+  return 0;
 }
 
 } // namespace
 
 const char* to_string(PeakKind kind) {
-  return kind == PeakKind::fp32_fma ? "fp32_fma" : "int8_exact";
+  switch (kind) {
+  case PeakKind::fp32_fma:
+    return "fp32_fma";
+  case PeakKind::int8_exact:
+    return "int8_exact";
+  case PeakKind::fp32_fma_avx512:
+    return "fp32_fma_avx512";
+  case PeakKind::bf16_dot_avx512:
+    return "bf16_dot_avx512";
+  case PeakKind::int8_vnni_avx512:
+    return "int8_vnni_avx512";
+  }
+  return "?";
+}
+
+const char* unit_isa(PeakKind kind) {
+  switch (kind) {
+  case PeakKind::fp32_fma:
+  case PeakKind::int8_exact:
+    return has_avx2_fma() ? "avx2" : "portable";
+  case PeakKind::fp32_fma_avx512:
+    return "avx512";
+  case PeakKind::bf16_dot_avx512:
+    return "avx512-bf16";
+  case PeakKind::int8_vnni_avx512:
+    return "avx512-vnni";
+  }
+  return "?";
+}
+
+bool host_has(PeakKind kind) {
+  return is_avx512(kind) ? has_avx512(kind) : true;
+}
+
+std::vector<PeakKind> host_units() {
+  std::vector<PeakKind> out;
+  for (PeakKind k : {PeakKind::fp32_fma, PeakKind::int8_exact, PeakKind::fp32_fma_avx512,
+                     PeakKind::bf16_dot_avx512, PeakKind::int8_vnni_avx512}) {
+    if (host_has(k)) {
+      out.push_back(k);
+    }
+  }
+  return out;
 }
 
 const char* probe_description(PeakKind kind) {
+  switch (kind) {
+  case PeakKind::fp32_fma_avx512:
+    return "12 independent vfmadd231ps zmm chains (inline asm), 2 flop per lane";
+  case PeakKind::bf16_dot_avx512:
+    return "12 independent vdpbf16ps zmm chains (inline asm), 2 bf16 products of 2 flop per lane";
+  case PeakKind::int8_vnni_avx512:
+    return "12 independent vpdpbusd zmm chains (inline asm), 4 u8 x s8 MACs of 2 ops per lane";
+  default:
+    break;
+  }
   if (has_avx2_fma()) {
     return kind == PeakKind::fp32_fma
                ? "12 independent vfmadd231ps ymm chains (inline asm), 2 flop per lane"
@@ -202,9 +309,12 @@ const char* probe_description(PeakKind kind) {
 }
 
 double measure_peak_gops(PeakKind kind, int threads, double budget_seconds) {
+  if (!host_has(kind)) {
+    return 0;
+  }
   threads = std::max(threads, 1);
   // The portable loops do far more work per iteration; keep their trials short too.
-  long iterations = has_avx2_fma() ? k_iterations : k_iterations / 64;
+  long iterations = has_avx2_fma() || is_avx512(kind) ? k_iterations : k_iterations / 64;
   double work = ops_per_iteration(kind) * static_cast<double>(iterations) * threads;
   double best = 0;
   auto start = Clock::now();

@@ -3,6 +3,8 @@
 // throughput moves with its neighbours' load).
 #pragma once
 
+#include <vector>
+
 namespace tpuctl::kernels {
 
 enum class PeakKind {
@@ -12,17 +14,35 @@ enum class PeakKind {
   // 12 independent vpmaddwd + vpaddd ymm chains: Gop/s counted as 2 ops per int16 MAC, the
   // ceiling of the exact int8 GEMM (int8 sign-extended to int16; no saturating vpmaddubsw).
   int8_exact,
+  // The AVX-512 units, measured only where the CPU has them (0 elsewhere): 12 vfmadd231ps zmm
+  // chains (GFLOP/s), 12 vdpbf16ps zmm chains (GFLOP/s: 2 bf16 products of 2 flop per lane), 12
+  // vpdpbusd zmm chains (Gop/s: 4 u8 x s8 MACs of 2 ops per lane).
+  fp32_fma_avx512,
+  bf16_dot_avx512,
+  int8_vnni_avx512,
 };
 
-// "fp32_fma" or "int8_exact".
+// "fp32_fma", "int8_exact", "fp32_fma_avx512", "bf16_dot_avx512" or "int8_vnni_avx512".
 const char* to_string(PeakKind kind);
+
+// The ISA of the unit a probe measures: "avx2" (or "portable" without AVX2 + FMA), "avx512",
+// "avx512-bf16", "avx512-vnni".
+const char* unit_isa(PeakKind kind);
+
+// Whether this CPU can run the probe's instructions (fp32_fma and int8_exact: always, through
+// the portable loops where AVX2 + FMA are missing).
+bool host_has(PeakKind kind);
+
+// Every probe this CPU can run, in the enum's order.
+std::vector<PeakKind> host_units();
 
 // What the probe runs on this host, e.g. "12 x vfmadd231ps ymm chains (inline asm)", or the
 // portable C++ loop used when the CPU lacks AVX2 + FMA.
 const char* probe_description(PeakKind kind);
 
 // Runs the probe on `threads` threads at once for about `budget_seconds` in total and returns
-// the best rate seen, in G(FL)OP/s summed over the threads. Never fails; threads < 1 counts as 1.
+// the best rate seen, in G(FL)OP/s summed over the threads; 0 for a unit the CPU lacks
+// (host_has). Never fails; threads < 1 counts as 1.
 double measure_peak_gops(PeakKind kind, int threads, double budget_seconds = 0.06);
 
 // measure_peak_gops(kind, threads) measured once per process per (kind, threads) and cached.

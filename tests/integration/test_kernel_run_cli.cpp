@@ -2,6 +2,8 @@
 // problem checked against the reference for every dtype, the json fields, usage errors (exit 2),
 // the mismatch path (exit 1, forced with the CLI's debug corruption switch) and golden help.
 #include <cmath>
+#include <fstream>
+#include <set>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -61,6 +63,35 @@ TEST_CASE("kernel run uses the threads and reps it is given and reports them in 
   CHECK(t.out.find("dtype:") != std::string::npos);
   CHECK(t.out.find("int8") != std::string::npos); // the default dtype
   CHECK(t.out.find("gops_median:") != std::string::npos);
+}
+
+TEST_CASE("kernel run lists the host's matrix units with a measured peak for each") {
+  auto r = run_tpuctl({"kernel", "run", "--m", "32", "--n", "32", "--k", "32", "--format", "json"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  auto j = nlohmann::json::parse(r.out);
+  std::set<std::string> probes;
+  for (const auto& u : j["units"]) {
+    CAPTURE(u.dump());
+    CHECK(u["peak_gops"].get<double>() > 0);
+    probes.insert(u["probe"].get<std::string>());
+  }
+  CHECK(probes.count("fp32_fma") == 1);
+  CHECK(probes.count("int8_exact") == 1);
+  // The AVX-512 units appear exactly where the CPU lists them.
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string flags;
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("flags", 0) == 0) {
+      flags = line + " ";
+      break;
+    }
+  }
+  const bool f = flags.find(" avx512f ") != std::string::npos;
+  CHECK(probes.count("fp32_fma_avx512") == (f ? 1u : 0u));
+  CHECK(probes.count("bf16_dot_avx512") ==
+        (f && flags.find(" avx512_bf16 ") != std::string::npos ? 1u : 0u));
+  CHECK(probes.count("int8_vnni_avx512") ==
+        (f && flags.find(" avx512_vnni ") != std::string::npos ? 1u : 0u));
 }
 
 TEST_CASE("kernel run rejects a bad dtype and zero sizes with exit 2, every problem reported") {

@@ -1,8 +1,12 @@
 // The GEMM's support code: the thread pool (every index claimed exactly once, nesting, the
 // counter handshake) and the peak probe (positive, cached per process). Speeds are not asserted.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -74,6 +78,70 @@ TEST_CASE("kernels::measure_peak_gops gives a positive rate for both probes and 
       double gops = measure_peak_gops(kind, threads, 0.005);
       CHECK(std::isfinite(gops));
       CHECK(gops > 0);
+    }
+  }
+}
+
+namespace {
+
+// The CPU flags /proc/cpuinfo lists for the first processor (empty when it cannot be read).
+std::set<std::string> cpu_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("flags", 0) == 0) {
+      std::istringstream words(line.substr(line.find(':') + 1));
+      std::set<std::string> out;
+      for (std::string w; words >> w;) {
+        out.insert(w);
+      }
+      return out;
+    }
+  }
+  return {};
+}
+
+} // namespace
+
+TEST_CASE("kernels::host_units names the AVX-512 units /proc/cpuinfo lists, and only those run") {
+  const auto flags = cpu_flags();
+  REQUIRE_FALSE(flags.empty());
+  const std::vector<std::pair<PeakKind, std::string>> avx512{
+      {PeakKind::fp32_fma_avx512, "avx512f"},
+      {PeakKind::bf16_dot_avx512, "avx512_bf16"},
+      {PeakKind::int8_vnni_avx512, "avx512_vnni"}};
+  const auto units = host_units();
+  for (const auto& [kind, flag] : avx512) {
+    CAPTURE(to_string(kind));
+    const bool listed = flags.count(flag) > 0 && flags.count("avx512f") > 0;
+    CHECK(host_has(kind) == listed);
+    CHECK((std::find(units.begin(), units.end(), kind) != units.end()) == listed);
+    const double gops = measure_peak_gops(kind, 1, 0.005);
+    if (listed) {
+      CHECK(gops > 0);
+    } else {
+      MESSAGE("this CPU has no " << flag << ": the " << to_string(kind)
+                                 << " probe could not run here");
+      CHECK(gops == 0);
+    }
+  }
+  // The base units are always there (through the portable loops without AVX2 + FMA).
+  CHECK(units.at(0) == PeakKind::fp32_fma);
+  CHECK(units.at(1) == PeakKind::int8_exact);
+}
+
+TEST_CASE("kernels: an AVX-512 bf16 dot or VNNI chain does at least the work of an FMA chain") {
+  // Per instruction vdpbf16ps does twice vfmadd231ps's flops and vpdpbusd four times its ops, on
+  // the same pipes: their measured rates can only be lower than the FMA's if the probe is wrong.
+  if (!host_has(PeakKind::fp32_fma_avx512)) {
+    MESSAGE("no AVX-512F here: nothing to compare");
+    return;
+  }
+  const double fma = measure_peak_gops(PeakKind::fp32_fma_avx512, 1, 0.03);
+  REQUIRE(fma > 0);
+  for (PeakKind kind : {PeakKind::bf16_dot_avx512, PeakKind::int8_vnni_avx512}) {
+    if (host_has(kind)) {
+      CAPTURE(to_string(kind));
+      CHECK(measure_peak_gops(kind, 1, 0.03) > 0.9 * fma);
     }
   }
 }
