@@ -83,6 +83,34 @@ Expected<int64_t> parse_df_free_mib(const std::string& text) {
   return avail / 1024;
 }
 
+std::vector<std::string> matrix_units(const std::vector<std::string>& simd) {
+  auto has = [&](const char* flag) {
+    return std::find(simd.begin(), simd.end(), flag) != simd.end();
+  };
+  std::vector<std::string> out;
+  if (has("avx2") && has("fma")) {
+    out.push_back("avx2");
+  }
+  if (has("avx512f")) {
+    out.push_back("avx512");
+    if (has("avx512_bf16")) {
+      out.push_back("avx512-bf16");
+    }
+    if (has("avx512_vnni")) {
+      out.push_back("avx512-vnni");
+    }
+  }
+  if (has("amx_tile")) {
+    if (has("amx_int8")) {
+      out.push_back("amx-int8");
+    }
+    if (has("amx_bf16")) {
+      out.push_back("amx-bf16");
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> parse_cpu_flags(const std::string& cpuinfo) {
   static const std::vector<std::string> k_interesting = {
       "sse4_2",   "avx",      "avx2",        "fma",      "f16c",
@@ -137,6 +165,7 @@ HostFacts probe_local_host(const std::string& workdir) {
     f.memory_available_mib = mem->second;
   }
   f.simd = parse_cpu_flags(read_file("/proc/cpuinfo"));
+  f.units = matrix_units(f.simd);
   f.workdir = workdir;
   std::filesystem::path p = workdir.empty() ? "." : workdir;
   std::error_code ec;

@@ -30,6 +30,7 @@ Json facts_json(const agent::HostFacts& f) {
               {"memory_total_mib", f.memory_total_mib},
               {"memory_available_mib", f.memory_available_mib},
               {"simd", f.simd},
+              {"units", f.units},
               {"workdir", f.workdir},
               {"disk_free_mib", f.disk_free_mib},
               {"clock_unix_ms", f.clock_unix_ms}};

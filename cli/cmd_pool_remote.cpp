@@ -143,7 +143,8 @@ std::string check_script(const std::string& workdir) {
   std::string m = std::string("echo ") + k_marker;
   return "cat /etc/os-release 2>/dev/null; " + m + "; nproc; " + m + "; cat /proc/meminfo; " + m +
          "; d=" + util::shell_quote_path(workdir) +
-         "; while [ ! -e \"$d\" ]; do d=$(dirname -- \"$d\"); done; df -Pk -- \"$d\"";
+         "; while [ ! -e \"$d\" ]; do d=$(dirname -- \"$d\"); done; df -Pk -- \"$d\"; " + m +
+         "; grep -m 1 -E '^(flags|Features)' /proc/cpuinfo";
 }
 
 std::string host_key_status(remote::Outcome o) {
@@ -194,6 +195,7 @@ void add_check(CLI::App& group, Registry& registry) {
                    {"cores", nullptr},
                    {"memory_total_mib", nullptr},
                    {"disk_free_mib", nullptr},
+                   {"units", Json::array()},
                    {"error", r.error}};
           if (r.outcome == remote::Outcome::ok) {
             std::vector<std::string> parts;
@@ -209,7 +211,7 @@ void add_check(CLI::App& group, Registry& registry) {
               }
               pos = next + marker.size();
             }
-            if (parts.size() == 4) {
+            if (parts.size() == 5) {
               row["os"] = agent::parse_os_release(parts[0]);
               if (auto cores = util::parse_int(util::trim(parts[1]), "nproc", 1, 1 << 20)) {
                 row["cores"] = *cores;
@@ -220,6 +222,7 @@ void add_check(CLI::App& group, Registry& registry) {
               if (auto disk = agent::parse_df_free_mib(parts[3])) {
                 row["disk_free_mib"] = *disk;
               }
+              row["units"] = agent::matrix_units(agent::parse_cpu_flags(parts[4]));
             }
           }
           rows.push_back(row);

@@ -103,6 +103,11 @@ TEST_CASE("pool local-up: 16 real sshd hosts, broadcast, failure statuses, drain
     CHECK(rows[0]["status"] == "ok");
     CHECK(rows[0]["cores"].get<int>() >= 1);
     CHECK(rows[0]["memory_total_mib"].get<long>() > 0);
+    // The host's matrix units, as the agent finds them here (the hosts are this machine).
+    auto probe = env.run({"agent", "probe", "--format", "json"});
+    REQUIRE(probe.exit_code == 0);
+    CHECK(rows[0]["units"] == json::parse(probe.out)["units"]);
+    CHECK(rows[0]["units"].is_array());
   }
   SUBCASE("a drained host shows in describe and local-up again is safe") {
     CHECK(env.run({"pool", "drain", "127.0.60.3", "--reason", "disk"}).exit_code == 0);

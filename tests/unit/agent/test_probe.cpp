@@ -36,6 +36,21 @@ TEST_CASE("agent::parse_cpu_flags keeps the SIMD flags that matter, in a fixed o
   CHECK(flags == std::vector<std::string>{"sse4_2", "avx", "avx2", "fma", "f16c"});
 }
 
+TEST_CASE("agent::matrix_units names the units the flags give, AMX only with amx_tile") {
+  using V = std::vector<std::string>;
+  CHECK(matrix_units({"sse4_2", "avx", "avx2"}) == V{}); // no FMA
+  CHECK(matrix_units({"avx2", "fma"}) == V{"avx2"});
+  CHECK(matrix_units({"avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"}) ==
+        V{"avx2", "avx512", "avx512-bf16", "avx512-vnni"});
+  CHECK(matrix_units({"avx512_vnni", "avx512_bf16"}) == V{}); // not without avx512f
+  CHECK(matrix_units({"avx2", "fma", "avx512f", "amx_tile", "amx_int8", "amx_bf16"}) ==
+        V{"avx2", "avx512", "amx-int8", "amx-bf16"});
+  CHECK(matrix_units({"amx_int8", "amx_bf16"}) == V{});
+  // From /proc/cpuinfo text, through parse_cpu_flags.
+  CHECK(matrix_units(parse_cpu_flags("flags : fpu avx2 fma avx512f avx512_vnni\n")) ==
+        V{"avx2", "avx512", "avx512-vnni"});
+}
+
 TEST_CASE("agent::probe_local_host reports this machine") {
   auto f = probe_local_host("/nonexistent/dir/below/root");
   CHECK(f.cores >= 1);
