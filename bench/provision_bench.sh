@@ -40,6 +40,8 @@ done
 if [[ " $stores " == *" etcd "* ]]; then
   command -v etcd >/dev/null || { echo "provision_bench.sh: etcd not found: run scripts/deps.sh" >&2; exit 2; }
 fi
+# shellcheck source=bench/etcd_member.sh
+source "$here/etcd_member.sh"
 build_dir=$root/${BUILD_DIR:-build}
 tpuctl=$build_dir/cli/tpuctl
 [[ -x $tpuctl ]] || (cd "$root" && scripts/build.sh >&2)
@@ -85,14 +87,9 @@ for store in $stores; do
     export HOME=$scratch XDG_STATE_HOME=$scratch/state XDG_CONFIG_HOME=$scratch/config
     unset TPUCTL_STATE
     if [[ $store == etcd ]]; then
-      endpoint=127.0.194.1:23795
-      etcd --name bench --data-dir "$scratch/etcd" \
-        --listen-client-urls "http://$endpoint" --advertise-client-urls "http://$endpoint" \
-        --listen-peer-urls http://127.0.194.1:23805 --initial-advertise-peer-urls http://127.0.194.1:23805 \
-        --initial-cluster bench=http://127.0.194.1:23805 >"$scratch/etcd.log" 2>&1 &
-      etcd_pid=$!
-      for _ in $(seq 100); do curl -sf "http://$endpoint/health" >/dev/null && break; sleep 0.1; done
-      export TPUCTL_STATE=etcd://$endpoint
+      start_bench_etcd "$scratch" 127.0.194.1 23795 23805 ||
+        { echo "provision_bench.sh: etcd did not start: $(tail -n 3 "$scratch/etcd.log")" >&2; exit 2; }
+      export TPUCTL_STATE=etcd://$etcd_endpoint
     fi
     type=v5p-$((8 * n))
     echo "provision_bench.sh: $store, $n hosts ($type)" >&2

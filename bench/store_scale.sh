@@ -54,17 +54,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-endpoint=127.0.193.1:23793
-etcd --name bench --data-dir "$scratch/etcd" \
-  --listen-client-urls "http://$endpoint" --advertise-client-urls "http://$endpoint" \
-  --listen-peer-urls http://127.0.193.1:23803 --initial-advertise-peer-urls http://127.0.193.1:23803 \
-  --initial-cluster bench=http://127.0.193.1:23803 >"$scratch/etcd.log" 2>&1 &
-etcd_pid=$!
-for _ in $(seq 100); do
-  curl -sf "http://$endpoint/health" >/dev/null && break
-  sleep 0.1
-done
-curl -sf "http://$endpoint/health" >/dev/null || { echo "store_scale.sh: etcd did not start (see $scratch/etcd.log)" >&2; keep=1; exit 2; }
+# shellcheck source=bench/etcd_member.sh
+source "$here/etcd_member.sh"
+start_bench_etcd "$scratch" 127.0.193.1 23793 23803 ||
+  { echo "store_scale.sh: etcd did not start (see $scratch/etcd.log)" >&2; keep=1; exit 2; }
+endpoint=$etcd_endpoint
 
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -n 1)
 echo "## State store at pod scale: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs ($cpu)"

@@ -8,7 +8,12 @@
 //              <workdir>/agent/<sha256>/tpuctl, 64 workers at a time (the caller's batch): the
 //              path is content-addressed and the copy is stamped when its sha256 is verified, so
 //              a worker that already has this binary costs one `stat` (`unchanged`), and any
-//              change to the file since its stamp makes the check hash it in full again.
+//              change to the file since its stamp makes the check hash it in full again. Only
+//              the seeds (worker 0, 64, 128...) are sent the binary here; the others only check.
+//   relay      each seed serves the binary (`agent serve-file`) to the workers of its 64 that
+//              lack it, which fetch it over plain TCP (remote::push_fetch_script) and check it
+//              against the sha256 sent over SSH: the controller sends N/64 copies, not N.
+//   push-fallback  over SSH to the workers whose fetch failed (a firewalled port, a dead seed).
 //   startup    metadata "startup-script" through `bash -s` (the script on stdin), after the
 //              worker's environment (worker_env with no profile) is exported, so the script
 //              sees TPU_WORKER_ID, TPU_WORKER_HOSTNAMES, TPUCTL_QR_UID and the agent on PATH.
@@ -19,7 +24,8 @@
 //              step and the arrival of that first line; check_clock() fails a worker only when
 //              its clock lies more than max_clock_skew outside that interval. Then the kernel
 //              check's verdict.
-// With the agents in place that is one SSH round and two channels per worker.
+// With the agents in place that is one SSH round and two channels per worker (the relay and the
+// fallback run on no one).
 // Only the agent binary just pushed is ever run (by its full path), never a tpuctl from PATH.
 // The first step that fails on any worker ends provisioning; the report names the first failing
 // worker in node and worker order.
@@ -539,11 +545,10 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     if (failure) {
       return false;
     }
-    if (steps[k + 1].name == "relay" || steps[k + 1].name == "push-fallback") {
-      // no line: the push's summary said what comes
-    } else if (steps[k + 1].name == "startup") {
+    const std::string& next = steps[k + 1].name; // relay and push-fallback: the push said
+    if (next == "startup") {
       say(options, "running the startup script on " + std::to_string(count) + " workers");
-    } else {
+    } else if (next == "preflight") {
       say(options, "preflight on " + std::to_string(count) + " workers (" +
                        (links.empty() ? std::string("all pairs")
                                       : "coordinator, torus neighbours" +

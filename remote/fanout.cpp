@@ -20,34 +20,6 @@ int64_t ms_since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
 }
 
-HostResult run_job(const Job& job, const SshOptions& options, detail::WorkerContext& ctx,
-                   detail::EventSink& events) {
-  const auto t0 = Clock::now();
-  HostResult r;
-  r.index = job.index;
-  r.host = job.target.display_name();
-  if (ctx.cancelled()) {
-    r = detail::not_started(job.index, r.host);
-    events.host_done(r);
-    return r;
-  }
-  SshOptions attempt;
-  auto [session, failure, attempts] =
-      detail::connect_with_retries(ctx, options, job.target, attempt);
-  (void)attempts;
-  if (failure) {
-    r.outcome = failure->outcome;
-    r.error = failure->message;
-  } else {
-    detail::exec_on(*session,
-                    detail::ExecRequest{job.command, options.stdin_data, options.command_timeout},
-                    options.keep_output, job.on_bytes, events, r, t0);
-  }
-  r.duration_ms = ms_since(t0);
-  events.host_done(r);
-  return r;
-}
-
 } // namespace
 
 namespace detail {
@@ -108,7 +80,17 @@ Expected<std::vector<HostResult>> run_fanout(const std::vector<Job>& jobs,
   detail::EventSink events(callbacks);
   return detail::run_pool(
       jobs.size(), options.batch_size, identities, cancel,
-      [&](size_t i, detail::WorkerContext& ctx) { return run_job(jobs[i], options, ctx, events); });
+      [&](size_t i, detail::WorkerContext& ctx) {
+        const Job& job = jobs[i];
+        return detail::run_host(
+            job.index, job.target, options, ctx, events,
+            [&](detail::SshSession& session, HostResult& r, Clock::time_point t0) {
+              detail::exec_on(
+                  session,
+                  detail::ExecRequest{job.command, options.stdin_data, options.command_timeout},
+                  options.keep_output, job.on_bytes, events, r, t0);
+            });
+      });
 }
 
 std::vector<Job> make_jobs(const std::vector<SshTarget>& targets, const std::string& command) {

@@ -54,32 +54,6 @@ std::string last_line(const std::string& text) {
   return std::string(nl == std::string_view::npos ? t : t.substr(nl + 1));
 }
 
-HostResult push_one(const PushJob& job, const detail::PushPayload& payload,
-                    const SshOptions& options, detail::WorkerContext& ctx,
-                    detail::EventSink& events) {
-  const auto t0 = Clock::now();
-  HostResult r;
-  r.index = job.index;
-  r.host = job.target.display_name();
-  if (ctx.cancelled()) {
-    r = detail::not_started(job.index, r.host);
-  } else {
-    SshOptions attempt;
-    auto [connected, failure, attempts] =
-        detail::connect_with_retries(ctx, options, job.target, attempt);
-    (void)attempts;
-    if (failure) {
-      r.outcome = failure->outcome;
-      r.error = failure->message;
-    } else {
-      detail::push_on(*connected, job.remote_path, payload, options.command_timeout, r, t0);
-    }
-  }
-  r.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-  events.host_done(r);
-  return r;
-}
-
 } // namespace
 
 namespace detail {
@@ -309,10 +283,16 @@ Expected<std::vector<HostResult>> push_file(const std::vector<PushJob>& jobs,
   TPUCTL_TRY_ASSIGN(detail::PushPayload payload, detail::load_push_payload(push, paths, names));
   TPUCTL_TRY_ASSIGN(auto identities, detail::prepare_run(targets, options));
   detail::EventSink events(callbacks);
-  return detail::run_pool(jobs.size(), options.batch_size, identities, cancel,
-                          [&](size_t i, detail::WorkerContext& ctx) {
-                            return push_one(jobs[i], payload, options, ctx, events);
-                          });
+  return detail::run_pool(
+      jobs.size(), options.batch_size, identities, cancel,
+      [&](size_t i, detail::WorkerContext& ctx) {
+        const PushJob& job = jobs[i];
+        return detail::run_host(
+            job.index, job.target, options, ctx, events,
+            [&](detail::SshSession& session, HostResult& r, Clock::time_point t0) {
+              detail::push_on(session, job.remote_path, payload, options.command_timeout, r, t0);
+            });
+      });
 }
 
 std::vector<PushJob> make_push_jobs(const std::vector<SshTarget>& targets,

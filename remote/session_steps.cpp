@@ -203,15 +203,6 @@ run_steps(const std::vector<SshTarget>& targets, const SshOptions& options,
   TPUCTL_TRY_ASSIGN(auto identities, detail::prepare_run(target_ptrs, checked));
 
   std::vector<std::vector<HostResult>> results(steps.size(), std::vector<HostResult>(count));
-  if (count == 0 || steps.empty()) {
-    for (size_t k = 0; k < steps.size(); ++k) {
-      if (!proceed(k, results[k])) {
-        results.resize(k + 1);
-        break;
-      }
-    }
-    return results;
-  }
   std::vector<std::unique_ptr<Window>> windows;
   std::vector<std::unique_ptr<detail::EventSink>> sinks;
   for (const auto& s : steps) {

@@ -105,6 +105,31 @@ Expected<IdentityStore> prepare_run(const std::vector<const SshTarget*>& targets
   return IdentityStore::load(targets, options.identity_passphrase);
 }
 
+HostResult run_host(size_t index, const SshTarget& target, const SshOptions& options,
+                    WorkerContext& ctx, EventSink& events, const HostWork& work) {
+  const auto t0 = std::chrono::steady_clock::now();
+  HostResult r;
+  r.index = index;
+  r.host = target.display_name();
+  if (ctx.cancelled()) {
+    r = not_started(index, r.host);
+  } else {
+    SshOptions attempt;
+    Connected c = connect_with_retries(ctx, options, target, attempt);
+    if (c.failure) {
+      r.outcome = c.failure->outcome;
+      r.error = c.failure->message;
+    } else {
+      work(*c.session, r, t0);
+    }
+  }
+  r.duration_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  events.host_done(r);
+  return r;
+}
+
 HostResult not_started(size_t index, const std::string& host) {
   HostResult r;
   r.index = index;

@@ -64,6 +64,14 @@ void exec_on(SshSession& session, const ExecRequest& request, bool keep_output,
              const std::function<void(Stream, const char*, size_t)>& on_bytes, EventSink& events,
              HostResult& r, std::chrono::steady_clock::time_point t0);
 
+// One host of run_fanout or push_file, start to end: not started when the run is cancelled,
+// else connected (connect_with_retries) and handed to `work`, which fills r from the session;
+// then timed and reported to `events`.
+using HostWork = std::function<void(SshSession& session, HostResult& r,
+                                    std::chrono::steady_clock::time_point t0)>;
+HostResult run_host(size_t index, const SshTarget& target, const SshOptions& options,
+                    WorkerContext& ctx, EventSink& events, const HostWork& work);
+
 // A HostResult for a host skipped because the run was cancelled before it started.
 HostResult not_started(size_t index, const std::string& host);
 

@@ -390,11 +390,7 @@ TEST_CASE("remote::run_fanout tries a connection again when the banner came late
   const std::vector<remote::Job> jobs{{targets[13], "echo late", 0, {}}};
   // No retry: the listener frozen for longer than the timeout fails the host.
   opts.connect_retries = 0;
-  pool().pause(13);
-  std::thread resume([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1600));
-    pool().resume(13);
-  });
+  std::thread resume = pool().pause_for(13, std::chrono::milliseconds(1600));
   auto once = remote::run_fanout(jobs, opts);
   resume.join();
   REQUIRE(once);
@@ -402,11 +398,7 @@ TEST_CASE("remote::run_fanout tries a connection again when the banner came late
   CHECK((*once)[0].error.find("within 1s") != std::string::npos);
   // One retry 0.25 s later, when the listener is back: the host succeeds.
   opts.connect_retries = 1;
-  pool().pause(13);
-  std::thread resume2([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1600));
-    pool().resume(13);
-  });
+  std::thread resume2 = pool().pause_for(13, std::chrono::milliseconds(1600));
   auto retried = remote::run_fanout(jobs, opts);
   resume2.join();
   REQUIRE(retried);

@@ -200,11 +200,7 @@ TEST_CASE("remote::run_steps narrows a step's window when a host needs a second 
   o.connect_timeout = std::chrono::milliseconds(1000);
   o.connect_retries = 3;
   o.connect_timeout_growth = 2;
-  pool().pause(0);
-  std::thread resume([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    pool().resume(0);
-  });
+  std::thread resume = pool().pause_for(0, std::chrono::milliseconds(1500));
   auto results =
       remote::run_steps(targets, o, {command_step("a", "echo a", k_hosts, k_hosts)},
                         [](size_t, const std::vector<remote::HostResult>&) { return true; });

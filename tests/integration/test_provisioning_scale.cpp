@@ -70,33 +70,31 @@ TEST_CASE("qr create: a 64-host slice is ACTIVE over one SSH connection per work
   test::QrEnv env(k_hosts, test::free_address_base("127.144.", 0, 250, k_hosts), "16x16");
   const fs::path pool_dir = env.pool_dir();
 
-  auto before = logins(pool_dir);
-  auto first =
-      env.run({"qr", "create", "big", "--accelerator-type", "v5litepod-256", "--format", "json"});
-  REQUIRE_MESSAGE(first.exit_code == 0, first.err);
-  auto doc = nlohmann::json::parse(first.out);
-  CHECK(doc["state"] == "ACTIVE");
+  // One create to ACTIVE, over exactly one login on every host; what its report says.
+  auto create = [&]() {
+    auto before = logins(pool_dir);
+    auto r =
+        env.run({"qr", "create", "big", "--accelerator-type", "v5litepod-256", "--format", "json"});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    auto doc = nlohmann::json::parse(r.out);
+    CHECK(doc["state"] == "ACTIVE");
+    check_one_login_each(before, logins(pool_dir));
+    return delivery(doc);
+  };
+
   // Worker 0 got it over SSH; the other 63 fetched it from worker 0 over TCP.
-  Delivery first_delivery = delivery(doc);
-  CHECK(first_delivery.sent == k_hosts);
-  CHECK(first_delivery.relayed == k_hosts - 1);
-  CHECK(first_delivery.passed == k_hosts);
-  check_one_login_each(before, logins(pool_dir));
+  Delivery first = create();
+  CHECK(first.sent == k_hosts);
+  CHECK(first.relayed == k_hosts - 1);
+  CHECK(first.passed == k_hosts);
 
   auto del = env.run({"qr", "delete", "big", "--force", "--quiet"});
   REQUIRE_MESSAGE(del.exit_code == 0, del.err);
 
-  before = logins(pool_dir);
-  auto again =
-      env.run({"qr", "create", "big", "--accelerator-type", "v5litepod-256", "--format", "json"});
-  REQUIRE_MESSAGE(again.exit_code == 0, again.err);
-  auto again_doc = nlohmann::json::parse(again.out);
-  CHECK(again_doc["state"] == "ACTIVE");
-  Delivery second = delivery(again_doc);
+  Delivery second = create();
   CHECK(second.sent == 0);
   CHECK(second.relayed == 0);
   CHECK(second.passed == k_hosts);
-  check_one_login_each(before, logins(pool_dir));
 }
 
 TEST_SUITE_END();

@@ -88,6 +88,14 @@ void LocalPoolFixture::resume(size_t host) {
   }
 }
 
+std::thread LocalPoolFixture::pause_for(size_t host, std::chrono::milliseconds duration) {
+  pause(host);
+  return std::thread([this, host, duration] {
+    std::this_thread::sleep_for(duration);
+    resume(host);
+  });
+}
+
 std::vector<int> processes_with_marker(const std::string& marker) {
   std::vector<int> out;
   DIR* d = ::opendir("/proc");

@@ -14,9 +14,11 @@
 // same /24 is left without a listener (refused_target()).
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "remote/local_sshd.hpp"
@@ -44,6 +46,9 @@ public:
   // SIGSTOP / SIGCONT one host's sshd listener: TCP connects, but no banner ever comes.
   void pause(size_t host);
   void resume(size_t host);
+  // pause(host) now, resume(host) after `duration` on the returned thread (join it): an sshd
+  // that answers late.
+  std::thread pause_for(size_t host, std::chrono::milliseconds duration);
   const std::filesystem::path& dir() const { return m_tmp.path(); }
 
 private:
