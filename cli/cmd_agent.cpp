@@ -11,6 +11,7 @@
 #include "agent/serve_file.hpp"
 #include "agent/spmd_matmul.hpp"
 #include "agent/supervise.hpp"
+#include "agent/tcp.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "provision/preflight_report.hpp"
@@ -233,6 +234,8 @@ struct ServeFileFlags {
   std::string file, bind, timeout = "30s";
   int port = 0;
   int clients = 1;
+  bool background = false;
+  bool stop = false;
 };
 
 } // namespace
@@ -318,25 +321,47 @@ void setup_agent(CLI::App& group, Registry& registry) {
       group, "serve-file",
       "send a file to N TCP clients (provisioning's relay of the agent between workers)",
       [serve](Context& ctx) -> Expected<int> {
+        if (serve->stop) {
+          const bool stopped =
+              agent::stop_file_server(serve->bind, serve->port, std::chrono::milliseconds(1000));
+          emit(ctx, Json{{"stopped", stopped}});
+          return 0; // nothing to stop is not an error: it may have ended by itself
+        }
+        if (serve->file.empty()) {
+          return Error{ErrorKind::usage, "--file is required (or --stop)"};
+        }
         agent::ServeFileOptions o;
         o.file = serve->file;
         o.host = serve->bind;
         o.port = serve->port;
         o.clients = serve->clients;
+        o.background = serve->background;
         TPUCTL_TRY_ASSIGN(o.timeout, util::parse_duration(serve->timeout, "--timeout"));
         TPUCTL_TRY_ASSIGN(auto r, agent::serve_file(o));
-        emit(ctx, Json{{"served", r.served}, {"failed", r.failed}, {"clients", o.clients}});
+        if (o.background) {
+          emit(ctx, Json{{"listening", agent::join_host_port(o.host, o.port)}, {"pid", r.pid}});
+          return 0;
+        }
+        emit(ctx, Json{{"served", r.served},
+                       {"failed", r.failed},
+                       {"clients", o.clients},
+                       {"stopped", r.stopped}});
         return r.ok(o.clients) ? 0 : 1;
       });
-  serve_cmd->add_option("--file", serve->file, "the file to send")->required()->type_name("PATH");
+  serve_cmd->add_option("--file", serve->file, "the file to send")->type_name("PATH");
   serve_cmd->add_option("--bind", serve->bind, "this worker's address to listen on")
       ->required()
       ->type_name("ADDR");
   serve_cmd->add_option("--port", serve->port, "the port to listen on")
       ->required()
       ->type_name("PORT");
-  serve_cmd->add_option("--clients", serve->clients, "return after serving this many (default 1)")
+  serve_cmd
+      ->add_option("--clients", serve->clients,
+                   "return after serving this many (default 1; 0: until a client sends Q)")
       ->type_name("N");
+  serve_cmd->add_flag("--background", serve->background,
+                      "return once listening; a detached process serves");
+  serve_cmd->add_flag("--stop", serve->stop, "ask the server on --bind and --port to stop");
   serve_cmd
       ->add_option("--timeout", serve->timeout,
                    "give up on clients that did not come after D (30s)")

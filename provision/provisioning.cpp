@@ -5,14 +5,18 @@
 // workers pays N handshakes, not N per step. The steps, in lockstep over the slice (the next
 // starts when every worker finished the one before and none failed):
 //   push       push_file's check and upload of the local binary to
-//              <workdir>/agent/<sha256>/tpuctl, 64 workers at a time (the caller's batch): the
-//              path is content-addressed and the copy is stamped when its sha256 is verified, so
-//              a worker that already has this binary costs one `stat` (`unchanged`), and any
-//              change to the file since its stamp makes the check hash it in full again. Only
-//              the seeds (worker 0, 64, 128...) are sent the binary here; the others only check.
-//   relay      each seed serves the binary (`agent serve-file`) to the workers of its 64 that
-//              lack it, which fetch it over plain TCP (remote::push_fetch_script) and check it
-//              against the sha256 sent over SSH: the controller sends N/64 copies, not N.
+//              <workdir>/agent/<sha256>/tpuctl on the seeds (worker 0, 64, 128...; on every
+//              worker without the relay), 64 at a time (the caller's batch): the path is
+//              content-addressed and the copy is stamped when its sha256 is verified, so a
+//              worker that already has this binary costs one `stat` (`unchanged`), and any
+//              change to the file since its stamp makes the check hash it in full again.
+//   relay      each seed starts serving its copy in the background (`agent serve-file
+//              --background`, bounded by 30 s; its preflight command stops it).
+//   check      every other worker checks its copy and, when it lacks it, fetches it from its
+//              seed over plain TCP (remote::push_check_or_fetch_script), checked against the
+//              sha256 sent over SSH: the controller sends N/64 copies, not N. Without a startup
+//              script this channel is held into the preflight (remote::Step::hold_into): the
+//              same shell runs the agent's preflight when that step starts.
 //   push-fallback  over SSH to the workers whose fetch failed (a firewalled port, a dead seed).
 //   startup    metadata "startup-script" through `bash -s` (the script on stdin), after the
 //              worker's environment (worker_env with no profile) is exported, so the script
@@ -24,8 +28,7 @@
 //              step and the arrival of that first line; check_clock() fails a worker only when
 //              its clock lies more than max_clock_skew outside that interval. Then the kernel
 //              check's verdict.
-// With the agents in place that is one SSH round and two channels per worker (the relay and the
-// fallback run on no one).
+// With the agents in place that is one SSH round and one channel per worker (two on the seeds).
 // Only the agent binary just pushed is ever run (by its full path), never a tpuctl from PATH.
 // The first step that fails on any worker ends provisioning; the report names the first failing
 // worker in node and worker order.
@@ -311,8 +314,13 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
 
   // Counts finished workers per step for options.worker_progress. The step's failpoint
   // (util/failpoint.hpp) fires when the first worker is done, while the others are still in it.
-  auto counting = [&options, count](const std::string& step, remote::FanoutCallbacks cb = {}) {
-    auto done = std::make_shared<size_t>(0);
+  // Steps that pass the same `done` count their workers together (the push: the seeds in one
+  // step, the others in the check).
+  auto counting = [&options, count](const std::string& step, remote::FanoutCallbacks cb = {},
+                                    std::shared_ptr<size_t> done = nullptr) {
+    if (!done) {
+      done = std::make_shared<size_t>(0);
+    }
     auto inner = cb.on_host_done;
     cb.on_host_done = [&options, step, count, done, inner](const remote::HostResult& r) {
       if (inner) {
@@ -338,13 +346,16 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
   std::vector<remote::Step> steps;
 
   // (a) push: content-addressed and stamped, so an agent already in place costs one `stat`.
-  // Over SSH to the seeds only; the rest of each group fetches from its seed (a2), and what the
-  // relay could not bring goes over SSH after all (a3).
+  // Over SSH to the seeds only (to every worker without the relay); each seed then serves its
+  // copy (a2) and the rest of its group check theirs and fetch it from the seed when they lack
+  // it (a3), on a channel held into the preflight; what the relay could not bring goes over SSH
+  // after all (a4).
   const bool relay = options.relay_port > 0 && count > 1;
   const size_t group = std::max<size_t>(1, options.relay_group);
   auto seed_of = [group](size_t i) { return i - i % group; };
-  std::vector<char> fetch(count, 0), fallback(count, 0);
-  std::vector<int> group_fetchers(count, 0); // per seed
+  auto is_seed = [&](size_t i) { return !relay || seed_of(i) == i; };
+  const size_t seed_count = relay ? (count + group - 1) / group : count;
+  std::vector<char> serving(count, 0), fallback(count, 0);
   const std::string relay_suffix = sha.substr(0, 12);
   remote::Step push_step;
   push_step.name = "push";
@@ -359,44 +370,62 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
   for (const auto& w : workers) {
     push_step.push->remote_paths.push_back(w.agent_path);
   }
-  push_step.callbacks = counting("push");
+  auto pushed = std::make_shared<size_t>(0);
+  push_step.callbacks = counting("push", {}, pushed);
   if (relay) {
-    push_step.push->may_upload = [seed_of](size_t i) { return seed_of(i) == i; };
+    push_step.runs_on = is_seed;
+    push_step.connect_all = true; // the others connect meanwhile, for their check
   }
   remote::StepPush fallback_push = *push_step.push;
   steps.push_back(std::move(push_step));
 
+  auto relay_address = [&](size_t seed) {
+    return util::shell_quote(workers[seed].host.address) + " --port " +
+           std::to_string(options.relay_port);
+  };
+  size_t check_step = 0; // (a3)'s index
   if (relay) {
-    remote::Step fetch_step;
-    fetch_step.name = "relay";
-    fetch_step.concurrency = 0; // seeds and their fetchers meet
-    // A relay port that a firewall drops would hold bash's /dev/tcp connect for minutes: give
-    // the relay 30 s, then whoever has no copy gets it over SSH.
-    fetch_step.timeout = std::min(options.step_timeout, k_relay_timeout);
-    fetch_step.reap = false; // serve-file and the fetch end by themselves, or at the timeout
-    fetch_step.runs_on = [&](size_t i) { return fetch[i] || group_fetchers[i] > 0; };
-    fetch_step.command_of = [&, seed_of](size_t i) -> std::string {
+    remote::Step serve;
+    serve.name = "relay";
+    serve.concurrency = ssh.batch_size;
+    serve.timeout = options.step_timeout;
+    serve.reap = false; // the server is detached and bounded by its --timeout
+    serve.runs_on = is_seed;
+    serve.command_of = [&](size_t i) {
       const auto& w = workers[i];
-      if (!fetch[i]) { // a seed
-        return util::shell_quote_path(w.agent_path) + " agent serve-file --file " +
-               util::shell_quote_path(w.agent_path) + " --bind " +
-               util::shell_quote(w.host.address) + " --port " + std::to_string(options.relay_port) +
-               " --clients " + std::to_string(group_fetchers[i]) + " --timeout " +
-               std::to_string(k_relay_timeout.count()) + "ms --format json";
-      }
-      return "bash -c " + util::shell_quote(remote::push_fetch_script(
-                              w.agent_path, sha, 0700, workers[seed_of(i)].host.address,
-                              options.relay_port, relay_suffix, true));
+      return tag + util::shell_quote_path(w.agent_path) + " agent serve-file --background --file " +
+             util::shell_quote_path(w.agent_path) + " --bind " + relay_address(i) +
+             " --clients 0 --timeout " + std::to_string(k_relay_timeout.count()) +
+             "ms --format json";
     };
-    fetch_step.callbacks = counting("relay");
-    steps.push_back(std::move(fetch_step));
+    serve.callbacks = counting("relay");
+    steps.push_back(std::move(serve));
+
+    remote::Step check;
+    check.name = "check";
+    check.concurrency = ssh.batch_size;
+    // A relay port that a firewall drops would hold bash's /dev/tcp connect for minutes: give
+    // the check and fetch 30 s, then whoever has no copy gets it over SSH.
+    check.timeout = std::min(options.step_timeout, k_relay_timeout);
+    check.reap = false; // the check and the fetch end by themselves, or at the timeout
+    check.runs_on = [&](size_t i) { return !is_seed(i); };
+    check.command_of = [&, seed_of](size_t i) -> std::string {
+      const auto& w = workers[i];
+      const size_t seed = seed_of(i);
+      return "bash -c " + util::shell_quote(remote::push_check_or_fetch_script(
+                              w.agent_path, sha, 0700,
+                              serving[seed] ? workers[seed].host.address : std::string(),
+                              options.relay_port, relay_suffix));
+    };
+    check.callbacks = counting("push", {}, pushed);
+    check_step = steps.size();
+    steps.push_back(std::move(check));
 
     remote::Step over_ssh;
     over_ssh.name = "push-fallback";
     over_ssh.concurrency = ssh.batch_size;
     over_ssh.timeout = options.step_timeout;
     over_ssh.push = std::move(fallback_push);
-    over_ssh.push->may_upload = nullptr;
     over_ssh.runs_on = [&](size_t i) { return fallback[i] != 0; };
     over_ssh.callbacks = counting("push");
     steps.push_back(std::move(over_ssh));
@@ -466,7 +495,14 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     if (options.kernel_check) {
       cmd += " --kernel-check";
     }
+    if (relay && is_seed(i)) { // its fetchers are done: the seed's server can go
+      cmd = util::shell_quote_path(w.agent_path) + " agent serve-file --stop --bind " +
+            relay_address(i) + " >/dev/null 2>&1; " + cmd;
+    }
     preflight.commands.push_back(std::move(cmd));
+  }
+  if (check_step != 0 && steps.back().name == "push-fallback") {
+    steps[check_step].hold_into = steps.size(); // no startup script: check, then preflight
   }
   std::vector<int64_t> first_line(count, 0);
   remote::FanoutCallbacks timing;
@@ -489,49 +525,82 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     const int64_t elapsed = steady_ms() - t;
     if (name == "push") {
       report.timings.push_ms = elapsed;
-      size_t unchanged = 0, relayed = 0;
+      size_t unchanged = 0, seeds = 0;
       for (const auto& r : results) {
-        report.workers[r.index]["unchanged"] = r.unchanged;
-        unchanged += r.unchanged ? 1 : 0;
-        if (relay && r.succeeded() && !r.unchanged && seed_of(r.index) != r.index) {
-          fetch[r.index] = 1;
-          ++group_fetchers[seed_of(r.index)];
-          ++relayed;
+        if (is_seed(r.index)) {
+          ++seeds;
+          report.workers[r.index]["unchanged"] = r.unchanged;
+          unchanged += r.unchanged ? 1 : 0;
         }
       }
       failure = first_failure(workers, results, "agent push", options.step_timeout);
       if (!failure) {
-        say(options, "agent checked in " + std::to_string(elapsed) + " ms (" +
-                         std::to_string(count - unchanged - relayed) + " sent over SSH, " +
-                         std::to_string(unchanged) + " already there" +
-                         (relayed ? ", " + std::to_string(relayed) + " to fetch from a seed" : "") +
-                         ")");
+        say(options, "agent checked in " + std::to_string(elapsed) + " ms on " +
+                         std::to_string(seeds) + (relay ? " seeds (" : " workers (") +
+                         std::to_string(seeds - unchanged) + " sent over SSH, " +
+                         std::to_string(unchanged) + " already there)");
       }
     } else if (name == "relay") {
       report.timings.push_ms += elapsed;
-      size_t failed = 0;
-      std::string first;
       for (const auto& r : results) {
-        if (!fetch[r.index]) {
+        if (!is_seed(r.index)) {
           continue;
         }
-        report.workers[r.index]["relayed"] = r.succeeded();
-        if (!r.succeeded()) {
+        serving[r.index] = r.succeeded();
+        report.workers[r.index]["serving"] = r.succeeded();
+        if (!r.succeeded() &&
+            (r.outcome == remote::Outcome::ok || r.outcome == remote::Outcome::exit_code)) {
+          // Not fatal: its group gets the agent over SSH instead.
+          say(options, "worker " + std::to_string(workers[r.index].worker) + " of node '" +
+                           workers[r.index].node_id + "' cannot serve the agent to its group: " +
+                           outcome_text(r, options.step_timeout));
+        } else if (!r.succeeded()) {
+          failure = first_failure(workers, results, "agent relay", options.step_timeout);
+        }
+      }
+    } else if (name == "check") {
+      report.timings.push_ms += elapsed;
+      size_t unchanged = 0, relayed = 0, failed = 0;
+      std::string first;
+      for (const auto& r : results) {
+        if (is_seed(r.index)) {
+          continue;
+        }
+        const bool ran = r.outcome == remote::Outcome::ok ||
+                         r.outcome == remote::Outcome::exit_code ||
+                         r.outcome == remote::Outcome::timeout;
+        if (!ran) {
+          failure = worker_error(workers[r.index], k_provisioning_failed,
+                                 "agent push failed: " + outcome_text(r, options.step_timeout));
+          break;
+        }
+        const bool same = r.outcome == remote::Outcome::ok;
+        const bool fetched =
+            r.outcome == remote::Outcome::exit_code && r.exit_code == remote::k_fetched_exit;
+        report.workers[r.index]["unchanged"] = same;
+        unchanged += same ? 1 : 0;
+        if (!same) {
+          report.workers[r.index]["relayed"] = fetched;
+          relayed += fetched ? 1 : 0;
+        }
+        if (!same && !fetched) {
           fallback[r.index] = 1;
           if (failed++ == 0) {
             first = "worker " + std::to_string(workers[r.index].worker) + " of node '" +
-                    workers[r.index].node_id + "': " + outcome_text(r, options.step_timeout);
+                    workers[r.index].node_id + "': " + outcome_text(r, k_relay_timeout);
           }
         }
       }
-      const auto fetchers = static_cast<size_t>(std::count(fetch.begin(), fetch.end(), 1));
-      say(options, "relayed to " + std::to_string(fetchers - failed) + " workers in " +
-                       std::to_string(elapsed) + " ms" +
-                       (failed ? " (" + std::to_string(failed) +
-                                     " could not fetch from their seed and get it over SSH; the "
-                                     "first, " +
-                                     first + ")"
-                               : ""));
+      if (!failure) {
+        say(options,
+            "agent checked on " + std::to_string(count - seed_count) + " more workers in " +
+                std::to_string(elapsed) + " ms (" + std::to_string(unchanged) + " already there, " +
+                std::to_string(relayed) + " fetched from their seed" +
+                (failed ? ", " + std::to_string(failed) +
+                              " could not fetch it and get it over SSH; the first, " + first
+                        : std::string()) +
+                ")");
+      }
     } else if (name == "push-fallback") {
       report.timings.push_ms += elapsed;
       failure = first_failure(workers, results, "agent push", options.step_timeout);

@@ -27,18 +27,30 @@ namespace detail {
 void exec_on(SshSession& session, const ExecRequest& request, bool keep_output,
              const std::function<void(Stream, const char*, size_t)>& on_bytes, EventSink& events,
              HostResult& r, Clock::time_point t0) {
+  ExecOutput out{&events, &r, t0};
+  exec_on(session, request, keep_output, on_bytes, out);
+}
+
+void exec_on(SshSession& session, const ExecRequest& request, bool keep_output,
+             const std::function<void(Stream, const char*, size_t)>& on_bytes, ExecOutput& out) {
   LineSplitter split_out, split_err;
-  const bool lines = events.wants_lines();
   auto emitter = [&](Stream stream) {
     return [&, stream](std::string_view text, bool complete) {
-      events.line(HostLine{r.index, r.host, stream, text, complete});
+      out.events->line(HostLine{out.r->index, out.r->host, stream, text, complete});
     };
   };
   const LineSplitter::Emit emit_out = emitter(Stream::out);
   const LineSplitter::Emit emit_err = emitter(Stream::err);
+  auto finish_lines = [&]() {
+    if (out.events->wants_lines()) {
+      split_out.finish(emit_out);
+      split_err.finish(emit_err);
+    }
+  };
   ExecSink sink = [&](Stream stream, const char* data, size_t size) {
+    HostResult& r = *out.r;
     if (r.first_byte_ms < 0) {
-      r.first_byte_ms = ms_since(t0);
+      r.first_byte_ms = ms_since(out.t0);
     }
     if (on_bytes) {
       on_bytes(stream, data, size);
@@ -46,7 +58,7 @@ void exec_on(SshSession& session, const ExecRequest& request, bool keep_output,
     if (keep_output) {
       (stream == Stream::out ? r.out : r.err).append(data, size);
     }
-    if (lines) {
+    if (out.events->wants_lines()) {
       if (stream == Stream::out) {
         split_out.feed(std::string_view(data, size), emit_out);
       } else {
@@ -54,11 +66,16 @@ void exec_on(SshSession& session, const ExecRequest& request, bool keep_output,
       }
     }
   };
-  ExecResult e = session.exec(request, sink);
-  if (lines) {
-    split_out.finish(emit_out);
-    split_err.finish(emit_err);
+  ExecRequest held = request;
+  if (request.on_hold) {
+    held.on_hold = [&](int status) {
+      finish_lines(); // the first part's lines end here, whoever gets the rest
+      return request.on_hold(status);
+    };
   }
+  ExecResult e = session.exec(held, sink);
+  finish_lines();
+  HostResult& r = *out.r;
   r.outcome = e.outcome;
   r.exit_code = e.exit_code;
   r.signal_name = e.signal_name;
@@ -87,7 +104,7 @@ Expected<std::vector<HostResult>> run_fanout(const std::vector<Job>& jobs,
             [&](detail::SshSession& session, HostResult& r, Clock::time_point t0) {
               detail::exec_on(
                   session,
-                  detail::ExecRequest{job.command, options.stdin_data, options.command_timeout},
+                  detail::ExecRequest(job.command, options.stdin_data, options.command_timeout),
                   options.keep_output, job.on_bytes, events, r, t0);
             });
       });

@@ -80,10 +80,11 @@ void push_on(SshSession& session, const std::string& remote_path, const PushPayl
   };
   const PushOptions& push = payload.options;
   if (push.skip_if_same) {
-    ExecResult e =
-        session.exec({push_check_script(remote_path, payload.sha256, payload.mode, push.stamp),
-                      nullptr, timeout, false},
-                     sink);
+    ExecRequest check;
+    check.command = push_check_script(remote_path, payload.sha256, payload.mode, push.stamp);
+    check.timeout = timeout;
+    check.reap = false;
+    ExecResult e = session.exec(check, sink);
     fill(e);
     if (e.outcome != Outcome::ok) {
       if (r.error.empty()) {
@@ -101,10 +102,13 @@ void push_on(SshSession& session, const std::string& remote_path, const PushPayl
     out.clear();
     err.clear();
   }
-  ExecResult e = session.exec({push_upload_script(remote_path, payload.sha256, payload.mode,
-                                                  random_suffix(), push.make_parents, push.stamp),
-                               payload.content, timeout, false},
-                              sink);
+  ExecRequest upload;
+  upload.command = push_upload_script(remote_path, payload.sha256, payload.mode, random_suffix(),
+                                      push.make_parents, push.stamp);
+  upload.stdin_data = payload.content;
+  upload.timeout = timeout;
+  upload.reap = false;
+  ExecResult e = session.exec(upload, sink);
   fill(e);
   if (e.outcome == Outcome::exit_code) {
     r.error = e.exit_code == k_hash_mismatch_exit
@@ -180,28 +184,34 @@ std::string stat_mode(unsigned mode) {
 
 } // namespace
 
-std::string push_check_script(const std::string& dest, const std::string& sha256, unsigned mode,
-                              bool stamp) {
-  std::string d = dest_word(dest);
-  std::string s = "d=" + d + "\n";
+namespace {
+
+// The check of the copy at `dest`: `on_same` runs (it must end the script) when it is already
+// there (its stamp still matches a fresh stat, or its sha256 does: then it is stamped), else the
+// script goes on after the check.
+std::string check_part(const std::string& dest, const std::string& sha256, unsigned mode,
+                       bool stamp, const std::string& on_same) {
+  std::string s = "d=" + dest_word(dest) + "\n";
   if (stamp) {
     // An unchanged file verified before: its stamp still matches a fresh stat (the mode
     // included, so a file whose mode must change is hashed and fixed below).
     s += "if [ -f \"$d\" ] && read -r v 2>/dev/null < \"$d\".sha256 && [ \"$v\" = \"" +
-         stamp_line(sha256, stat_mode(mode)) + "\" ]; then\n  echo same; exit 0\nfi\n";
+         stamp_line(sha256, stat_mode(mode)) + "\" ]; then\n  " + on_same + "\nfi\n";
   }
   s += "if [ -f \"$d\" ] && " + hash_into_h("\"$d\"") + " && [ \"${h%% *}\" = " + sha256 +
-       " ]; then\n"
-       "  chmod " +
-       octal(mode) + " \"$d\" && ";
+       " ] && chmod " + octal(mode) + " \"$d\"; then\n";
   if (stamp) {
-    s += "{ umask 077; echo \"" + stamp_line(sha256) + "\" > \"$d\".sha256; } 2>/dev/null; ";
+    s += "  { umask 077; echo \"" + stamp_line(sha256) + "\" > \"$d\".sha256; } 2>/dev/null\n";
   }
-  s += "echo same\n"
-       "else\n"
-       "  echo differ\n"
-       "fi\n";
+  s += "  " + on_same + "\nfi\n";
   return s;
+}
+
+} // namespace
+
+std::string push_check_script(const std::string& dest, const std::string& sha256, unsigned mode,
+                              bool stamp) {
+  return check_part(dest, sha256, mode, stamp, "echo same; exit 0") + "echo differ\n";
 }
 
 namespace {
@@ -254,7 +264,7 @@ std::string push_fetch_script(const std::string& dest, const std::string& sha256
   return temp_prologue(dest, temp_suffix, true) +
          "exec 9>&2\n"
          "i=0\n"
-         "until exec 3< " +
+         "until exec 3<> " +
          from +
          "; do\n"
          "  i=$((i+1))\n"
@@ -264,9 +274,21 @@ std::string push_fetch_script(const std::string& dest, const std::string& sha256
          "  [ $i -gt 1 ] || exec 8<> <(:)\n" // the empty pipe, made on the first retry only
          "  read -t 0.1 -u 8 _\n"
          "done 2>/dev/null\n"
-         "cat <&3 > \"$t\" || exit 1\n"
+         "printf F >&3 && cat <&3 > \"$t\" || exit 1\n"
          "exec 3<&-\n" +
          install_temp(sha256, mode, stamp);
+}
+
+std::string push_check_or_fetch_script(const std::string& dest, const std::string& sha256,
+                                       unsigned mode, const std::string& host, int port,
+                                       const std::string& temp_suffix) {
+  if (host.empty()) {
+    return check_part(dest, sha256, mode, true, "exit 0") + "exit " +
+           std::to_string(k_missing_exit) + "\n";
+  }
+  return check_part(dest, sha256, mode, true, "exit 0") +
+         push_fetch_script(dest, sha256, mode, host, port, temp_suffix, true) + "exit " +
+         std::to_string(k_fetched_exit) + "\n";
 }
 
 Expected<std::vector<HostResult>> push_file(const std::vector<PushJob>& jobs,

@@ -53,11 +53,21 @@ std::string push_upload_script(const std::string& dest, const std::string& sha25
                                const std::string& temp_suffix, bool make_parents,
                                bool stamp = false);
 // A bash script (run it with `bash -c`) that fetches the file from host:port over plain TCP (a
-// worker running `tpuctl agent serve-file`), then installs it as push_upload_script does: sha256
-// checked against `sha256` (exit 97 on a mismatch), mode set, renamed into place, stamped.
-// Exit 1 with "cannot fetch from host:port" when nothing answers for 10 s.
+// worker running `tpuctl agent serve-file`, asked with an 'F'), then installs it as
+// push_upload_script does: sha256 checked against `sha256` (exit 97 on a mismatch), mode set,
+// renamed into place, stamped. Exit 1 with "cannot fetch from host:port" when nothing answers for
+// 10 s.
 std::string push_fetch_script(const std::string& dest, const std::string& sha256, unsigned mode,
                               const std::string& host, int port, const std::string& temp_suffix,
                               bool stamp);
+// The check of push_check_script and, when the copy is not there, push_fetch_script's fetch, in
+// one bash script: exit 0 when the copy was there, k_fetched_exit when it was fetched and
+// installed, else push_fetch_script's failures (1, or 97 for bytes of another sha256). With
+// no host (no seed to fetch from), exit k_missing_exit when the copy is not there.
+inline constexpr int k_fetched_exit = 10;
+inline constexpr int k_missing_exit = 11;
+std::string push_check_or_fetch_script(const std::string& dest, const std::string& sha256,
+                                       unsigned mode, const std::string& host, int port,
+                                       const std::string& temp_suffix);
 
 } // namespace tpuctl::remote

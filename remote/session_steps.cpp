@@ -13,10 +13,18 @@
 // window of 64 runs like run_fanout's sliding window while a step with no window has every host
 // in it at once. The calling thread also watches the CancelToken and interrupts hosts that are
 // still connecting (WorkerSlot); a host already running a command kills it itself (ssh_exec.cpp).
+//
+// Held steps: even a channel costs the host a session process and a shell, and the gate between
+// two steps leaves the host idle until the slowest peer is done. A held step's command prints a
+// mark with its status when its part is done and waits on stdin; the host thread reports the
+// step, waits for the gate, and answers with the later step's command, which the same shell
+// then runs: for provisioning, the check of the agent and the agent's preflight on one channel.
 #include "remote/session_steps.hpp"
 
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -93,6 +101,38 @@ struct Progress {
   std::vector<int> verdict;        // per step: -1 pending, 0 stop, 1 go on
 };
 
+// Everything of a run the host threads share.
+struct Run {
+  const std::vector<Step>& steps;
+  const std::vector<SshTarget>& targets;
+  const SshOptions& options;
+  const std::vector<std::optional<detail::PushPayload>>& payloads;
+  std::vector<std::unique_ptr<Window>>& windows;
+  std::vector<std::unique_ptr<detail::EventSink>>& sinks;
+  std::vector<std::vector<HostResult>>& results;
+  Progress& progress;
+
+  // Host i is done with step k.
+  void report(size_t k, size_t i, HostResult r) {
+    results[k][i] = std::move(r);
+    {
+      std::lock_guard lock(progress.mutex);
+      ++progress.finished[k];
+    }
+    progress.main_cv.notify_one();
+  }
+  // Waits for the verdict on step k: true to go on.
+  bool await(size_t k) {
+    std::unique_lock lock(progress.mutex);
+    progress.host_cv.wait(lock, [&] { return progress.verdict[k] >= 0; });
+    return progress.verdict[k] == 1;
+  }
+  bool takes_part(size_t k, size_t i) const { return !steps[k].runs_on || steps[k].runs_on(i); }
+  std::string command(size_t k, size_t i) const {
+    return steps[k].command_of ? steps[k].command_of(i) : steps[k].commands[i];
+  }
+};
+
 // One host's state across the steps; lives on its thread.
 struct HostState {
   SshOptions attempt;
@@ -100,65 +140,201 @@ struct HostState {
   std::optional<HostResult> dropped; // the connection failure that left it out
 };
 
-HostResult run_step_on_host(const Step& step, size_t i, const SshTarget& target,
-                            const SshOptions& options, const detail::PushPayload* payload,
-                            Window& window, HostState& host, detail::WorkerContext& ctx,
-                            detail::EventSink& events) {
-  const auto t0 = Clock::now();
+constexpr size_t k_end = static_cast<size_t>(-1); // run_step_on_host: no more steps
+
+HostResult blank_result(size_t i, const SshTarget& target) {
   HostResult r;
   r.index = i;
   r.host = target.display_name();
-  auto finish = [&]() {
-    r.duration_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
-    events.host_done(r);
-    return r;
+  return r;
+}
+
+// A held step's command (Step::hold_into): its own part in a subshell (an `exit` in it ends only
+// that part), the mark with the part's status, then either "go" and the later step's command
+// on stdin, run by this same shell, or anything else and the end. POSIX sh, builtins only.
+std::string held_command(const std::string& command, const std::string& mark) {
+  return "(\n" + command +
+         "\n) </dev/null\n"
+         "s=$?\n"
+         "printf '\\n%s %d\\n' " +
+         mark +
+         " \"$s\"\n"
+         "IFS= read -r g || exit \"$s\"\n"
+         "[ \"$g\" = go ] || exit \"$s\"\n"
+         "c=\n"
+         "while IFS= read -r l; do c=\"$c$l\n\"; done\n"
+         "eval \"$c\"\n";
+}
+
+std::string random_mark() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "tpuctl-hold-%016llx", static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+// Step k's command on host i as a held command (Step::hold_into): once its part is done, step
+// k is reported and the host waits on the open channel for the verdicts up to the later step;
+// if it takes part in none of the steps between and does in the later one, that step's command
+// goes down the same channel; else the channel ends and the host goes on as any other.
+size_t run_held(Run& run, size_t k, size_t i, HostState& host, detail::WorkerContext& ctx,
+                const std::string& command, HostResult& r_k, Clock::time_point t0) {
+  const Step& step = run.steps[k];
+  const size_t into = step.hold_into;
+  const Step& later = run.steps[into];
+  HostResult r_into = blank_result(i, run.targets[i]);
+  HostResult scratch = blank_result(i, run.targets[i]); // the end of a stopped command
+  const FanoutCallbacks none;
+  detail::EventSink quiet(none);
+  detail::ExecOutput out{run.sinks[k].get(), &r_k, t0};
+  enum class Held { not_yet, ran_on, stopped } held = Held::not_yet;
+  bool holds_window = true; // step k's slot
+  size_t next = k + 1;
+  const std::string mark = random_mark();
+  detail::ExecRequest request(held_command(command, mark), nullptr, step.timeout,
+                              step.reap || later.reap);
+  request.hold_mark = mark;
+  const detail::HoldAnswer stop{"stop\n", milliseconds(10000)};
+  request.on_hold = [&](int status) -> detail::HoldAnswer {
+    spdlog::debug("{}: step '{}' done on a held channel (status {})", r_k.host, step.name, status);
+    r_k.outcome = status == 0 ? Outcome::ok : Outcome::exit_code;
+    r_k.exit_code = status;
+    r_k.duration_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+    run.windows[k]->release();
+    holds_window = false;
+    run.sinks[k]->host_done(r_k);
+    run.report(k, i, r_k);
+    held = Held::stopped;
+    out = detail::ExecOutput{&quiet, &scratch, Clock::now()};
+    for (size_t j = k + 1;; ++j) {
+      if (!run.await(j - 1)) {
+        next = k_end;
+        return stop;
+      }
+      if (j < into) {
+        if (run.takes_part(j, i)) {
+          next = j;
+          return stop;
+        }
+        HostResult skip = blank_result(i, run.targets[i]);
+        skip.outcome = Outcome::ok;
+        skip.exit_code = 0;
+        skip.duration_ms = 0;
+        run.report(j, i, std::move(skip));
+        continue;
+      }
+      const std::string c = run.takes_part(into, i) ? run.command(into, i) : std::string();
+      if (c.empty() || !run.windows[into]->acquire(ctx.cancel)) {
+        next = into;
+        return stop;
+      }
+      held = Held::ran_on;
+      out = detail::ExecOutput{run.sinks[into].get(), &r_into, Clock::now()};
+      return detail::HoldAnswer{"go\n" + c + "\n", later.timeout};
+    }
   };
-  if (step.runs_on && !step.runs_on(i)) {
+  detail::exec_on(*host.session, request, run.options.keep_output, {}, out);
+  auto finish = [&](size_t step_index, HostResult& result) {
+    result.duration_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - out.t0).count();
+    run.sinks[step_index]->host_done(result);
+    run.report(step_index, i, std::move(result));
+  };
+  switch (held) {
+  case Held::not_yet: // it ended before its part was done (killed, lost): step k's end
+    if (holds_window) {
+      run.windows[k]->release();
+    }
+    finish(k, r_k);
+    return k + 1;
+  case Held::ran_on:
+    run.windows[into]->release();
+    finish(into, r_into);
+    return into + 1;
+  case Held::stopped:
+    break;
+  }
+  return next;
+}
+
+// Step k on host i, once the verdict on step k - 1 was to go on. Reports step k (and, for a held
+// step, the steps it ran on into) and returns the next step this host must wait for and run, or
+// k_end when the run stopped while it was held.
+size_t run_step_on_host(Run& run, size_t k, size_t i, HostState& host, detail::WorkerContext& ctx) {
+  const Step& step = run.steps[k];
+  const SshTarget& target = run.targets[i];
+  detail::EventSink& events = *run.sinks[k];
+  Window& window = *run.windows[k];
+  auto t0 = Clock::now();
+  HostResult r = blank_result(i, target);
+  auto finish = [&](size_t step_index, HostResult& result, detail::EventSink& sink,
+                    Clock::time_point since) {
+    result.duration_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - since).count();
+    sink.host_done(result);
+    run.report(step_index, i, std::move(result));
+  };
+  if (!run.takes_part(k, i)) {
+    if (step.connect_all && !host.session && !host.dropped && !ctx.cancelled() &&
+        window.acquire(ctx.cancel)) {
+      // Connect now, for a later step; a failure is that step's to report.
+      auto [session, failure, attempts] =
+          detail::connect_with_retries(ctx, run.options, target, host.attempt);
+      window.connected(attempts, r.host);
+      window.release();
+      if (!failure) {
+        host.session = std::move(session);
+      }
+    }
     r.outcome = Outcome::ok; // not in this step: no callback either
     r.exit_code = 0;
     r.duration_ms = 0;
-    return r;
+    run.report(k, i, std::move(r));
+    return k + 1;
   }
   if (host.dropped) {
     r = *host.dropped;
     r.duration_ms = 0;
     events.host_done(r);
-    return r;
+    run.report(k, i, std::move(r));
+    return k + 1;
   }
   if (ctx.cancelled() || !window.acquire(ctx.cancel)) {
     r = detail::not_started(i, r.host);
-    return finish();
+    finish(k, r, events, t0);
+    return k + 1;
   }
   if (!host.session || !host.session->alive()) {
     host.session.reset();
     auto [session, failure, attempts] =
-        detail::connect_with_retries(ctx, options, target, host.attempt);
+        detail::connect_with_retries(ctx, run.options, target, host.attempt);
     window.connected(attempts, r.host);
     if (failure) {
       r.outcome = failure->outcome;
       r.error = failure->message + " (in step '" + step.name + "')";
       host.dropped = r;
       window.release();
-      return finish();
+      finish(k, r, events, t0);
+      return k + 1;
     }
     host.session = std::move(session);
   }
-  const std::string command =
-      step.push ? std::string() : (step.command_of ? step.command_of(i) : step.commands[i]);
+  const std::string command = step.push ? std::string() : run.command(k, i);
   if (step.push) {
     const bool may_upload = !step.push->may_upload || step.push->may_upload(i);
-    detail::push_on(*host.session, step.push->remote_paths[i], *payload, step.timeout, r, t0,
-                    may_upload);
+    detail::push_on(*host.session, step.push->remote_paths[i], *run.payloads[k], step.timeout, r,
+                    t0, may_upload);
   } else if (command.empty()) {
     r.outcome = Outcome::ok;
     r.exit_code = 0;
+  } else if (step.hold_into > k) {
+    return run_held(run, k, i, host, ctx, command, r, t0);
   } else {
     detail::exec_on(*host.session,
-                    detail::ExecRequest{command, step.stdin_data, step.timeout, step.reap},
-                    options.keep_output, {}, events, r, t0);
+                    detail::ExecRequest(command, step.stdin_data, step.timeout, step.reap),
+                    run.options.keep_output, {}, events, r, t0);
   }
   window.release();
-  return finish();
+  finish(k, r, events, t0);
+  return k + 1;
 }
 
 } // namespace
@@ -189,7 +365,15 @@ run_steps(const std::vector<SshTarget>& targets, const SshOptions& options,
         return loaded.error();
       }
       payloads[k] = std::move(*loaded);
-    } else if (!s.command_of && s.commands.size() != count) {
+    }
+    if (s.hold_into != 0 &&
+        (s.hold_into <= k || s.hold_into >= steps.size() || s.push || steps[s.hold_into].push ||
+         steps[s.hold_into].stdin_data || s.stdin_data)) {
+      problems.add(ErrorKind::usage, "step '" + s.name + "' cannot be held into step " +
+                                         std::to_string(s.hold_into) +
+                                         ": only a later command step, both without stdin data");
+    }
+    if (!s.push && !s.command_of && s.commands.size() != count) {
       problems.add(ErrorKind::usage, "step '" + s.name + "' has " +
                                          std::to_string(s.commands.size()) + " commands for " +
                                          std::to_string(count) + " hosts");
@@ -217,6 +401,7 @@ run_steps(const std::vector<SshTarget>& targets, const SshOptions& options,
   Progress progress;
   progress.finished.assign(steps.size(), 0);
   progress.verdict.assign(steps.size(), -1);
+  Run run{steps, targets, options, payloads, windows, sinks, results, progress};
 
   std::vector<std::thread> threads;
   threads.reserve(count);
@@ -226,22 +411,12 @@ run_steps(const std::vector<SshTarget>& targets, const SshOptions& options,
       detail::ThreadKeys keys;
       detail::WorkerContext ctx{*slots[i], keys, identities, cancel};
       HostState host;
-      for (size_t k = 0; k < steps.size(); ++k) {
-        if (k > 0) {
-          std::unique_lock lock(progress.mutex);
-          progress.host_cv.wait(lock, [&] { return progress.verdict[k - 1] >= 0; });
-          if (progress.verdict[k - 1] == 0) {
-            break;
-          }
+      size_t k = 0;
+      while (k < steps.size()) {
+        if (k > 0 && !run.await(k - 1)) {
+          break;
         }
-        results[k][i] = run_step_on_host(steps[k], i, targets[i], options,
-                                         payloads[k] ? &*payloads[k] : nullptr, *windows[k], host,
-                                         ctx, *sinks[k]);
-        {
-          std::lock_guard lock(progress.mutex);
-          ++progress.finished[k];
-        }
-        progress.main_cv.notify_one();
+        k = run_step_on_host(run, k, i, host, ctx);
       }
       host.session.reset(); // disconnect on this thread, which owns the session
     });

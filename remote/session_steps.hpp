@@ -37,8 +37,19 @@ struct Step {
   // and its end is not reported to `callbacks`).
   std::function<std::string(size_t host)> command_of;
   std::function<bool(size_t host)> runs_on;
+  // Hosts left out by runs_on still connect in this step's window, for the steps after it (a
+  // connection that fails is retried, and reported, by the next step that runs on the host).
+  bool connect_all = false;
   // See detail::ExecRequest::reap: false only for commands bounded by themselves.
   bool reap = true;
+  // The index of a later step to hold this one into (0: none). On a host where this step runs
+  // a command, the command's channel stays open when it ends: the step's result is reported
+  // (its exit status; the session's output so far), and if the host takes part in none of the
+  // steps in between and in that later one, the later step's command runs on the same channel,
+  // started by the same shell, when that step starts: one process and one channel fewer per
+  // host (a check, then the agent). Else the channel ends and the host goes on as usual. Both
+  // steps must be command steps without stdin data; the command runs with stdin on /dev/null.
+  size_t hold_into = 0;
   FanoutCallbacks callbacks; // this step's lines and per-host ends
 };
 

@@ -29,7 +29,9 @@
 // gone while the shell still runs is a lost connection, and the reaper signals every process
 // carrying the nonce, TERM then KILL. It runs without TPUCTL_RUN in its own environment, so it
 // never matches itself.
+#include <optional>
 #include <random>
+#include <string>
 
 #include <libssh/callbacks.h>
 #include <libssh/libssh.h>
@@ -55,14 +57,61 @@ struct ChannelState {
   bool eof = false;
   bool closed = false;
   uint64_t bytes = 0;
+  // A held command (ExecRequest::hold_mark): "\n" + mark + " " is looked for in stdout, which
+  // is passed on except for a tail that could be the start of it; then `held_status` is set.
+  std::string hold_mark;
+  std::string held_back;
+  std::optional<int> held_status;
   ssh_channel_callbacks_struct callbacks{};
+
+  void deliver(Stream stream, const char* data, size_t len) const {
+    if (!discard && sink != nullptr && *sink && len > 0) {
+      (*sink)(stream, data, len);
+    }
+  }
+  // stdout while the mark is awaited.
+  void watch_for_mark(const char* data, size_t len) {
+    held_back.append(data, len);
+    const size_t at = held_back.find(hold_mark);
+    if (at != std::string::npos) {
+      const size_t eol = held_back.find('\n', at + hold_mark.size());
+      if (eol == std::string::npos) {
+        deliver(Stream::out, held_back.data(), at);
+        held_back.erase(0, at);
+        return; // the status is still on its way
+      }
+      int status = -1;
+      try {
+        status = std::stoi(held_back.substr(at + hold_mark.size(), eol - at - hold_mark.size()));
+      } catch (const std::exception&) {
+        status = -1; // a garbled status line: part one failed
+      }
+      deliver(Stream::out, held_back.data(), at);
+      const std::string rest = held_back.substr(eol + 1);
+      held_back.clear();
+      hold_mark.clear();
+      held_status = status;
+      deliver(Stream::out, rest.data(), rest.size());
+      return;
+    }
+    const size_t keep = std::min(held_back.size(), hold_mark.size());
+    deliver(Stream::out, held_back.data(), held_back.size() - keep);
+    held_back.erase(0, held_back.size() - keep);
+  }
+  // At the end: whatever was held back was output after all.
+  void flush_held_back() {
+    deliver(Stream::out, held_back.data(), held_back.size());
+    held_back.clear();
+  }
 };
 
 int on_data(ssh_session, ssh_channel, void* data, uint32_t len, int is_stderr, void* user) {
   auto* st = static_cast<ChannelState*>(user);
   st->bytes += len;
-  if (!st->discard && st->sink != nullptr && *st->sink) {
-    (*st->sink)(is_stderr ? Stream::err : Stream::out, static_cast<const char*>(data), len);
+  if (!is_stderr && !st->hold_mark.empty() && !st->discard) {
+    st->watch_for_mark(static_cast<const char*>(data), len);
+  } else {
+    st->deliver(is_stderr ? Stream::err : Stream::out, static_cast<const char*>(data), len);
   }
   return static_cast<int>(len);
 }
@@ -180,6 +229,11 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
     return result;
   }
   attach(ch, st);
+  // Output can arrive while the exec request is still being answered: watch from the start.
+  const bool held = !request.hold_mark.empty() && request.on_hold;
+  if (held) {
+    st.hold_mark = "\n" + request.hold_mark + " ";
+  }
   std::vector<std::unique_ptr<KillChannel>> killers;
   auto cleanup = [&]() {
     for (auto& k : killers) {
@@ -219,15 +273,20 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
   const std::string* input = request.stdin_data.get();
   size_t input_off = 0;
   bool input_done = input == nullptr || input->empty();
-  if (input_done) {
+  std::string held_input; // the answer to the hold, written to stdin instead
+  if (held) {
+    input = nullptr;
+    input_done = true; // stdin stays open: the first part's end is answered on it
+  } else if (input_done) {
     ssh_channel_send_eof(ch);
   }
 
   ssh_event event = ssh_event_new();
   ssh_event_add_session(event, s);
   const auto start = Clock::now();
-  const auto deadline =
-      request.timeout.count() > 0 ? start + request.timeout : Clock::time_point::max();
+  milliseconds timeout = request.timeout;
+  auto deadline = timeout.count() > 0 ? start + timeout : Clock::time_point::max();
+  bool hold_answered = false;
   auto last_activity = start;
   uint64_t last_bytes = 0;
   enum class Kill { none, term, kill } kill_phase = Kill::none;
@@ -289,6 +348,22 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
       abandoned = !st.closed;
       break;
     }
+    if (held && !hold_answered && st.held_status && kill_phase == Kill::none && !st.closed) {
+      // The first part is done: the caller decides what comes next (this may wait for others).
+      HoldAnswer answer = request.on_hold(*st.held_status);
+      hold_answered = true;
+      held_input = std::move(answer.input);
+      input = &held_input;
+      input_off = 0;
+      now = Clock::now();
+      timeout = answer.timeout;
+      deadline = timeout.count() > 0 ? now + timeout : Clock::time_point::max();
+      last_activity = now;
+      input_done = held_input.empty();
+      if (input_done) {
+        ssh_channel_send_eof(ch);
+      }
+    }
     if (!input_done && kill_phase == Kill::none && !st.closed) {
       uint32_t window = ssh_channel_window_size(ch);
       if (window > 0) {
@@ -332,12 +407,13 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
   }
   ssh_event_remove_session(event, s);
   ssh_event_free(event);
+  st.flush_held_back();
 
   if (kill_reason != Outcome::ok) {
     result.outcome = kill_reason;
     result.error =
         kill_reason == Outcome::timeout
-            ? "timed out after " + seconds_text(request.timeout) + "; the remote command was killed"
+            ? "timed out after " + seconds_text(timeout) + "; the remote command was killed"
             : std::string("interrupted; the remote command was killed");
     if (abandoned || lost) {
       result.error += " (its end could not be confirmed)";

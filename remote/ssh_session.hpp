@@ -80,7 +80,19 @@ struct Failure {
   bool transient = false;
 };
 
+// What a held command gets once its first part is done (ExecRequest::hold_mark).
+struct HoldAnswer {
+  std::string input;                    // written to its stdin, then EOF
+  std::chrono::milliseconds timeout{0}; // for the rest of the command, from now; 0: none
+};
+
 struct ExecRequest {
+  ExecRequest() = default;
+  ExecRequest(std::string command_, std::shared_ptr<const std::string> stdin_data_,
+              std::chrono::milliseconds timeout_, bool reap_ = true)
+      : command(std::move(command_)), stdin_data(std::move(stdin_data_)), timeout(timeout_),
+        reap(reap_) {}
+
   std::string command;
   std::shared_ptr<const std::string> stdin_data; // null: EOF at once
   std::chrono::milliseconds timeout{0};          // 0: none
@@ -88,6 +100,13 @@ struct ExecRequest {
   // itself in bounded time whatever happens to the connection (push's scripts, an agent with a
   // --timeout) goes without: three processes fewer per command on the host.
   bool reap = true;
+  // A command in two parts on one channel (remote/session_steps.hpp's held steps). The first
+  // part ends by printing "\n" + hold_mark + " STATUS\n" on stdout and then reads its stdin,
+  // which stays open until then; that line never reaches the sink. On it, on_hold(STATUS) runs
+  // on this thread and says what to write to the command's stdin (then EOF) and the timeout
+  // from then on. A command that ends without the mark ends as any other.
+  std::string hold_mark; // empty: an ordinary command
+  std::function<HoldAnswer(int status)> on_hold;
 };
 
 struct ExecResult {

@@ -64,6 +64,16 @@ void exec_on(SshSession& session, const ExecRequest& request, bool keep_output,
              const std::function<void(Stream, const char*, size_t)>& on_bytes, EventSink& events,
              HostResult& r, std::chrono::steady_clock::time_point t0);
 
+// Where exec_on puts a command's output and result. A held command's on_hold may point it
+// elsewhere (the next step's sink and result) before it answers.
+struct ExecOutput {
+  EventSink* events;
+  HostResult* r;
+  std::chrono::steady_clock::time_point t0;
+};
+void exec_on(SshSession& session, const ExecRequest& request, bool keep_output,
+             const std::function<void(Stream, const char*, size_t)>& on_bytes, ExecOutput& out);
+
 // One host of run_fanout or push_file, start to end: not started when the run is cancelled,
 // else connected (connect_with_retries) and handed to `work`, which fills r from the session;
 // then timed and reported to `events`.

@@ -1,12 +1,15 @@
 // The agent relay (provisioning.cpp: one seed per 64 workers gets the agent over SSH, the others
 // fetch it from their seed over TCP) through the binary on a local v5e pool of 8 real sshd hosts
-// (block 127.147.x owned by this file), when the relay cannot be trusted: something else already
-// listens on the seed's relay port and answers with wrong bytes. Every fetch then fails its
-// sha256 check, each of those workers gets the agent over SSH instead, and the slice is ACTIVE
-// with a correct agent everywhere.
+// (block 127.147.x owned by this file), when the relay cannot be used: something else already
+// listens on the seed's relay port and does not give it up. The seed then cannot serve, each
+// worker of its group gets the agent over SSH instead, and the slice is ACTIVE with a correct
+// agent everywhere. Then the pieces: the fetch script against serve-file (the right bytes, wrong
+// bytes, a server that starts late), a background server stopped and taken over, and the
+// check that fetches only what is missing.
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <signal.h>
 #include <thread>
 
 #include <doctest/doctest.h>
@@ -25,7 +28,7 @@ namespace fs = std::filesystem;
 
 TEST_SUITE_BEGIN("integration");
 
-TEST_CASE("agent relay: a seed port answering wrong bytes sends every worker's agent over SSH") {
+TEST_CASE("agent relay: a seed whose relay port is taken sends every worker's agent over SSH") {
   const std::string base = test::free_address_base("127.147.", 0, 250, 8);
   test::QrEnv env(8, base, "4x8");
   // The seed is worker 0, the pool's first host (base); 8477 is the relay port.
@@ -52,7 +55,7 @@ TEST_CASE("agent relay: a seed port answering wrong bytes sends every worker's a
   REQUIRE_MESSAGE(created.exit_code == 0, created.err);
   auto qr = nlohmann::json::parse(created.out);
   CHECK(qr["state"] == "ACTIVE");
-  CHECK(answered >= 7); // every fetcher reached the impostor
+  CHECK(answered >= 1); // the seed's server asked the port's holder to stop, in vain
   const std::string sha = qr["provisioning"]["agent_sha256"];
   const auto& workers = qr["provisioning"]["report"]["workers"];
   REQUIRE(workers.size() == 8);
@@ -67,6 +70,7 @@ TEST_CASE("agent relay: a seed port answering wrong bytes sends every worker's a
   }
   CHECK(fetched == 7);
   CHECK(relayed == 0);
+  CHECK(workers[0]["serving"] == false); // the seed could not serve its group
 }
 
 TEST_CASE(
@@ -123,6 +127,59 @@ TEST_CASE(
     CHECK(fetcher.wait(std::chrono::seconds(20)).value_or(-1) == 0);
     CHECK(server.wait(std::chrono::seconds(20)).value_or(-1) == 0);
     CHECK(util::sha256_file_hex(dest).value_or("") == sha);
+  }
+
+  // A background server returns once it listens, serves until asked to stop, and a second one
+  // takes the port over from the first.
+  {
+    auto started = [&](const std::string& name) {
+      auto r = util::run_process({test::tpuctl_binary(), "agent", "serve-file", "--background",
+                                  "--file", good.string(), "--bind", addr, "--port", "8477",
+                                  "--clients", "0", "--timeout", "20s", "--format", "json"});
+      CAPTURE(name);
+      REQUIRE(r);
+      CHECK(r->exit_code == 0);
+      return nlohmann::json::parse(r->out)["pid"].get<int>();
+    };
+    auto gone = [](int pid) {
+      for (int i = 0; i < 100; ++i) {
+        if (::kill(pid, 0) != 0) {
+          return true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      return false;
+    };
+    const int first = started("first");
+    REQUIRE(first > 0);
+    CHECK(::kill(first, 0) == 0);
+    const int second = started("second");
+    REQUIRE(second > 0);
+    CHECK(gone(first));
+    const fs::path dest = tmp.path() / "w3" / "agent";
+    auto r = util::run_process(
+        {"bash", "-c",
+         remote::push_fetch_script(dest.string(), sha, 0700, addr, 8477, "t3", true)});
+    REQUIRE(r);
+    CHECK(r->exit_code == 0);
+    auto stop = util::run_process({test::tpuctl_binary(), "agent", "serve-file", "--stop", "--bind",
+                                   addr, "--port", "8477", "--format", "json"});
+    REQUIRE(stop);
+    CHECK(nlohmann::json::parse(stop->out)["stopped"] == true);
+    CHECK(gone(second));
+
+    // The check fetches only what is missing: in place, exit 0 without a server; missing and no
+    // seed to fetch from, exit 11.
+    auto check = [&](const fs::path& at, const std::string& host) {
+      auto c = util::run_process(
+          {"bash", "-c",
+           remote::push_check_or_fetch_script(at.string(), sha, 0700, host, 8477, "t4")});
+      REQUIRE(c);
+      return c->exit_code;
+    };
+    CHECK(check(dest, addr) == 0);
+    CHECK(check(tmp.path() / "w4" / "agent", "") == remote::k_missing_exit);
+    CHECK_FALSE(fs::exists(tmp.path() / "w4" / "agent"));
   }
 
   auto [refused, refused_server] = fetch(bad, tmp.path() / "w1" / "agent");

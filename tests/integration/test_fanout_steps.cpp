@@ -130,6 +130,147 @@ TEST_CASE("remote::run_steps reports an unreachable host in every step and runs 
   CHECK(util::trim((*results)[1][0].out) == "b");
 }
 
+TEST_CASE("remote::run_steps runs a held step on into its later step on the same channel") {
+  // Step "check" is held into step "then". Host 6's check fails, so it also runs "fix" and then
+  // "then" on channels of its own; host 7 runs "then" with no command. The others run "then" in
+  // the very shell that ran their check: the same $$ (a subshell's $$ is its parent's).
+  auto targets = pool().targets();
+  std::vector<remote::Step> steps;
+  remote::Step check = command_step("check", "echo check $$; printf 'no newline'", k_hosts, 3);
+  check.commands[6] = "echo check $$; exit 5";
+  check.hold_into = 2;
+  steps.push_back(check);
+  std::vector<int> needs_fix(k_hosts, 0);
+  remote::Step fix = command_step("fix", "echo fixed", k_hosts);
+  fix.runs_on = [&](size_t i) { return needs_fix[i] != 0; };
+  steps.push_back(fix);
+  remote::Step then = command_step("then", "echo then $$; echo 'a \\ b'", k_hosts);
+  then.commands[7] = "";
+  std::mutex mutex;
+  std::vector<std::string> then_lines;
+  size_t check_ends = 0;
+  steps[0].callbacks.on_host_done = [&](const remote::HostResult&) { ++check_ends; };
+  then.callbacks.on_line = [&](const remote::HostLine& l) {
+    std::lock_guard lock(mutex);
+    then_lines.emplace_back(l.text);
+  };
+  steps.push_back(then);
+  remote::SshOptions options = pool().options();
+  options.keep_output = true;
+  auto results = remote::run_steps(targets, options, steps,
+                                   [&](size_t k, const std::vector<remote::HostResult>& r) {
+                                     if (k == 0) {
+                                       for (const auto& h : r) {
+                                         needs_fix[h.index] = h.exit_code != 0;
+                                       }
+                                     }
+                                     return true;
+                                   });
+  REQUIRE(results);
+  REQUIRE(results->size() == 3);
+  CHECK(check_ends == k_hosts);
+  auto pid_of = [](const std::string& out, const std::string& word) {
+    for (const auto& line : util::split(out, '\n')) {
+      if (line.rfind(word + " ", 0) == 0) {
+        return line.substr(word.size() + 1);
+      }
+    }
+    return std::string("?");
+  };
+  for (size_t i = 0; i < k_hosts; ++i) {
+    CAPTURE(i);
+    const auto& c = (*results)[0][i];
+    const auto& t = (*results)[2][i];
+    CHECK(c.out.find("tpuctl-hold") == std::string::npos); // the mark never shows
+    if (i == 6) {
+      CHECK(c.outcome == Outcome::exit_code);
+      CHECK(c.exit_code == 5);
+      CHECK(util::trim((*results)[1][i].out) == "fixed");
+      CHECK(pid_of(t.out, "then") != pid_of(c.out, "check"));
+    } else if (i == 7) {
+      CHECK(t.outcome == Outcome::ok);
+      CHECK(t.out.empty());
+    } else {
+      CHECK(c.outcome == Outcome::ok);
+      CHECK(c.out == "check " + pid_of(c.out, "check") + "\nno newline");
+      CHECK(t.outcome == Outcome::ok);
+      CHECK(t.out == "then " + pid_of(c.out, "check") + "\na \\ b\n");
+      CHECK((*results)[1][i].out.empty()); // not in "fix"
+    }
+  }
+  // Lines of "then" went to its own callbacks, none of "check".
+  CHECK(then_lines.size() == 2 * (k_hosts - 1));
+  for (const auto& l : then_lines) {
+    CHECK(l.rfind("check", 0) == std::string::npos);
+  }
+}
+
+TEST_CASE("remote::run_steps ends held commands when the gate stops the run") {
+  auto targets = pool().targets();
+  test::TempDir tmp;
+  std::vector<remote::Step> steps;
+  remote::Step check = command_step("check", "true", k_hosts);
+  check.hold_into = 1;
+  steps.push_back(check);
+  steps.push_back(command_step("never", "touch '" + tmp.path().string() + "/never'", k_hosts));
+  auto results =
+      remote::run_steps(targets, pool().options(), steps,
+                        [](size_t, const std::vector<remote::HostResult>&) { return false; });
+  REQUIRE(results);
+  REQUIRE(results->size() == 1);
+  for (const auto& r : (*results)[0]) {
+    CHECK(r.outcome == Outcome::ok);
+  }
+  CHECK_FALSE(fs::exists(tmp.path() / "never"));
+}
+
+TEST_CASE("remote::run_steps connects the hosts a step leaves out when it says connect_all") {
+  // Step "seed" runs on host 0 only but connects all; then every host's sshd listener stops
+  // answering (SIGSTOP: sessions already open go on), and "rest" still runs on every host.
+  auto targets = pool().targets();
+  std::vector<remote::Step> steps{command_step("seed", "echo seed", k_hosts, 3),
+                                  command_step("rest", "echo rest", k_hosts)};
+  steps[0].runs_on = [](size_t i) { return i == 0; };
+  steps[0].connect_all = true;
+  remote::SshOptions options = pool().options();
+  options.keep_output = true;
+  options.connect_timeout = std::chrono::milliseconds(1500);
+  options.connect_retries = 0;
+  auto results = remote::run_steps(targets, options, steps,
+                                   [&](size_t k, const std::vector<remote::HostResult>&) {
+                                     if (k == 0) {
+                                       for (size_t i = 0; i < k_hosts; ++i) {
+                                         pool().pause(i);
+                                       }
+                                     }
+                                     return true;
+                                   });
+  for (size_t i = 0; i < k_hosts; ++i) {
+    pool().resume(i);
+  }
+  REQUIRE(results);
+  REQUIRE(results->size() == 2);
+  CHECK(util::trim((*results)[0][0].out) == "seed");
+  for (size_t i = 0; i < k_hosts; ++i) {
+    CAPTURE(i);
+    CHECK((*results)[1][i].outcome == Outcome::ok);
+    CHECK(util::trim((*results)[1][i].out) == "rest");
+  }
+}
+
+TEST_CASE("remote::run_steps refuses to hold a step into one that cannot take it") {
+  auto targets = pool().targets();
+  std::vector<remote::Step> steps{command_step("a", "true", k_hosts),
+                                  command_step("b", "cat", k_hosts)};
+  steps[0].hold_into = 1;
+  steps[1].stdin_data = std::make_shared<const std::string>("x");
+  auto results =
+      remote::run_steps(targets, pool().options(), steps,
+                        [](size_t, const std::vector<remote::HostResult>&) { return true; });
+  REQUIRE_FALSE(results);
+  CHECK(results.error().message.find("cannot be held into step 1") != std::string::npos);
+}
+
 TEST_CASE("remote::run_steps pushes once, then finds the stamped copy unchanged") {
   auto targets = pool().targets();
   test::TempDir tmp;
