@@ -36,8 +36,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <iterator>
 #include <mutex>
+#include <sstream>
 
 #include "provision/preflight_peers.hpp"
 #include "provision/preflight_report.hpp"
@@ -273,7 +275,17 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
                                           const ProvisionOptions& options,
                                           const remote::CancelToken* cancel) {
   const int64_t t_start = steady_ms();
-  TPUCTL_TRY_ASSIGN(std::string sha, util::sha256_file_hex(options.binary));
+  // The agent's bytes, read and hashed once: the paths name the hash, and every push step
+  // sends these bytes (a binary rebuilt meanwhile cannot make the two disagree).
+  std::ifstream binary_in(options.binary, std::ios::binary);
+  std::ostringstream binary_bytes;
+  binary_bytes << binary_in.rdbuf();
+  if (!binary_in) {
+    return Error{ErrorKind::failure, "cannot read the agent binary '" + options.binary.string() +
+                                         "' (give a readable tpuctl binary)"};
+  }
+  auto agent_bytes = std::make_shared<const std::string>(binary_bytes.str());
+  const std::string sha = util::sha256_hex(*agent_bytes);
   QueuedResource qr = qr_in; // with the agent's sha256, so slice_env_input finds its directory
   qr.provisioning["agent_sha256"] = sha;
   TPUCTL_TRY_ASSIGN(std::vector<SliceWorker> workers, collect_workers(qr, pool, sha));
@@ -367,6 +379,8 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
   push_step.push->options.skip_if_same = true;
   push_step.push->options.make_parents = true;
   push_step.push->options.stamp = true;
+  push_step.push->options.content = agent_bytes;
+  push_step.push->options.sha256 = sha;
   for (const auto& w : workers) {
     push_step.push->remote_paths.push_back(w.agent_path);
   }
@@ -412,10 +426,9 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     check.command_of = [&, seed_of](size_t i) -> std::string {
       const auto& w = workers[i];
       const size_t seed = seed_of(i);
-      return "bash -c " + util::shell_quote(remote::push_check_or_fetch_script(
-                              w.agent_path, sha, 0700,
-                              serving[seed] ? workers[seed].host.address : std::string(),
-                              options.relay_port, relay_suffix));
+      return remote::with_bash(remote::push_check_or_fetch_script(
+          w.agent_path, sha, 0700, serving[seed] ? workers[seed].host.address : std::string(),
+          options.relay_port, relay_suffix));
     };
     check.callbacks = counting("push", {}, pushed);
     check_step = steps.size();

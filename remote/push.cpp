@@ -117,19 +117,10 @@ void push_on(SshSession& session, const std::string& remote_path, const PushPayl
   }
 }
 
-Expected<PushPayload> load_push_payload(const PushOptions& push,
-                                        const std::vector<std::string>& remote_paths,
-                                        const std::vector<std::string>& host_names) {
-  struct stat st {};
-  if (::stat(push.local_path.c_str(), &st) != 0) {
-    return make_error(ErrorKind::failure, "cannot push '" + push.local_path.string() +
-                                              "': " + std::strerror(errno) +
-                                              " (give a readable regular file)");
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return make_error(ErrorKind::failure, "cannot push '" + push.local_path.string() +
-                                              "': not a regular file (give a regular file)");
-  }
+namespace {
+
+Status check_remote_paths(const std::vector<std::string>& remote_paths,
+                          const std::vector<std::string>& host_names) {
   ErrorList problems;
   for (size_t i = 0; i < remote_paths.size(); ++i) {
     const std::string& path = remote_paths[i];
@@ -142,6 +133,34 @@ Expected<PushPayload> load_push_payload(const PushOptions& push,
   if (!problems.empty()) {
     return problems.combined();
   }
+  return {};
+}
+
+} // namespace
+
+Expected<PushPayload> load_push_payload(const PushOptions& push,
+                                        const std::vector<std::string>& remote_paths,
+                                        const std::vector<std::string>& host_names) {
+  if (push.content && !push.sha256.empty() && push.mode) {
+    TPUCTL_TRY(check_remote_paths(remote_paths, host_names));
+    PushPayload given;
+    given.content = push.content;
+    given.sha256 = push.sha256;
+    given.mode = *push.mode;
+    given.options = push;
+    return given;
+  }
+  struct stat st {};
+  if (::stat(push.local_path.c_str(), &st) != 0) {
+    return make_error(ErrorKind::failure, "cannot push '" + push.local_path.string() +
+                                              "': " + std::strerror(errno) +
+                                              " (give a readable regular file)");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return make_error(ErrorKind::failure, "cannot push '" + push.local_path.string() +
+                                              "': not a regular file (give a regular file)");
+  }
+  TPUCTL_TRY(check_remote_paths(remote_paths, host_names));
   std::ifstream in(push.local_path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -236,7 +255,7 @@ std::string temp_prologue(const std::string& dest, const std::string& temp_suffi
                           bool make_parents) {
   std::string d = dest_word(dest);
   std::string s = "d=" + d + "\nt=\"$d\".tmp." + temp_suffix + "\n";
-  s += "trap 'rm -f \"$t\"' EXIT\n";
+  s += "trap '[ ! -e \"$t\" ] || rm -f \"$t\"' EXIT\n"; // no rm once $t became $d
   s += "trap 'exit 143' HUP INT TERM\n";
   s += "umask 077\n";
   if (make_parents) { // ${d%/*}, not dirname: one process fewer
@@ -277,6 +296,11 @@ std::string push_fetch_script(const std::string& dest, const std::string& sha256
          "printf F >&3 && cat <&3 > \"$t\" || exit 1\n"
          "exec 3<&-\n" +
          install_temp(sha256, mode, stamp);
+}
+
+std::string with_bash(const std::string& script) {
+  return "s=" + util::shell_quote(script) +
+         "\nif [ -n \"${BASH_VERSION-}\" ]; then eval \"$s\"; else exec bash -c \"$s\"; fi\n";
 }
 
 std::string push_check_or_fetch_script(const std::string& dest, const std::string& sha256,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ struct PushOptions {
   // of hashing it again; any write, chmod or replacement of the file changes its ctime or inode
   // and the next check hashes it in full. For tpuctl's own files (the agent), not users'.
   bool stamp = false;
+  // The file's bytes and their sha256, when the caller has them already (read once, hashed
+  // once, for every step that pushes it); local_path then only names it in messages.
+  std::shared_ptr<const std::string> content;
+  std::string sha256;
 };
 
 // Streams the file to every host over an exec channel (no SFTP): `cat` into DEST.tmp.<random>
@@ -64,6 +69,10 @@ std::string push_fetch_script(const std::string& dest, const std::string& sha256
 // one bash script: exit 0 when the copy was there, k_fetched_exit when it was fetched and
 // installed, else push_fetch_script's failures (1, or 97 for bytes of another sha256). With
 // no host (no seed to fetch from), exit k_missing_exit when the copy is not there.
+// A command that runs the bash `script` in the shell that runs the command when that shell is
+// bash (one process fewer), else in a bash it starts (exec). Either way an `exit` in the script
+// ends that shell: give it a subshell or a command of its own.
+std::string with_bash(const std::string& script);
 inline constexpr int k_fetched_exit = 10;
 inline constexpr int k_missing_exit = 11;
 std::string push_check_or_fetch_script(const std::string& dest, const std::string& sha256,
