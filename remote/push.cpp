@@ -237,18 +237,27 @@ namespace {
 
 // Checks the temporary file $t against `sha256`, sets the mode and renames it to $d (and stamps
 // it): the end shared by an upload and a fetch.
-std::string install_temp(const std::string& sha256, unsigned mode, bool stamp) {
+std::string install_temp(const std::string& sha256, unsigned mode, bool stamp,
+                         bool mode_set = false) {
   std::string s = "{ " + hash_into_h("\"$t\"") + "; } || exit 1\n";
   s += "h=${h%% *}\n";
   s += "if [ \"$h\" != " + sha256 + " ]; then\n";
   s += "  echo \"sha256 is $h, expected " + sha256 + "\" >&2; exit " +
        std::to_string(k_hash_mismatch_exit) + "\n";
   s += "fi\n";
-  s += "chmod " + octal(mode) + " \"$t\" && mv -f -- \"$t\" \"$d\" || exit 1\n";
+  s += (mode_set ? std::string() : "chmod " + octal(mode) + " \"$t\" && ") +
+       "mv -f -- \"$t\" \"$d\" || exit 1\n";
   if (stamp) {
     s += "echo \"" + stamp_line(sha256) + "\" 2>/dev/null > \"$d\".sha256 || true\n";
   }
   return s;
+}
+
+// `install` writes $t from a pipe with its directories and mode in one process (three with
+// mkdir, cat and chmod); it opens its input by name, so only a pipe will do.
+std::string install_from_pipe(unsigned mode, bool make_parents) {
+  return std::string("install ") + (make_parents ? "-D " : "") + "-m " + octal(mode) +
+         " /dev/stdin \"$t\"";
 }
 
 std::string temp_prologue(const std::string& dest, const std::string& temp_suffix,
@@ -268,8 +277,13 @@ std::string temp_prologue(const std::string& dest, const std::string& temp_suffi
 
 std::string push_upload_script(const std::string& dest, const std::string& sha256, unsigned mode,
                                const std::string& temp_suffix, bool make_parents, bool stamp) {
-  return temp_prologue(dest, temp_suffix, make_parents) + "cat > \"$t\" || exit 1\n" +
-         install_temp(sha256, mode, stamp);
+  // sshd gives the command a pipe for stdin (OpenSSH on Linux); anything else is copied.
+  return temp_prologue(dest, temp_suffix, false) + "if [ -p /dev/stdin ]; then\n  " +
+         install_from_pipe(mode, make_parents) + " || exit 1\nelse\n" +
+         (make_parents ? "  case $d in ?*/*) mkdir -p -- \"${d%/*}\" || exit 1 ;; esac\n"
+                       : std::string()) +
+         "  cat > \"$t\" && chmod " + octal(mode) + " \"$t\" || exit 1\nfi\n" +
+         install_temp(sha256, mode, stamp, true);
 }
 
 std::string push_fetch_script(const std::string& dest, const std::string& sha256, unsigned mode,
@@ -280,7 +294,7 @@ std::string push_fetch_script(const std::string& dest, const std::string& sha256
   // first retry) instead of running `sleep`, so retries start no process. A transfer cut short
   // fails the sha256 check.
   const std::string from = "/dev/tcp/" + util::shell_quote(host) + "/" + std::to_string(port);
-  return temp_prologue(dest, temp_suffix, true) +
+  return temp_prologue(dest, temp_suffix, false) +
          "exec 9>&2\n"
          "i=0\n"
          "until exec 3<> " +
@@ -293,9 +307,12 @@ std::string push_fetch_script(const std::string& dest, const std::string& sha256
          "  [ $i -gt 1 ] || exec 8<> <(:)\n" // the empty pipe, made on the first retry only
          "  read -t 0.1 -u 8 _\n"
          "done 2>/dev/null\n"
-         "printf F >&3 && cat <&3 > \"$t\" || exit 1\n"
+         "printf F >&3 || exit 1\n"
+         "cat <&3 | " +
+         install_from_pipe(mode, true) +
+         " || exit 1\n"
          "exec 3<&-\n" +
-         install_temp(sha256, mode, stamp);
+         install_temp(sha256, mode, stamp, true);
 }
 
 std::string with_bash(const std::string& script) {

@@ -50,6 +50,27 @@ TEST_CASE("remote::push_upload_script writes through a temporary name to a hosti
   CHECK(entries == 1); // the temporary file was renamed, not left behind
 }
 
+TEST_CASE("remote::push_upload_script installs from a pipe and from any other stdin alike") {
+  // sshd gives commands a pipe (install reads it by name); a socket or file is copied with cat.
+  test::TempDir tmp;
+  const std::string content = "bytes\0of the agent"s;
+  const std::string sha = util::sha256_hex(content);
+  const fs::path input = tmp.path() / "input";
+  std::ofstream(input, std::ios::binary) << content;
+  for (const bool pipe : {true, false}) {
+    CAPTURE(pipe);
+    const fs::path dest = tmp.path() / (pipe ? "p" : "f") / "sub" / "agent";
+    const std::string script = remote::push_upload_script(dest.string(), sha, 0750, "t", true);
+    auto r = pipe ? sh(script, content) : sh("exec < '" + input.string() + "'\n" + script);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err == "");
+    CHECK(test::read_file(dest) == content);
+    struct stat st {};
+    ::stat(dest.c_str(), &st);
+    CHECK((st.st_mode & 07777) == 0750);
+  }
+}
+
 TEST_CASE("remote::push_check_script says same only for the same content, and fixes the mode") {
   test::TempDir tmp;
   fs::path dest = tmp.path() / "f";
