@@ -294,7 +294,7 @@ std::string push_fetch_script(const std::string& dest, const std::string& sha256
   // first retry) instead of running `sleep`, so retries start no process. A transfer cut short
   // fails the sha256 check.
   const std::string from = "/dev/tcp/" + util::shell_quote(host) + "/" + std::to_string(port);
-  return temp_prologue(dest, temp_suffix, false) +
+  return temp_prologue(dest, temp_suffix, true) +
          "exec 9>&2\n"
          "i=0\n"
          "until exec 3<> " +
@@ -307,12 +307,10 @@ std::string push_fetch_script(const std::string& dest, const std::string& sha256
          "  [ $i -gt 1 ] || exec 8<> <(:)\n" // the empty pipe, made on the first retry only
          "  read -t 0.1 -u 8 _\n"
          "done 2>/dev/null\n"
-         "printf F >&3 || exit 1\n"
-         "cat <&3 | " +
-         install_from_pipe(mode, true) +
-         " || exit 1\n"
+         // Not `cat | install`: through a pipe the bytes are copied once more (measured).
+         "printf F >&3 && cat <&3 > \"$t\" || exit 1\n"
          "exec 3<&-\n" +
-         install_temp(sha256, mode, stamp, true);
+         install_temp(sha256, mode, stamp);
 }
 
 std::string with_bash(const std::string& script) {
