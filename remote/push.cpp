@@ -253,12 +253,17 @@ std::string install_temp(const std::string& sha256, unsigned mode, bool stamp,
   return s;
 }
 
-// `install` writes $t from a pipe with its directories and mode in one process (three with
-// mkdir, cat and chmod); it opens its input by name, so only a pipe will do.
-std::string install_from_pipe(unsigned mode, bool make_parents) {
-  return std::string("install ") + (make_parents ? "-D " : "") + "-m " + octal(mode) +
-         " /dev/stdin \"$t\"";
+// `install` writes $t from a pipe with its mode in one process (two with cat and chmod); it
+// opens its input by name, so only a pipe will do. Never `install -D`: it makes the parents
+// 0755 whatever the umask (install clears it), and tpuctl's directories are 0700.
+std::string install_from_pipe(unsigned mode) {
+  return "install -m " + octal(mode) + " /dev/stdin \"$t\"";
 }
+
+// Makes $d's directory (0700 under the prologue's umask) when it is missing: a test, no
+// process, when it is there.
+const char* k_make_parents =
+    "case $d in ?*/*) [ -d \"${d%/*}\" ] || mkdir -p -- \"${d%/*}\" || exit 1 ;; esac\n";
 
 std::string temp_prologue(const std::string& dest, const std::string& temp_suffix,
                           bool make_parents) {
@@ -268,7 +273,7 @@ std::string temp_prologue(const std::string& dest, const std::string& temp_suffi
   s += "trap 'exit 143' HUP INT TERM\n";
   s += "umask 077\n";
   if (make_parents) { // ${d%/*}, not dirname: one process fewer
-    s += "case $d in ?*/*) mkdir -p -- \"${d%/*}\" || exit 1 ;; esac\n";
+    s += k_make_parents;
   }
   return s;
 }
@@ -278,12 +283,9 @@ std::string temp_prologue(const std::string& dest, const std::string& temp_suffi
 std::string push_upload_script(const std::string& dest, const std::string& sha256, unsigned mode,
                                const std::string& temp_suffix, bool make_parents, bool stamp) {
   // sshd gives the command a pipe for stdin (OpenSSH on Linux); anything else is copied.
-  return temp_prologue(dest, temp_suffix, false) + "if [ -p /dev/stdin ]; then\n  " +
-         install_from_pipe(mode, make_parents) + " || exit 1\nelse\n" +
-         (make_parents ? "  case $d in ?*/*) mkdir -p -- \"${d%/*}\" || exit 1 ;; esac\n"
-                       : std::string()) +
-         "  cat > \"$t\" && chmod " + octal(mode) + " \"$t\" || exit 1\nfi\n" +
-         install_temp(sha256, mode, stamp, true);
+  return temp_prologue(dest, temp_suffix, make_parents) + "if [ -p /dev/stdin ]; then\n  " +
+         install_from_pipe(mode) + " || exit 1\nelse\n" + "  cat > \"$t\" && chmod " + octal(mode) +
+         " \"$t\" || exit 1\nfi\n" + install_temp(sha256, mode, stamp, true);
 }
 
 std::string push_fetch_script(const std::string& dest, const std::string& sha256, unsigned mode,

@@ -68,6 +68,11 @@ TEST_CASE("remote::push_upload_script installs from a pipe and from any other st
     struct stat st {};
     ::stat(dest.c_str(), &st);
     CHECK((st.st_mode & 07777) == 0750);
+    // The directories it made are the owner's alone, whatever the caller's umask.
+    for (const fs::path& dir : {dest.parent_path(), dest.parent_path().parent_path()}) {
+      ::stat(dir.c_str(), &st);
+      CHECK_MESSAGE((st.st_mode & 07777) == 0700, dir.string());
+    }
   }
 }
 
