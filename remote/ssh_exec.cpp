@@ -195,8 +195,11 @@ std::string wrap_command(const std::string& nonce, const std::string& command, b
   if (!reap) {
     return "export TPUCTL_RUN=" + nonce + "\n" + command;
   }
-  return "export TPUCTL_RUN=" + nonce + "\nenv -u TPUCTL_RUN sh -c '" + k_reaper_script +
-         "' tpuctl-reaper \"$PPID\" \"$$\" " + nonce + " </dev/null >/dev/null 2>&1 &\n" + command;
+  // A subshell that unsets the nonce and execs sh: one process image fewer than `env -u
+  // TPUCTL_RUN sh`, and no copy of the command line (a tag in it stays the command's alone). In
+  // a subshell $$ and $PPID are still the command shell's.
+  return "export TPUCTL_RUN=" + nonce + "\n(unset TPUCTL_RUN; exec sh -c '" + k_reaper_script +
+         "' tpuctl-reaper \"$PPID\" \"$$\" " + nonce + ") </dev/null >/dev/null 2>&1 &\n" + command;
 }
 
 namespace {
