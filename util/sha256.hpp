@@ -1,5 +1,6 @@
 // SHA-256 (FIPS 180-4), used to verify files pushed to remote hosts against the remote's
-// `sha256sum`. A small streaming implementation so util/ needs no crypto library.
+// `sha256sum`. A small streaming implementation so util/ needs no crypto library; it runs on the
+// x86 SHA extensions where the CPU has them (util/sha256_blocks.hpp).
 #pragma once
 
 #include <array>
@@ -25,8 +26,6 @@ public:
   std::string hex_digest();
 
 private:
-  void compress(const uint8_t* block);
-
   std::array<uint32_t, 8> m_state{};
   std::array<uint8_t, 64> m_block{};
   size_t m_block_used = 0;

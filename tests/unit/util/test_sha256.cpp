@@ -5,6 +5,7 @@
 #include "tests/support/helpers.hpp"
 #include "util/process.hpp"
 #include "util/sha256.hpp"
+#include "util/sha256_blocks.hpp"
 
 using tpuctl::util::Sha256;
 using tpuctl::util::sha256_hex;
@@ -62,4 +63,28 @@ TEST_CASE("util::sha256_file_hex hashes a file and names a missing one") {
   auto missing = tpuctl::util::sha256_file_hex(tmp.path() / "nope");
   REQUIRE_FALSE(missing);
   CHECK(missing.error().message.find("nope") != std::string::npos);
+}
+
+TEST_CASE("util: the SHA-NI block function and the portable one give the same state, block by "
+          "block and many blocks at once") {
+  using namespace tpuctl::util::detail;
+  if (!sha256_shani_available()) {
+    MESSAGE("this CPU has no SHA extensions: only the portable path ran (the digests above)");
+    return;
+  }
+  std::mt19937 rng(11);
+  std::vector<uint8_t> data(64 * 37);
+  for (auto& b : data) {
+    b = static_cast<uint8_t>(rng());
+  }
+  for (size_t blocks : {size_t{1}, size_t{2}, size_t{3}, size_t{37}}) {
+    CAPTURE(blocks);
+    uint32_t portable[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                            0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    uint32_t shani[8];
+    std::copy(std::begin(portable), std::end(portable), shani);
+    sha256_blocks_portable(portable, data.data(), blocks);
+    sha256_blocks_shani(shani, data.data(), blocks);
+    CHECK(std::equal(std::begin(portable), std::end(portable), shani));
+  }
 }
