@@ -34,6 +34,7 @@ struct WorkloadFlags {
   std::string command;
   int max_restarts = 0;
   std::vector<std::string> env;
+  std::string env_profile = "none";
   std::string fail_policy = "any";
   std::string timeout;
   std::string worker = "all";
@@ -143,6 +144,7 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   }
   TPUCTL_TRY(apply_image_flags(
       {f.docker_image, f.base_docker_image, f.script_dir, f.docker_name, f.container_runtime}, r));
+  TPUCTL_TRY_ASSIGN(r.env_profile, provision::parse_env_profile(f.env_profile));
   TPUCTL_TRY_ASSIGN(r.fail_policy, provision::parse_fail_policy(f.fail_policy));
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   r.timeout_ms = timeout.count();
@@ -478,6 +480,11 @@ void setup_workload(CLI::App& group, Registry& registry) {
       ->type_name("R");
   create->add_option("--env", c->env, "add KEY=VALUE to every worker's environment (repeatable)")
       ->type_name("K=V");
+  create
+      ->add_option("--env-profile", c->env_profile,
+                   "also export torchrun (RANK, WORLD_SIZE, MASTER_ADDR...), slurm or skypilot "
+                   "variables, over all slices (default none)")
+      ->type_name("P");
   create
       ->add_option("--fail-policy", c->fail_policy,
                    "any (default): one failing worker stops the others; all: fail once every "

@@ -131,6 +131,7 @@ Json to_json(const Workload& w) {
          {"queued_resource", w.queued_resource},
          {"command", w.command},
          {"env", env},
+         {"env_profile", std::string(to_string(w.env_profile))},
          {"fail_policy", std::string(to_string(w.fail_policy))},
          {"max_restarts", w.max_restarts},
          {"restarts", w.restarts},
@@ -165,6 +166,11 @@ Expected<Workload> workload_from_json(const Json& doc) {
     for (const auto& e : doc.value("env", Json::array())) {
       w.env.emplace_back(e.at("name").get<std::string>(), e.at("value").get<std::string>());
     }
+    auto profile = parse_env_profile(doc.value("env_profile", "none"));
+    if (!profile) {
+      throw std::runtime_error(profile.error().message);
+    }
+    w.env_profile = *profile;
     auto policy = parse_fail_policy(doc.at("fail_policy").get<std::string>());
     if (!policy) {
       throw std::runtime_error(policy.error().message);

@@ -69,8 +69,9 @@ struct Workload {
   std::string uid; // 16 hex digits: TPUCTL_WORKLOAD_UID on every process it starts
   std::string cluster;
   std::string queued_resource;
-  std::string command; // run by /bin/sh -c on every worker
-  EnvVars env;         // the user's --env additions
+  std::string command;                       // run by /bin/sh -c on every worker
+  EnvVars env;                               // the user's --env additions
+  EnvProfile env_profile = EnvProfile::none; // --env-profile: a launcher's variables too
   ContainerSpec container;
   FailPolicy fail_policy = FailPolicy::any;
   int max_restarts = 0;

@@ -30,6 +30,7 @@ struct WorkloadRequest {
   std::string cluster;
   std::string command;
   EnvVars env;
+  EnvProfile env_profile = EnvProfile::none; // torchrun, slurm or skypilot variables too
   FailPolicy fail_policy = FailPolicy::any;
   int max_restarts = 0;
   int64_t timeout_ms = 0;

@@ -76,6 +76,7 @@ Expected<std::vector<WorkerPlan>> plan_workload(state::StateStore& store, const 
   TPUCTL_TRY_ASSIGN(auto pool, load_pool(store, wl.pool));
   WorkerSelection selection;
   selection.user_env = wl.env;
+  selection.profile = wl.env_profile;
   TPUCTL_TRY_ASSIGN(auto plans, plan_workers(*target, pool, selection));
   // Every caller is about to start, watch or stop the workload's processes there: from now on
   // deleting the request stops what runs on it.
