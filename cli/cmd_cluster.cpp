@@ -33,6 +33,7 @@ struct ClusterFlags {
   bool on_demand = false;
   bool flex = false;
   std::string reservation;
+  std::string on_preemption = "requeue";
   bool async = false;
   bool force = false;
   std::string timeout;
@@ -66,6 +67,7 @@ Json cluster_json(const Cluster& c, const std::optional<QueuedResource>& qr,
          {"tpu_type", c.tpu_type},
          {"num_slices", c.num_slices},
          {"tier", std::string(to_string(c.tier))},
+         {"on_preemption", qr ? std::string(to_string(qr->on_preemption)) : std::string()},
          {"state", cluster_state(qr)},
          {"queued_resource", c.queued_resource},
          {"created_at", util::format_timestamp(c.created_at_ms)},
@@ -154,6 +156,7 @@ Expected<int> run_create(Context& ctx, const ClusterFlags& f) {
   req.tpu_type = f.tpu_type;
   req.num_slices = f.num_slices;
   req.tier = tier;
+  TPUCTL_TRY_ASSIGN(req.on_preemption, provision::parse_on_preemption(f.on_preemption));
   const auto clock = state::system_clock();
   TPUCTL_TRY_ASSIGN(auto created, provision::create_cluster(*store, req, clock));
   Cluster cluster = created.first;
@@ -305,6 +308,11 @@ void setup_cluster(CLI::App& group, Registry& registry) {
   create->add_flag("--spot", f->spot, "spot tier: preempted when a higher tier needs its hosts");
   create->add_flag("--flex", f->flex,
                    "flex-start tier (qr create --provisioning-model=flex-start)");
+  create
+      ->add_option("--on-preemption", f->on_preemption,
+                   "requeue (default): a preempted cluster goes back to the queue and its "
+                   "workloads resume when it is ACTIVE again; suspend: it stays SUSPENDED")
+      ->type_name("P");
   create->add_flag("--async", f->async, "return at once; a background tpuctl carries it on");
   create->add_option("--timeout", f->timeout, "stop waiting after this long (exit 3)")
       ->type_name("D");

@@ -38,6 +38,7 @@ struct CreateFlags {
   std::string provisioning_model, reservation;
   std::string valid_until_duration, valid_until_time, valid_after_duration, valid_after_time;
   std::string max_run_duration, request_id;
+  std::string on_preemption = "suspend";
   std::vector<std::string> labels, metadata, metadata_from_file;
   std::string timeout;
   SshFlags ssh;
@@ -153,6 +154,11 @@ Expected<provision::CreateRequest> build_request(const CreateFlags& f, const std
                           "--valid-until-time");
   r.valid_after_ms = when(f.valid_after_duration, f.valid_after_time, "--valid-after-duration",
                           "--valid-after-time");
+  if (auto p = provision::parse_on_preemption(f.on_preemption); p) {
+    r.on_preemption = *p;
+  } else {
+    errors.add(p.error());
+  }
   if (!f.max_run_duration.empty()) {
     auto d = util::parse_duration(f.max_run_duration, "--max-run-duration");
     if (!d) {
@@ -327,6 +333,10 @@ void add_qr_create(CLI::App& group, Registry& registry, bool tpu_vm) {
   cmd->add_option("--max-run-duration", f->max_run_duration,
                   "suspend the slice after it has been ACTIVE this long")
       ->type_name("D");
+  cmd->add_option("--on-preemption", f->on_preemption,
+                  "suspend (default, as gcloud): a preempted slice stays SUSPENDED; requeue: it "
+                  "goes back to the queue in its place")
+      ->type_name("P");
   cmd->add_option("--labels", f->labels, "k=v,...")->type_name("K=V");
   cmd->add_option("--metadata", f->metadata, "k=v,...")->type_name("K=V");
   cmd->add_option("--metadata-from-file", f->metadata_from_file,

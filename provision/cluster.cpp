@@ -98,6 +98,7 @@ create_cluster(state::StateStore& store, const ClusterRequest& request, const st
   qr.accelerator_type = type->name;
   qr.node_count = request.num_slices;
   qr.tier = request.tier;
+  qr.on_preemption = request.on_preemption;
   qr.labels[k_cluster_label] = request.name;
   qr.also_commit.push_back(state::CreateOp{
       state::record_key(state::Kind::cluster, request.pool, request.name), to_json(cluster)});

@@ -40,6 +40,10 @@ struct ClusterRequest {
   std::string tpu_type;
   int num_slices = 1;
   Tier tier = Tier::standard;
+  // Clusters requeue by default: they exist to run workloads, and a preempted cluster that waits
+  // for someone to reset it is the babysitter loop users write around gcloud. Requeued, its
+  // workloads resume by themselves once it is ACTIVE again.
+  OnPreemption on_preemption = OnPreemption::requeue;
 };
 
 // Validates the request (name as a TPU name, a known type, 1..64 slices), then stores the

@@ -94,6 +94,7 @@ QueuedResource new_record(const CreateRequest& req, const topology::AcceleratorT
   qr.valid_until_ms = req.valid_until_ms;
   qr.valid_after_ms = req.valid_after_ms;
   qr.max_run_duration_ms = req.max_run_duration_ms;
+  qr.on_preemption = req.on_preemption;
   qr.labels = req.labels;
   qr.metadata = req.metadata;
   qr.request_id = req.request_id;

@@ -28,6 +28,7 @@ struct CreateRequest {
   int64_t valid_until_ms = 0;
   int64_t valid_after_ms = 0;
   int64_t max_run_duration_ms = 0;
+  OnPreemption on_preemption = OnPreemption::suspend; // gcloud's behaviour unless asked
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> metadata;
   std::string request_id;

@@ -155,6 +155,22 @@ bool preemptible(Tier tier) {
   return tier == Tier::spot || tier == Tier::best_effort;
 }
 
+std::string_view to_string(OnPreemption value) {
+  return value == OnPreemption::requeue ? "requeue" : "suspend";
+}
+
+Expected<OnPreemption> parse_on_preemption(std::string_view text) {
+  if (text == "suspend") {
+    return OnPreemption::suspend;
+  }
+  if (text == "requeue") {
+    return OnPreemption::requeue;
+  }
+  return usage_error("--on-preemption '" + util::printable(text) +
+                     "' is not known: use suspend (stay SUSPENDED until reset or deleted) or "
+                     "requeue (back to the queue, in its place)");
+}
+
 Status validate_tpu_name(const std::string& name, std::string_view what) {
   auto bad = [&](std::string_view rule) {
     return make_error(ErrorKind::usage, std::string(what) + " '" + util::printable(name) +
@@ -254,6 +270,8 @@ Json to_json(const QueuedResource& qr) {
               {"valid_until_ms", qr.valid_until_ms},
               {"valid_after_ms", qr.valid_after_ms},
               {"max_run_duration_ms", qr.max_run_duration_ms},
+              {"on_preemption", std::string(to_string(qr.on_preemption))},
+              {"requeue", qr.requeue},
               {"labels", string_map_json(qr.labels)},
               {"metadata", string_map_json(qr.metadata)},
               {"request_id", qr.request_id},
@@ -286,6 +304,12 @@ Expected<QueuedResource> qr_from_json(const Json& doc) {
     qr.valid_until_ms = doc.value("valid_until_ms", int64_t{0});
     qr.valid_after_ms = doc.value("valid_after_ms", int64_t{0});
     qr.max_run_duration_ms = doc.value("max_run_duration_ms", int64_t{0});
+    auto on_preemption = parse_on_preemption(doc.value("on_preemption", "suspend"));
+    if (!on_preemption) {
+      throw std::runtime_error(on_preemption.error().message);
+    }
+    qr.on_preemption = *on_preemption;
+    qr.requeue = doc.value("requeue", false);
     qr.labels = string_map_from(doc.value("labels", Json::object()));
     qr.metadata = string_map_from(doc.value("metadata", Json::object()));
     qr.request_id = doc.value("request_id", "");

@@ -5,6 +5,9 @@
 //
 //   ACCEPTED -> WAITING_FOR_RESOURCES -> PROVISIONING -> ACTIVE
 //   ACTIVE -> SUSPENDING -> SUSPENDED            (spot preemption, max-run-duration: SERVICE)
+//   SUSPENDED -> WAITING_FOR_RESOURCES           (requeue: a preempted --on-preemption requeue
+//                                                 request, or a slice repaired after a lost host:
+//                                                 SERVICE; it keeps its place in the queue)
 //   ACCEPTED..PROVISIONING -> FAILED             (valid-until expiry, preflight failure)
 //   SUSPENDED, FAILED -> WAITING_FOR_RESOURCES   (reset, USER)
 //   any -> DELETING -> (gone)                    (delete, USER)
@@ -51,6 +54,13 @@ std::optional<Tier> parse_tier(std::string_view text);
 int tier_rank(Tier tier); // 0 first
 bool preemptible(Tier tier);
 
+// What a preempted request does: suspend (gcloud's behaviour: SUSPENDED until reset or deleted)
+// or requeue (back to WAITING_FOR_RESOURCES once its processes are stopped, in its old place).
+enum class OnPreemption { suspend, requeue };
+std::string_view to_string(OnPreemption value); // "suspend", "requeue"
+// Errors: usage naming `text` and the choices.
+Expected<OnPreemption> parse_on_preemption(std::string_view text);
+
 struct StateChange {
   QrState from = QrState::accepted; // == to for the first entry (creation)
   QrState to = QrState::accepted;
@@ -91,6 +101,10 @@ struct QueuedResource {
   int64_t valid_until_ms = 0;      // 0: none; a waiting request fails (EXPIRED) after it
   int64_t valid_after_ms = 0;      // 0: none; not placed before it
   int64_t max_run_duration_ms = 0; // 0: none; an ACTIVE slice is suspended after it
+  OnPreemption on_preemption = OnPreemption::suspend;
+  // The suspension under way ends in WAITING_FOR_RESOURCES, not SUSPENDED (a preemption with
+  // on_preemption requeue, or a repair after a lost host).
+  bool requeue = false;
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> metadata; // startup-script is provisioning's, the rest kept
   std::string request_id;

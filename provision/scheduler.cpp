@@ -28,6 +28,19 @@ void mark_changed(std::map<std::string, QueuedResource>& changed, const QueuedRe
   changed[qr.id] = qr;
 }
 
+// A SUSPENDED request marked `requeue` goes back to the queue, as a reset does, keeping its
+// arrival (create revision) and so its place.
+void requeue(QueuedResource& qr, int64_t now_ms) {
+  const std::string why = qr.history.empty() ? std::string() : qr.history.back().reason;
+  qr.requeue = false;
+  qr.error.reset();
+  qr.nodes.clear();
+  qr.pending_reason.clear();
+  qr.provisioning.erase("lease");
+  transition(qr, QrState::waiting_for_resources, Initiator::service, now_ms,
+             "requeued" + (why.empty() ? std::string() : " after: " + why));
+}
+
 // The grid as it would be if every host held by a preemptible slice of a lower tier than
 // `rank` (and not drained) were free.
 HostGrid grid_without_preemptible(const PoolView& view, const HostGrid& grid,
@@ -90,6 +103,10 @@ SchedulePlan schedule(const PoolView& view, const std::vector<QueuedResource>& q
   // 1-3: time-driven transitions.
   for (auto& qr : work) {
     bool touched = false;
+    if (qr.state == QrState::suspended && qr.requeue) {
+      requeue(qr, now_ms);
+      touched = true;
+    }
     if (qr.state == QrState::accepted) {
       transition(qr, QrState::waiting_for_resources, Initiator::service, now_ms,
                  "queued in tier " + std::string(to_string(qr.tier)));
@@ -205,6 +222,7 @@ SchedulePlan schedule(const PoolView& view, const std::vector<QueuedResource>& q
             if (w.id == v && (w.state == QrState::active || w.state == QrState::provisioning)) {
               transition(w, QrState::suspending, Initiator::service, now_ms,
                          "preempted by '" + qr.id + "' (" + std::string(to_string(qr.tier)) + ")");
+              w.requeue = w.on_preemption == OnPreemption::requeue;
               mark_changed(changed, w);
             }
           }

@@ -4,6 +4,8 @@
 // apply a transition twice (the loser's compare-and-swap fails and it re-plans).
 //
 // The pass, in order:
+//  0. SUSPENDED requests marked requeue (preempted with --on-preemption requeue, or repaired
+//     after a lost host) go back to the queue, where their arrival keeps their place.
 //  1. ACCEPTED requests enter the queue (WAITING_FOR_RESOURCES).
 //  2. A waiting request past its valid-until fails with EXPIRED.
 //  3. An ACTIVE flex-start slice past its max-run-duration starts SUSPENDING.

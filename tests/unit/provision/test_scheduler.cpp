@@ -233,6 +233,47 @@ TEST_CASE("scheduler: a reserved request preempts a spot slice that is in its wa
   CHECK(sim.get("other").state == QrState::waiting_for_resources);
 }
 
+TEST_CASE("scheduler: a preempted --on-preemption requeue slice goes back to the queue in its "
+          "place once SUSPENDED, and is placed again when capacity returns") {
+  Sim sim("v5e", "4x8");
+  auto& spot = sim.add("spot1", "v5litepod-16", Tier::spot);
+  spot.on_preemption = OnPreemption::requeue;
+  sim.add("plain", "v5litepod-16", Tier::spot); // gcloud's behaviour: stays SUSPENDED
+  sim.pass(k_t0);
+  sim.activate("spot1", k_t0 + 1);
+  sim.activate("plain", k_t0 + 1);
+  sim.add("res", "v5litepod-32", Tier::reserved); // needs the whole pool
+  sim.pass(k_t0 + 100);
+  REQUIRE(sim.get("spot1").state == QrState::suspending);
+  CHECK(sim.get("spot1").requeue);
+  REQUIRE(sim.get("plain").state == QrState::suspending);
+  CHECK_FALSE(sim.get("plain").requeue);
+  // The driver stops both and releases their hosts: SUSPENDED, as the driver records it.
+  for (const char* id : {"spot1", "plain"}) {
+    transition(sim.get(id), QrState::suspended, state::Initiator::service, k_t0 + 200,
+               sim.get(id).history.back().reason);
+    sim.get(id).nodes.clear();
+    sim.release(id);
+  }
+  sim.pass(k_t0 + 300);
+  const QueuedResource& requeued = sim.get("spot1");
+  CHECK(requeued.state == QrState::waiting_for_resources);
+  CHECK(requeued.state_initiator == state::Initiator::service);
+  CHECK_FALSE(requeued.requeue);
+  CHECK(contains(requeued.history.back().reason, "requeued after: preempted by 'res'"));
+  CHECK(sim.get("plain").state == QrState::suspended);
+  CHECK(sim.get("res").state == QrState::provisioning);
+  // A later spot request does not pass it: arrival order holds within the tier.
+  sim.add("late", "v5litepod-16", Tier::spot);
+  sim.activate("res", k_t0 + 400);
+  sim.pass(k_t0 + 500);
+  CHECK(sim.get("spot1").state == QrState::waiting_for_resources);
+  sim.remove("res");
+  sim.pass(k_t0 + 600);
+  CHECK(sim.get("spot1").state == QrState::provisioning);
+  CHECK(sim.claimed_by("spot1") == 4);
+}
+
 TEST_CASE("scheduler: spot never preempts spot, and standard never preempts standard") {
   Sim sim("v5e", "4x8");
   sim.add("s1", "v5litepod-32", Tier::spot);
