@@ -64,6 +64,9 @@ std::string time_text(int64_t ms) {
 Json workload_json(const Workload& w) {
   Json j = Json(provision::to_json(w));
   j.erase("monitor");
+  j.erase("time"); // the monitor's bookkeeping; "goodput" is what it adds up to
+  j["goodput"] =
+      provision::to_json(provision::goodput_of(w, state::to_unix_ms(state::system_clock()())));
   j["created_at"] = time_text(w.created_at_ms);
   j["started_at"] = time_text(w.started_at_ms);
   j["finished_at"] = time_text(w.finished_at_ms);
@@ -86,10 +89,14 @@ void print_workload(std::ostream& os, const Workload& w) {
   if (w.restarts > 0) {
     os << " (restarts " << w.restarts << "/" << w.max_restarts << ")";
   }
+  if (w.recoveries > 0) {
+    os << " (recovered " << w.recoveries << "x)";
+  }
   os << "\ncommand: " << util::printable(w.command) << "\n";
   if (!w.message.empty()) {
     os << (w.state == WorkloadState::failed ? "error: " : "") << w.message << "\n";
   }
+  os << goodput_line(provision::goodput_of(w, state::to_unix_ms(state::system_clock()()))) << "\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& x : w.workers) {
     rows.push_back({x.node, std::to_string(x.worker), x.host, std::string(to_string(x.state)),

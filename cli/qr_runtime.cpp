@@ -130,6 +130,14 @@ void spawn_detached(const Context& ctx, const std::string& pool,
       dup2(null, 1);
       dup2(null, 2);
     }
+    // Its stderr (the one `tpuctl: error:` line a failing command ends with) goes to its log.
+    if (!log_dir.empty()) {
+      const std::string log = log_dir + "/" + log_name;
+      int err = open(log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+      if (err >= 0) {
+        dup2(err, 2);
+      }
+    }
     for (int fd = 3; fd < 1024; ++fd) {
       close(fd);
     }

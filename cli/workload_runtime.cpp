@@ -3,13 +3,24 @@
 #include <ostream>
 
 #include "cli/qr_runtime.hpp"
+#include "cli/state_access.hpp"
 #include "cli/terminal.hpp"
+#include "util/strings.hpp"
+#include "util/time_text.hpp"
 
 namespace tpuctl::cli {
 
-Expected<provision::MonitorOptions> monitor_options(const Context& ctx, const SshFlags& flags) {
+Expected<provision::MonitorOptions> monitor_options(Context& ctx, const SshFlags& flags) {
   provision::MonitorOptions o;
   TPUCTL_TRY_ASSIGN(o.ssh, ssh_options(flags));
+  // A recovering workload moves its cluster's request itself: reconcile, then drive what needs
+  // it (suspend, provision) in this process.
+  TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, flags));
+  o.drive_pool = [&ctx, drive](const std::string& pool) -> Status {
+    TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx, Drivers::none));
+    auto carried = provision::drive_pending(*store, pool, drive);
+    return carried ? tpuctl::ok() : Status(carried.error());
+  };
   auto progress = make_progress(ctx);
   if (progress->enabled()) {
     o.progress = [progress](const std::string& line) { progress->line(line); };
@@ -19,6 +30,15 @@ Expected<provision::MonitorOptions> monitor_options(const Context& ctx, const Ss
     };
   }
   return o;
+}
+
+std::string goodput_line(const provision::Goodput& g) {
+  auto d = [](int64_t ms) { return util::format_duration(std::chrono::milliseconds(ms)); };
+  char pct[16];
+  std::snprintf(pct, sizeof pct, "%.1f%%", g.goodput * 100.0);
+  return std::string("goodput: ") + pct + " of " + d(g.wall_ms) + " (running " + d(g.running_ms) +
+         ", lost " + d(g.lost_ms) + ", recovering " + d(g.recovering_ms) + ", queued " +
+         d(g.queued_ms) + ", provisioning " + d(g.provisioning_ms) + ")";
 }
 
 void ensure_monitor(const Context& ctx, const provision::Workload& wl, const SshFlags& flags) {

@@ -14,11 +14,15 @@
 
 namespace tpuctl::cli {
 
-// The monitor's options from the SSH flags: progress on stderr unless --quiet. Errors: usage.
-Expected<provision::MonitorOptions> monitor_options(const Context& ctx, const SshFlags& flags);
+// The monitor's options from the SSH flags: progress on stderr unless --quiet; a recovering
+// workload drives its cluster's request in this process (drive_pool). Errors: usage.
+Expected<provision::MonitorOptions> monitor_options(Context& ctx, const SshFlags& flags);
 
 // Starts a detached monitor for `workload` when it needs one. Best effort.
 void ensure_monitor(const Context& ctx, const provision::Workload& workload, const SshFlags& flags);
+
+// "goodput: 87.5% of 1m04s (running 56s, lost 3s, recovering 4s, queued 0s, provisioning 1s)".
+std::string goodput_line(const provision::Goodput& goodput);
 
 // ensure_monitor() for every workload of the list.
 void ensure_monitors(const Context& ctx, const std::vector<provision::Workload>& workloads);

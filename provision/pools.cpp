@@ -447,7 +447,7 @@ Status remove_hosts(state::StateStore& store, const std::string& pool,
 
 Expected<std::vector<HostEntry>> set_drain(state::StateStore& store, const std::string& pool,
                                            const std::vector<std::string>& hosts,
-                                           const std::string& reason) {
+                                           const std::string& reason, state::Initiator initiator) {
   std::vector<HostEntry> result;
   auto r = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
     result.clear();
@@ -476,6 +476,7 @@ Expected<std::vector<HostEntry>> set_drain(state::StateStore& store, const std::
     state::Event ev;
     ev.pool = pool;
     ev.detail = Json{{"reason", reason}};
+    ev.initiator = initiator;
     if (hosts.size() == 1) {
       const HostEntry& before = *by_name.at(hosts[0]);
       ev.subject_kind = state::Kind::host;

@@ -117,7 +117,8 @@ Status remove_hosts(state::StateStore& store, const std::string& pool,
 // Errors: not_found naming each unknown host (and a missing pool).
 Expected<std::vector<HostEntry>> set_drain(state::StateStore& store, const std::string& pool,
                                            const std::vector<std::string>& hosts,
-                                           const std::string& reason);
+                                           const std::string& reason,
+                                           state::Initiator initiator = state::Initiator::user);
 
 // Deletes a pool and all its records. Refused (hosts_busy, naming the claims) while hosts are
 // claimed, unless `force`.

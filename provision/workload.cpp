@@ -12,9 +12,10 @@ using Json = nlohmann::json;
 
 namespace {
 
-constexpr std::array<std::pair<WorkloadState, std::string_view>, 4> k_states{{
+constexpr std::array<std::pair<WorkloadState, std::string_view>, 5> k_states{{
     {WorkloadState::pending, "PENDING"},
     {WorkloadState::running, "RUNNING"},
+    {WorkloadState::recovering, "RECOVERING"},
     {WorkloadState::succeeded, "SUCCEEDED"},
     {WorkloadState::failed, "FAILED"},
 }};
@@ -135,6 +136,11 @@ Json to_json(const Workload& w) {
          {"fail_policy", std::string(to_string(w.fail_policy))},
          {"max_restarts", w.max_restarts},
          {"restarts", w.restarts},
+         {"attempt", w.attempt},
+         {"recoveries", w.recoveries},
+         {"recovering_since_ms", w.recovering_since_ms},
+         {"repair", w.repair},
+         {"time", to_json(w.time)},
          {"timeout_ms", w.timeout_ms},
          {"state", std::string(to_string(w.state))},
          {"deleting", w.deleting},
@@ -178,6 +184,11 @@ Expected<Workload> workload_from_json(const Json& doc) {
     w.fail_policy = *policy;
     w.max_restarts = doc.value("max_restarts", 0);
     w.restarts = doc.value("restarts", 0);
+    w.attempt = doc.value("attempt", w.restarts); // before repairs, the attempt was the restarts
+    w.recoveries = doc.value("recoveries", 0);
+    w.recovering_since_ms = doc.value("recovering_since_ms", int64_t{0});
+    w.repair = doc.value("repair", Json::object());
+    w.time = workload_time_from_json(doc.value("time", Json::object()));
     w.timeout_ms = doc.value("timeout_ms", int64_t{0});
     auto st = parse_workload_state(doc.at("state").get<std::string>());
     if (!st) {
@@ -261,6 +272,11 @@ std::string workload_dir(const std::string& workdir, const std::string& uid,
 
 std::string describe_worker(const WorkloadWorker& w) {
   return "worker " + std::to_string(w.worker) + " of node " + w.node + " (host " + w.host + ")";
+}
+
+Goodput goodput_of(const Workload& w, int64_t now_ms) {
+  const int64_t end = is_terminal(w.state) && w.finished_at_ms > 0 ? w.finished_at_ms : now_ms;
+  return goodput_of(w.time, w.created_at_ms, end);
 }
 
 } // namespace tpuctl::provision

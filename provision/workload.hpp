@@ -6,6 +6,10 @@
 // --max-restarts every worker restarts together, as a JobSet does.
 //
 //   PENDING -> RUNNING -> SUCCEEDED | FAILED        (a restart stays RUNNING, restarts += 1)
+//   RUNNING -> RECOVERING -> RUNNING                (a lost worker's slice repaired, or the
+//                                                    cluster preempted and requeued: the next
+//                                                    attempt starts once it is ACTIVE again;
+//                                                    workload_recovery.hpp)
 //
 // Stored as JSON under Key{workload, pool, name}; to_json/workload_from_json are the only places
 // that know the field names (they are also `workload describe --format json`).
@@ -20,12 +24,13 @@
 #include <nlohmann/json.hpp>
 
 #include "provision/worker_env.hpp"
+#include "provision/workload_goodput.hpp"
 #include "state/store.hpp"
 #include "util/expected.hpp"
 
 namespace tpuctl::provision {
 
-enum class WorkloadState { pending, running, succeeded, failed };
+enum class WorkloadState { pending, running, recovering, succeeded, failed };
 std::string_view to_string(WorkloadState state); // "PENDING", "RUNNING", ...
 std::optional<WorkloadState> parse_workload_state(std::string_view text);
 bool is_terminal(WorkloadState state); // SUCCEEDED or FAILED
@@ -75,7 +80,14 @@ struct Workload {
   ContainerSpec container;
   FailPolicy fail_policy = FailPolicy::any;
   int max_restarts = 0;
-  int restarts = 0;       // restarts so far; the current attempt's number
+  int restarts = 0;                // restarts after failures so far (bounded by max_restarts)
+  int attempt = 0;                 // the current attempt's number: every restart, repair and resume
+  int recoveries = 0;              // repairs and resumes after a preemption so far
+  int64_t recovering_since_ms = 0; // RECOVERING: when the failure was noticed
+  // RECOVERING after a lost worker: the repair still to carry out (workload_recovery.hpp):
+  // {"hosts": [...], "reason": "..."}; empty once the slice is on its way back.
+  nlohmann::json repair = nlohmann::json::object();
+  WorkloadTime time;      // where the wall time went (workload_goodput.hpp)
   int64_t timeout_ms = 0; // 0: none; the workload fails after running this long
   WorkloadState state = WorkloadState::pending;
   bool deleting = false; // `workload delete` is stopping it: the monitor must not act
@@ -107,6 +119,9 @@ Expected<Workload> load_workload(state::StateStore& store, const std::string& po
 // working directory, <workdir>/workloads/<uid>/<node>-<worker> (log, status.json, heartbeat).
 std::string workload_dir(const std::string& workdir, const std::string& uid,
                          const std::string& node, int worker);
+
+// Where the workload's wall time went up to now_ms (or its end), and its goodput.
+Goodput goodput_of(const Workload& workload, int64_t now_ms);
 
 // "worker 2 of node c-0 (host h3)": how messages name a worker.
 std::string describe_worker(const WorkloadWorker& w);

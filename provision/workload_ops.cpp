@@ -8,7 +8,9 @@
 
 #include "provision/cluster.hpp"
 #include "provision/reconcile.hpp"
+#include "provision/workload_recovery.hpp"
 #include "provision/workload_remote.hpp"
+#include "provision/workload_steps.hpp"
 #include "topology/accelerator_type.hpp"
 #include "util/strings.hpp"
 
@@ -22,141 +24,6 @@ constexpr int k_max_restarts_limit = 1000;
 // How often a running workload's record is rewritten when nothing changed but heartbeats.
 constexpr int64_t k_refresh_ms = 5000;
 
-int64_t now_of(const MonitorOptions& o) {
-  return state::to_unix_ms(o.clock());
-}
-
-void say(const MonitorOptions& o, const std::string& line) {
-  if (o.progress) {
-    o.progress(line);
-  }
-}
-
-state::Op state_event(const Workload& wl, WorkloadState from, WorkloadState to, int64_t now,
-                      const std::string& type, const std::string& message) {
-  state::Event e;
-  e.time_ms = now;
-  e.pool = wl.pool;
-  e.subject_kind = state::Kind::workload;
-  e.subject = wl.name;
-  e.type = type;
-  e.from_state = std::string(to_string(from));
-  e.to_state = std::string(to_string(to));
-  e.initiator = state::Initiator::service;
-  e.detail = nlohmann::json{{"message", message}, {"restarts", wl.restarts}};
-  return state::EventOp{e};
-}
-
-// Why mutate() did not write.
-enum class Skip { none, gone, deleting, not_ours };
-
-struct Mutation {
-  std::optional<Workload> workload; // the record as written (or as found when skipped)
-  Skip skipped = Skip::none;
-};
-
-// Re-reads the workload and applies `change` to it, committing with compare-and-swap (retried on
-// conflict). Skips (writes nothing) when the record is gone, being deleted, or, with
-// `need_lease`, when this process no longer holds the monitor lease. `change` returns the
-// events to append, or nullopt to write nothing; it may run more than once.
-using ChangeFn = std::function<std::optional<std::vector<state::Op>>(Workload&)>;
-Expected<Mutation> mutate(state::StateStore& store, const std::string& pool,
-                          const std::string& name, bool need_lease, const ChangeFn& change) {
-  Mutation m;
-  bool written = false;
-  auto committed = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
-    m = {};
-    TPUCTL_TRY_ASSIGN(auto found, s.find(workload_key(pool, name)));
-    if (!found) {
-      m.skipped = Skip::gone;
-      return std::vector<state::Op>{};
-    }
-    TPUCTL_TRY_ASSIGN(Workload wl, workload_from_record(*found));
-    m.workload = wl;
-    if (wl.deleting) {
-      m.skipped = Skip::deleting;
-      return std::vector<state::Op>{};
-    }
-    auto lease = lease_from_json(wl.monitor);
-    if (need_lease && (!lease || !is_own_lease(*lease))) {
-      m.skipped = Skip::not_ours;
-      return std::vector<state::Op>{};
-    }
-    auto ops = change(wl);
-    m.workload = wl;
-    if (!ops) {
-      written = false;
-      return std::vector<state::Op>{};
-    }
-    written = true;
-    ops->insert(ops->begin(), state::UpdateOp{workload_key(pool, name), to_json(wl), wl.version});
-    return *ops;
-  });
-  if (!committed) {
-    return committed.error();
-  }
-  if (written && m.workload) {
-    m.workload->version = committed->revision;
-  }
-  return m;
-}
-
-// A human summary of workers that did not start.
-std::string launch_failures(const std::vector<WorkerPlan>& plans,
-                            const std::vector<remote::HostResult>& results,
-                            std::vector<size_t>& failed) {
-  std::vector<std::string> parts;
-  for (const auto& r : results) {
-    if (r.succeeded()) {
-      continue;
-    }
-    failed.push_back(r.index);
-    const auto& p = plans[r.index];
-    std::string why(util::trim(r.err));
-    if (why.empty()) {
-      why = r.error.empty() ? std::string(remote::to_string(r.outcome)) : r.error;
-    }
-    parts.push_back("worker " + std::to_string(p.worker) + " of node " + p.node + " (host " +
-                    p.host + ") could not start: " + why);
-  }
-  return util::join(parts, "; ");
-}
-
-// Starts the workload's current attempt everywhere. On a failure stops whatever started and
-// returns the message naming the workers; "" when every worker started.
-Expected<std::string> start_attempt(const Workload& wl, const std::vector<WorkerPlan>& plans,
-                                    std::vector<size_t>& failed, const MonitorOptions& o) {
-  remote::FanoutCallbacks callbacks;
-  if (o.worker_started) {
-    auto done = std::make_shared<size_t>(0);
-    callbacks.on_host_done = [&o, done, total = plans.size()](const remote::HostResult& r) {
-      o.worker_started(++*done, total, r.host);
-    };
-  }
-  TPUCTL_TRY_ASSIGN(auto results, launch_workers(wl, plans, o.ssh, callbacks));
-  std::string message = launch_failures(plans, results, failed);
-  if (!message.empty()) {
-    (void)stop_workers(wl, plans, o.ssh);
-  }
-  return message;
-}
-
-// The record after a FAILED verdict: running workers were stopped.
-std::optional<std::vector<state::Op>> finish(Workload& wl, WorkloadState to,
-                                             const std::string& message, int64_t now) {
-  const WorkloadState from = wl.state;
-  wl.state = to;
-  wl.message = message;
-  wl.finished_at_ms = now;
-  wl.monitor = nlohmann::json::object();
-  for (auto& w : wl.workers) {
-    if (w.state == WorkerState::running || w.state == WorkerState::pending) {
-      w.state = to == WorkloadState::failed ? WorkerState::stopped : w.state;
-    }
-  }
-  return std::vector<state::Op>{state_event(wl, from, to, now, "STATE_CHANGED", message)};
-}
-
 bool same_view(const std::vector<WorkloadWorker>& a, const std::vector<WorkloadWorker>& b) {
   if (a.size() != b.size()) {
     return false;
@@ -168,13 +35,6 @@ bool same_view(const std::vector<WorkloadWorker>& a, const std::vector<WorkloadW
     }
   }
   return true;
-}
-
-void sleep_for(Ms duration, const remote::CancelToken* cancel) {
-  const auto until = std::chrono::steady_clock::now() + duration;
-  while (std::chrono::steady_clock::now() < until && !(cancel && cancel->cancelled())) {
-    std::this_thread::sleep_for(Ms(50));
-  }
 }
 
 Status validate_request(const WorkloadRequest& r) {
@@ -257,7 +117,8 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   wl.container = r.container;
   wl.container.app = !r.app_files.empty();
   wl.created_at_ms = now_of(o);
-  TPUCTL_TRY_ASSIGN(auto plans, plan_workload(store, wl)); // ACTIVE, environment valid
+  enter(wl.time, TimePhase::provisioning, wl.created_at_ms); // starting its workers
+  TPUCTL_TRY_ASSIGN(auto plans, plan_workload(store, wl));   // ACTIVE, environment valid
   wl.workers = pending_workers(plans, 0);
   if (!wl.container.image.empty()) {
     say(o, "asking " + std::to_string(plans.size()) + " workers for docker or podman");
@@ -315,6 +176,7 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
         }
         const WorkloadState from = w.state;
         w.state = WorkloadState::running;
+        enter(w.time, TimePhase::running, now);
         for (auto& x : w.workers) {
           x.state = WorkerState::running; // started: the supervisor runs it
         }
@@ -352,16 +214,56 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
     return m.workload;
   }
   Workload wl = *m.workload;
-  auto plans = plan_workload(store, wl);
-  if (!plans) {
-    const std::string why = plans.error().message;
-    TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
-                        return finish(w, WorkloadState::failed, why, now_of(o));
-                      }));
-    return f.workload;
-  }
+  std::optional<std::vector<WorkerPlan>> plans;
   int64_t last_write = now_of(o);
+  auto gone_or = [](const Mutation& x) {
+    return x.skipped == Skip::gone ? std::optional<Workload>() : x.workload;
+  };
   while (!(cancel && cancel->cancelled())) {
+    if (wl.state == WorkloadState::recovering) {
+      TPUCTL_TRY_ASSIGN(RecoveryStep r, recovery_step(store, wl, o));
+      if (!r.workload || r.workload->deleting || is_terminal(r.workload->state)) {
+        return r.workload;
+      }
+      wl = *r.workload;
+      plans = std::move(r.plans);
+      if (wl.state != WorkloadState::running) {
+        sleep_for(o.poll_interval, cancel);
+      }
+      continue;
+    }
+    // The slices under the current attempt: still there, on their way back, or gone.
+    TPUCTL_TRY_ASSIGN(SliceCheck slices, check_slices(store, wl));
+    if (slices.status == SliceStatus::intact && !plans) {
+      auto planned = plan_workload(store, wl);
+      if (!planned) {
+        const std::string why = planned.error().message;
+        TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
+                            return finish(w, WorkloadState::failed, why, now_of(o));
+                          }));
+        return gone_or(f);
+      }
+      plans = std::move(*planned);
+    }
+    if (slices.status != SliceStatus::intact) {
+      // Preempted (or provisioned again behind its back): come back with it, or end.
+      const bool back = slices.status == SliceStatus::coming_back;
+      say(o, (back ? "recovering: " : "failing: ") + slices.why);
+      TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
+                          if (!back) {
+                            return finish(w, WorkloadState::failed,
+                                          "its slices are gone: " + slices.why, now_of(o));
+                          }
+                          return std::optional<std::vector<state::Op>>(
+                              begin_recovery(w, now_of(o), slices.why, {}));
+                        }));
+      if (f.skipped != Skip::none || !f.workload || is_terminal(f.workload->state)) {
+        return gone_or(f);
+      }
+      wl = *f.workload;
+      plans.reset();
+      continue;
+    }
     TPUCTL_TRY_ASSIGN(auto observations, poll_workers(wl, *plans, o.ssh));
     const int64_t now = now_of(o);
     std::vector<WorkloadWorker> before = wl.workers;
@@ -369,7 +271,7 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
     auto step =
         mutate(store, pool, name, true, [&](Workload& w) -> std::optional<std::vector<state::Op>> {
           for (size_t i = 0; i < w.workers.size() && i < observations.size(); ++i) {
-            observe(w.workers[i], observations[i], w.restarts, w.attempt_started_ms, now, o.policy);
+            observe(w.workers[i], observations[i], w.attempt, w.attempt_started_ms, now, o.policy);
           }
           d = decide(w, now);
           if (d.verdict == Verdict::succeeded) {
@@ -388,7 +290,7 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
       continue;
     }
     if (step->skipped != Skip::none) {
-      return step->skipped == Skip::gone ? std::optional<Workload>() : step->workload;
+      return gone_or(*step);
     }
     if (step->workload->version != wl.version) {
       last_write = now;
@@ -409,6 +311,15 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
       say(o, "workload '" + name + "' SUCCEEDED: " + d.message);
       return std::optional<Workload>(wl);
     }
+    // A restart with a lost worker repairs the slice first (workload_recovery.hpp).
+    std::vector<std::string> lost_hosts;
+    if (d.verdict == Verdict::restart) {
+      for (size_t i : d.culprits) {
+        if (wl.workers[i].state == WorkerState::lost) {
+          lost_hosts.push_back(wl.workers[i].host);
+        }
+      }
+    }
     if (d.verdict == Verdict::fail || d.verdict == Verdict::restart) {
       say(o, (d.verdict == Verdict::fail ? "failing: " : "") + d.message);
       (void)stop_workers(wl, *plans, o.ssh);
@@ -417,38 +328,56 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
       TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
                           return finish(w, WorkloadState::failed, d.message, now_of(o));
                         }));
-      return f.workload;
+      return gone_or(f);
+    }
+    if (d.verdict == Verdict::restart && !lost_hosts.empty()) {
+      TPUCTL_TRY_ASSIGN(auto r, mutate(store, pool, name, true, [&](Workload& w) {
+                          return std::optional<std::vector<state::Op>>(
+                              begin_recovery(w, now_of(o), d.message, lost_hosts));
+                        }));
+      if (r.skipped != Skip::none) {
+        return gone_or(r);
+      }
+      wl = *r.workload;
+      plans.reset();
+      continue;
     }
     if (d.verdict == Verdict::restart) {
       const int64_t restart_at = now_of(o);
       TPUCTL_TRY_ASSIGN(
           auto r, mutate(store, pool, name, true, [&](Workload& w) {
             w.restarts += 1;
+            w.attempt += 1;
             w.attempt_started_ms = restart_at;
             w.message = d.message;
-            w.workers = pending_workers(*plans, w.restarts);
+            w.workers = pending_workers(*plans, w.attempt);
+            // The failed attempt's running time is lost; restarting is recovering.
+            enter(w.time, TimePhase::recovering, restart_at);
+            lose_attempt(w.time);
             return std::optional<std::vector<state::Op>>(std::vector<state::Op>{
                 state_event(w, w.state, w.state, restart_at, "RESTARTED", d.message)});
           }));
       if (r.skipped != Skip::none) {
-        return r.skipped == Skip::gone ? std::optional<Workload>() : r.workload;
+        return gone_or(r);
       }
       wl = *r.workload;
       TPUCTL_TRY_ASSIGN(plans, plan_workload(store, wl)); // TPUCTL_WORKLOAD_ATTEMPT changed
       std::vector<size_t> failed;
       TPUCTL_TRY_ASSIGN(std::string failure, start_attempt(wl, *plans, failed, o));
-      if (!failure.empty()) {
-        TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
+      TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
+                          if (!failure.empty()) {
                             return finish(w, WorkloadState::failed, failure, now_of(o));
-                          }));
-        return f.workload;
+                          }
+                          enter(w.time, TimePhase::running, now_of(o));
+                          return std::optional<std::vector<state::Op>>(std::vector<state::Op>{});
+                        }));
+      if (f.skipped != Skip::none || is_terminal(f.workload->state)) {
+        if (f.skipped != Skip::none) {
+          (void)stop_workers(wl, *plans, o.ssh); // deleted while we launched
+        }
+        return gone_or(f);
       }
-      // A delete that marked the record while we launched must not leave this attempt running.
-      TPUCTL_TRY_ASSIGN(auto again, store.find(workload_key(pool, name)));
-      if (!again || again->doc.value("deleting", false)) {
-        (void)stop_workers(wl, *plans, o.ssh);
-        return std::optional<Workload>();
-      }
+      wl = *f.workload;
     }
     sleep_for(o.poll_interval, cancel);
   }

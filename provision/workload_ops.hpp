@@ -50,6 +50,10 @@ struct MonitorOptions {
   std::chrono::milliseconds lease_ttl{60000};
   state::Clock clock = state::system_clock();
   std::function<void(const std::string&)> progress; // a line per change, for stderr; may be empty
+  // Moves the pool's queued resources through their transient states (reconcile and drive, as
+  // cli/qr_runtime does): a recovering workload's cluster is suspended, requeued and provisioned
+  // again through it. Empty: only reconcile (another process must drive).
+  std::function<Status(const std::string& pool)> drive_pool;
   // As each worker has started (`done` of `total`, its host): for a live display; may be empty.
   std::function<void(size_t done, size_t total, const std::string& host)> worker_started;
 };

@@ -84,7 +84,7 @@ Expected<std::vector<WorkerPlan>> plan_workload(state::StateStore& store, const 
   for (auto& p : plans) {
     p.env.emplace_back("TPUCTL_WORKLOAD", wl.name);
     p.env.emplace_back(k_workload_uid_var, wl.uid);
-    p.env.emplace_back("TPUCTL_WORKLOAD_ATTEMPT", std::to_string(wl.restarts));
+    p.env.emplace_back("TPUCTL_WORKLOAD_ATTEMPT", std::to_string(wl.attempt));
   }
   return plans;
 }
@@ -111,7 +111,7 @@ std::string launch_command(const Workload& wl, const WorkerPlan& p) {
                               wl.container.app ? app_dir(p, wl.uid) : "", wl.command);
   return env_command_prefix(p.env, p.agent_dir) + agent_of(p) +
          " agent supervise --format json --dir " + util::shell_quote_path(dir_of(wl, p)) +
-         " --attempt " + std::to_string(wl.restarts) + " --command " + util::shell_quote(command);
+         " --attempt " + std::to_string(wl.attempt) + " --command " + util::shell_quote(command);
 }
 
 Expected<std::vector<remote::HostResult>> launch_workers(const Workload& wl,

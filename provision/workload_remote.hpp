@@ -28,7 +28,7 @@ Expected<std::vector<WorkerPlan>> plan_workload(state::StateStore& store, const 
 // The `workers` entries of a new attempt: one PENDING entry per plan.
 std::vector<WorkloadWorker> pending_workers(const std::vector<WorkerPlan>& plans, int attempt);
 
-// The shell command that starts attempt `workload.restarts` on the worker of `plan`.
+// The shell command that starts attempt `workload.attempt` on the worker of `plan`.
 std::string launch_command(const Workload& workload, const WorkerPlan& plan);
 
 // Starts the current attempt on every worker at once. Per-worker results in plan order; a

@@ -48,7 +48,10 @@ struct TwoSliceCluster : QrEnv {
     uids.push_back(json::parse(created.out)["uid"].get<std::string>());
     auto waited = run({"workload", "wait", name, "--timeout", "120s", "--format", "json"});
     const auto logs = run({"workload", "logs", name});
-    const std::string said = waited.err + "\n" + logs.out + logs.err;
+    const auto described = run({"workload", "describe", name});
+    const std::string said = waited.err + "\n" + logs.out + logs.err + "\n" + described.out +
+                             tpuctl::test::read_file(dir.path() / "state" / "tpuctl" / "logs" /
+                                                     ("workload-" + name + ".log"));
     REQUIRE_MESSAGE(waited.exit_code == 0, said);
     return json::parse(waited.out);
   }
