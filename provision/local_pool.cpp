@@ -150,7 +150,14 @@ Expected<LocalUpResult> local_up(state::StateStore& store, const LocalUpOptions&
     add.local = Json{{"sshd", true}};
     auto added = add_hosts(store, options.pool, specs, add);
     if (!added) {
-      (void)delete_pool(store, options.pool, true);
+      // All or nothing as the caller sees it: the pool goes again, or the error says it stays.
+      if (auto removed = delete_pool(store, options.pool, true); !removed) {
+        return Error(ErrorKind::partial,
+                     "local pool '" + options.pool + "' was created without its hosts (adding " +
+                         "them failed: " + added.error().message + "; removing the pool failed " +
+                         "too: " + removed.error().message + "); delete it with 'tpuctl pool " +
+                         "delete " + options.pool + " --force'");
+      }
       return added.error();
     }
     return load_pool(store, options.pool);

@@ -29,7 +29,9 @@ struct LocalUpResult {
 
 // Creates (or re-checks) the local pool. Errors: usage for bad options (the address range must
 // stay inside 127.0.0.0/8), failure when sshd is missing (naming openssh-server) or will not
-// start (naming its log), and when `pool` exists but is not a local pool of `hosts` hosts.
+// start (naming its log), and when `pool` exists but is not a local pool of `hosts` hosts;
+// partial when the pool was recorded but neither its hosts nor its removal could be (a full
+// disk under the store), naming it.
 Expected<LocalUpResult> local_up(state::StateStore& store, const LocalUpOptions& options);
 
 struct LocalDownResult {

@@ -273,6 +273,30 @@ TEST_CASE("state faults: on a disk that fills up, a create's exit status tells t
     }
   }
   MESSAGE("creates on a nearly full disk: " << stored << " stored, " << refused << " refused");
+
+  // A second local pool, whose record and hosts are two commits: it exists as the exit status
+  // says (0 or 6), or not at all (1).
+  for (uint64_t kb : {32, 64, 96, 160}) {
+    CAPTURE(kb);
+    env.disk->fill(kb * 1024);
+    auto up = env.run({"pool", "local-up", "--pool", "lp", "--hosts", "2", "--address-base",
+                       "127.0.226.20", "--port", "2222"});
+    env.disk->unfill();
+    CAPTURE(up.err);
+    CHECK(!contains(up.err, "disk I/O error"));
+    json pools = env.run_json({"pool", "list"});
+    bool exists = false;
+    for (const auto& p : pools) {
+      exists = exists || p["name"] == "lp";
+    }
+    if (up.exit_code == 0 || up.exit_code == 6) {
+      CHECK(exists);
+      CHECK(env.run({"pool", "local-down", "--pool", "lp", "--force"}).exit_code == 0);
+    } else {
+      CHECK(up.exit_code == 1);
+      CHECK(!exists);
+    }
+  }
   CHECK(env.claims().empty());
   auto check = env.run({"state", "check"});
   CHECK_MESSAGE(check.exit_code == 0, (check.out + check.err));
