@@ -283,8 +283,19 @@ int exit_code_for(ErrorKind kind) {
     return k_exit_timeout;
   case ErrorKind::interrupted:
     return k_exit_interrupted;
+  case ErrorKind::partial:
+    return k_exit_partial;
   }
   return k_exit_failure;
+}
+
+Error recorded_then_failed(const std::string& what, const std::string& state, const Error& later,
+                           const std::string& next) {
+  Error e(ErrorKind::partial, what + " was created and exists (" + state +
+                                  "), but the command could not carry on: " + later.message + "; " +
+                                  next);
+  e.more = later.more;
+  return e;
 }
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

@@ -160,23 +160,32 @@ Expected<int> run_create(Context& ctx, const ClusterFlags& f) {
   const auto clock = state::system_clock();
   TPUCTL_TRY_ASSIGN(auto created, provision::create_cluster(*store, req, clock));
   Cluster cluster = created.first;
-  if (f.async) {
-    TPUCTL_TRY(reconcile_and_spawn(ctx, *store));
-  } else {
-    TPUCTL_TRY_ASSIGN(auto followed, follow(ctx, *store, pool, cluster.queued_resource, settled,
-                                            timeout, drive, f.ssh));
-    if (!followed.done && followed.qr) {
-      TPUCTL_TRY_ASSIGN(auto j, describe_json(*store, cluster));
-      emit(ctx, j, print_cluster);
-      return Error(ErrorKind::capacity,
-                   "cluster '" + f.name + "' is still " +
-                       std::string(to_string(followed.qr->state)) + " after --timeout " +
-                       f.timeout + " (its slices stay queued; see 'tpuctl cluster describe " +
-                       f.name + "')");
+  const std::string what = "cluster '" + f.name + "'";
+  auto carried = carry_on(ctx, *store, created.second, f.async, timeout, drive, f.ssh, what);
+  // What exists is shown whatever happens next; the queued resource alone when the cluster's
+  // full description cannot be read.
+  auto show = [&]() -> Json {
+    auto j = describe_json(*store, cluster);
+    if (!j) {
+      j = qr_json(carried.qr);
     }
+    emit(ctx, *j, j->contains("num_slices") ? TableRenderer(print_cluster) : TableRenderer());
+    return *j;
+  };
+  if (carried.failed) {
+    if (!carried.gone) {
+      show();
+    }
+    return *carried.failed;
   }
-  TPUCTL_TRY_ASSIGN(auto j, describe_json(*store, cluster));
-  emit(ctx, j, print_cluster);
+  if (!carried.done && !carried.gone) {
+    show();
+    return Error(ErrorKind::capacity,
+                 "cluster '" + f.name + "' is still " + std::string(to_string(carried.qr.state)) +
+                     " after --timeout " + f.timeout +
+                     " (its slices stay queued; see 'tpuctl cluster describe " + f.name + "')");
+  }
+  Json j = show();
   if (!f.async && j["state"] != "ACTIVE") {
     return Error(ErrorKind::failure, "cluster '" + f.name + "' is " + cell_text(j["state"]) +
                                          (j.contains("error") ? ": " + cell_text(j["error"]) : ""));

@@ -48,9 +48,9 @@ void add_create(CLI::App& group, Registry& registry) {
   CLI::App* cmd = registry.add(
       group, "create", "create an empty pool of one TPU generation",
       [o](Context& ctx) -> Expected<int> {
-        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
         TPUCTL_TRY_ASSIGN(auto layout,
                           provision::make_pool_layout(o->generation, o->chips_per_host, o->shape));
+        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx, Access::create));
         TPUCTL_TRY_ASSIGN(auto pool, provision::create_pool(*store, o->name, layout));
         emit(ctx, pool_summary_json(pool, 0));
         return 0;
@@ -267,7 +267,7 @@ void add_import(CLI::App& group, Registry& registry) {
         }
         std::stringstream text;
         text << in.rdbuf();
-        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx, Access::create));
         TPUCTL_TRY_ASSIGN(auto added,
                           provision::import_inventory(*store, ctx.globals.pool, text.str()));
         Json rows = Json::array();

@@ -29,7 +29,7 @@ void add_local_up(CLI::App& group, Registry& registry) {
           up.pool = ctx.globals.pool;
         }
         TPUCTL_TRY_ASSIGN(up.state_dir, state_dir(ctx));
-        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx, Access::create));
         TPUCTL_TRY_ASSIGN(auto result, provision::local_up(*store, up));
         if (!ctx.globals.quiet && !ctx.machine_format()) {
           ctx.stderr_stream() << "tpuctl: local pool '" << up.pool
@@ -61,15 +61,38 @@ void add_local_up(CLI::App& group, Registry& registry) {
 
 void add_local_down(CLI::App& group, Registry& registry) {
   auto force = std::make_shared<bool>(false);
-  CLI::App* cmd = registry.add(
-      group, "local-down", "stop a local pool's sshd servers and delete the pool",
-      [force](Context& ctx) -> Expected<int> {
-        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-        std::string pool = ctx.globals.pool.empty() ? "local" : ctx.globals.pool;
-        TPUCTL_TRY_ASSIGN(auto result, provision::local_down(*store, pool, *force));
-        emit(ctx, Json{{"pool", pool}, {"hosts", result.hosts}, {"sshd_stopped", result.stopped}});
-        return 0;
-      });
+  CLI::App* cmd =
+      registry.add(group, "local-down", "stop a local pool's sshd servers and delete the pool",
+                   [force](Context& ctx) -> Expected<int> {
+                     std::string pool = ctx.globals.pool.empty() ? "local" : ctx.globals.pool;
+                     TPUCTL_TRY_ASSIGN(auto dir, state_dir(ctx));
+                     auto store = open_state(ctx, Drivers::none);
+                     Expected<provision::LocalDownResult> result = Error();
+                     if (store) {
+                       result = provision::local_down(**store, pool, *force, dir);
+                     } else if (state::has_reason(store.error(), state::reason::k_no_store) ||
+                                state::has_reason(store.error(), state::reason::k_store_replaced)) {
+                       // No store to ask: the servers are found from the disk.
+                       result = provision::local_down_from_disk(pool, dir);
+                       if (result && result->stopped == 0) {
+                         return store.error();
+                       }
+                     } else {
+                       return store.error();
+                     }
+                     TPUCTL_TRY(result);
+                     if (result->from_disk && !ctx.globals.quiet) {
+                       ctx.stderr_stream()
+                           << "tpuctl: notice: the state store has no local pool '" << pool
+                           << "': stopped the " << result->stopped
+                           << " sshd servers found running from " << result->root << "\n";
+                     }
+                     emit(ctx, Json{{"pool", pool},
+                                    {"hosts", result->hosts},
+                                    {"sshd_stopped", result->stopped},
+                                    {"found_from_disk", result->from_disk}});
+                     return 0;
+                   });
   cmd->add_flag("--force", *force, "also when hosts are claimed by queued resources");
 }
 

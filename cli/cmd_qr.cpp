@@ -236,26 +236,26 @@ Expected<int> run_create(Context& ctx, const CreateFlags& f) {
     *ctx.err << "tpuctl: request id '" << f.request_id << "' already created '" << outcome.qr.id
              << "'; not creating it again\n";
   }
-  QueuedResource last = outcome.qr;
-  if (f.async) {
-    TPUCTL_TRY(reconcile_and_spawn(ctx, *store));
-    TPUCTL_TRY_ASSIGN(last, provision::load_queued_resource(*store, pool, f.id));
-  } else {
-    TPUCTL_TRY_ASSIGN(auto followed,
-                      follow(ctx, *store, pool, f.id, settled, timeout, drive, f.ssh));
-    if (!followed.qr) {
-      return Error(ErrorKind::failure, "queued resource '" + f.id + "' was deleted meanwhile");
-    }
-    last = *followed.qr;
-    if (!followed.done) {
+  auto carried = carry_on(ctx, *store, outcome.qr, f.async, timeout, drive, f.ssh,
+                          "queued resource '" + f.id + "'");
+  const QueuedResource& last = carried.qr;
+  if (carried.gone && !carried.failed) {
+    return Error(ErrorKind::failure, "queued resource '" + f.id + "' was deleted meanwhile");
+  }
+  if (carried.failed) {
+    if (!carried.gone) {
       emit(ctx, qr_json(last), [&](std::ostream& os, const Json&) { print_qr(os, last); });
-      return Error(ErrorKind::capacity, "queued resource '" + f.id + "' is still " +
-                                            std::string(to_string(last.state)) +
-                                            " after --timeout " + f.timeout +
-                                            " (it stays queued; follow it with "
-                                            "'tpuctl qr wait " +
-                                            f.id + " --for=state=ACTIVE')");
     }
+    return *carried.failed;
+  }
+  if (!carried.done) {
+    emit(ctx, qr_json(last), [&](std::ostream& os, const Json&) { print_qr(os, last); });
+    return Error(ErrorKind::capacity, "queued resource '" + f.id + "' is still " +
+                                          std::string(to_string(last.state)) + " after --timeout " +
+                                          f.timeout +
+                                          " (it stays queued; follow it with "
+                                          "'tpuctl qr wait " +
+                                          f.id + " --for=state=ACTIVE')");
   }
   emit(ctx, qr_json(last), [&](std::ostream& os, const Json&) { print_qr(os, last); });
   if (!f.async && last.state == QrState::failed) {

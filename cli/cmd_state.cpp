@@ -1,11 +1,20 @@
-// tpuctl state: where tpuctl keeps its state. `info` shows the store --state names (backend,
-// location, schema, revision); `migrate` copies a store into an empty one, typically a machine's
-// SQLite file into the etcd a team shares (state/migrate.hpp does the copying).
+// tpuctl state: where tpuctl keeps its state, and keeping it safe.
+//   info           the store --state names: backend, location, schema, revision, whether it
+//                  may be written and why not
+//   migrate        copies a store into an empty one, typically a machine's SQLite file into the
+//                  etcd a team shares (state/migrate.hpp does the copying)
+//   backup FILE    a consistent snapshot of the store, as a 0600 SQLite store file
+//   restore FILE   the backup into the store; one that holds anything only with --force
+//                  (state/backup.hpp says what is atomic where)
+//   check          the backend's integrity checks and tpuctl's invariants
+//                  (provision/state_check.hpp); exit 1 with every finding listed
 #include <filesystem>
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/state_access.hpp"
+#include "provision/state_check.hpp"
+#include "state/backup.hpp"
 #include "state/location.hpp"
 #include "state/migrate.hpp"
 
@@ -18,17 +27,10 @@ struct MigrateFlags {
   std::string to;
 };
 
-// Opens `url` without reconciling anything (these commands only read or copy).
-Expected<std::unique_ptr<state::StateStore>> open_plain(const Context& ctx,
-                                                        const std::string& url) {
-  TPUCTL_TRY_ASSIGN(auto options, open_options(ctx));
-  return state::open_store(url, options);
-}
-
 void add_info(CLI::App& group, Registry& registry) {
   registry.add(group, "info", "show the state store in use: backend, location, schema, revision",
                [](Context& ctx) -> Expected<int> {
-                 TPUCTL_TRY_ASSIGN(auto store, open_plain(ctx, ctx.globals.state));
+                 TPUCTL_TRY_ASSIGN(auto store, open_store_only(ctx, ctx.globals.state));
                  TPUCTL_TRY_ASSIGN(auto pools, store->list(state::Kind::pool, ""));
                  state::StoreInfo i = store->info();
                  Json out{{"backend", i.backend},
@@ -36,6 +38,7 @@ void add_info(CLI::App& group, Registry& registry) {
                           {"schema_version", i.schema_version},
                           {"supported_schema", i.supported_schema},
                           {"writable", i.writable},
+                          {"read_only_because", i.read_only_because},
                           {"revision", pools.revision},
                           {"pools", pools.records.size()}};
                  emit(ctx, out);
@@ -43,15 +46,25 @@ void add_info(CLI::App& group, Registry& registry) {
                });
 }
 
-std::string migrated_text(const Json& r) {
-  return "copied " + std::to_string(r["pools"].get<size_t>()) + " pools, " +
-         std::to_string(r["hosts"].get<size_t>()) + " hosts, " +
-         std::to_string(r["queued_resources"].get<size_t>()) + " queued resources, " +
-         std::to_string(r["clusters"].get<size_t>()) + " clusters, " +
-         std::to_string(r["workloads"].get<size_t>()) + " workloads, " +
-         std::to_string(r["claims"].get<size_t>()) + " claims and " +
-         std::to_string(r["events"].get<size_t>()) + " events from " +
-         r["from"].get<std::string>() + " to " + r["to"].get<std::string>() + "\n";
+// The counts of a copy (migrate, backup, restore), as JSON fields and as words.
+Json copied_json(const state::MigrationReport& r) {
+  return Json{{"pools", r.pools},
+              {"hosts", r.hosts},
+              {"queued_resources", r.queued_resources},
+              {"clusters", r.clusters},
+              {"workloads", r.workloads},
+              {"claims", r.claims},
+              {"events", r.events}};
+}
+
+std::string copied_text(const Json& c) {
+  return std::to_string(c["pools"].get<size_t>()) + " pools, " +
+         std::to_string(c["hosts"].get<size_t>()) + " hosts, " +
+         std::to_string(c["queued_resources"].get<size_t>()) + " queued resources, " +
+         std::to_string(c["clusters"].get<size_t>()) + " clusters, " +
+         std::to_string(c["workloads"].get<size_t>()) + " workloads, " +
+         std::to_string(c["claims"].get<size_t>()) + " claims and " +
+         std::to_string(c["events"].get<size_t>()) + " events";
 }
 
 Expected<int> run_migrate(Context& ctx, const MigrateFlags& f) {
@@ -68,19 +81,16 @@ Expected<int> run_migrate(Context& ctx, const MigrateFlags& f) {
                            " does not exist: nothing to migrate (name it with --from)");
   }
   TPUCTL_TRY_ASSIGN(auto source, state::open_store(from_loc.url(), options));
+  options.create = state::Creation::on_first_write; // the target may be new
   TPUCTL_TRY_ASSIGN(auto target, state::open_store(to_loc.url(), options));
   TPUCTL_TRY_ASSIGN(auto report, state::migrate_store(*source, *target));
-  Json out{{"from", from_loc.url()},
-           {"to", to_loc.url()},
-           {"pools", report.pools},
-           {"hosts", report.hosts},
-           {"queued_resources", report.queued_resources},
-           {"clusters", report.clusters},
-           {"workloads", report.workloads},
-           {"claims", report.claims},
-           {"events", report.events},
-           {"target_revision", report.target_revision}};
-  emit(ctx, out, [](std::ostream& os, const Json& r) { os << migrated_text(r); });
+  Json out{{"from", from_loc.url()}, {"to", to_loc.url()}};
+  out.update(copied_json(report));
+  out["target_revision"] = report.target_revision;
+  emit(ctx, out, [](std::ostream& os, const Json& r) {
+    os << "copied " << copied_text(r) << " from " << r["from"].get<std::string>() << " to "
+       << r["to"].get<std::string>() << "\n";
+  });
   return 0;
 }
 
@@ -100,12 +110,117 @@ void add_migrate(CLI::App& group, Registry& registry) {
               "--state, --pool\n");
 }
 
+struct BackupFlags {
+  std::string file;
+  bool force = false;
+};
+
+void add_backup(CLI::App& group, Registry& registry) {
+  auto f = std::make_shared<BackupFlags>();
+  CLI::App* cmd =
+      registry.add(group, "backup", "write a consistent snapshot of the store to FILE (0600)",
+                   [f](Context& ctx) -> Expected<int> {
+                     TPUCTL_TRY_ASSIGN(auto store, open_store_only(ctx, ctx.globals.state));
+                     TPUCTL_TRY_ASSIGN(auto report, state::backup_store(*store, f->file, f->force));
+                     std::error_code ec;
+                     Json out{{"file", std::filesystem::absolute(report.file, ec).string()},
+                              {"from", store->info().location},
+                              {"revision", report.source_revision},
+                              {"copied", copied_json(report.copied)}};
+                     emit(ctx, out, [](std::ostream& os, const Json& r) {
+                       os << "backed up " << copied_text(r["copied"]) << " of "
+                          << r["from"].get<std::string>() << " (revision "
+                          << r["revision"].get<int64_t>() << ") to " << r["file"].get<std::string>()
+                          << "\n";
+                     });
+                     return 0;
+                   });
+  cmd->add_option("FILE", f->file, "the backup file to write (an SQLite tpuctl store)")->required();
+  cmd->add_flag("--force", f->force, "replace FILE when it exists");
+  cmd->footer("Works while other tpuctl processes use the store: the backup is the store at one\n"
+              "revision. Restore it with 'tpuctl state restore FILE'; read it with\n"
+              "'tpuctl --state sqlite:FILE qr list'.\n");
+}
+
+void add_restore(CLI::App& group, Registry& registry) {
+  auto f = std::make_shared<BackupFlags>();
+  CLI::App* cmd = registry.add(
+      group, "restore", "restore a backup into the store (a non-empty one only with --force)",
+      [f](Context& ctx) -> Expected<int> {
+        TPUCTL_TRY_ASSIGN(auto store, open_store_only(ctx, ctx.globals.state, Access::create));
+        TPUCTL_TRY_ASSIGN(auto report, state::restore_store(f->file, *store, f->force));
+        Json out{{"file", f->file},
+                 {"to", store->info().location},
+                 {"replaced_pools", report.replaced_pools},
+                 {"copied", copied_json(report.copied)}};
+        emit(ctx, out, [](std::ostream& os, const Json& r) {
+          os << "restored " << copied_text(r["copied"]) << " from " << r["file"].get<std::string>()
+             << " into " << r["to"].get<std::string>();
+          if (r["replaced_pools"].get<size_t>() > 0) {
+            os << ", replacing its " << r["replaced_pools"].get<size_t>() << " pools";
+          }
+          os << "\n";
+        });
+        return 0;
+      });
+  cmd->add_option("FILE", f->file, "a backup written by 'tpuctl state backup'")->required();
+  cmd->add_flag("--force", f->force, "replace everything the store holds");
+  cmd->footer("The backup is checked before anything changes. On SQLite the restore is one\n"
+              "transaction; on etcd it is several commits: stop other tpuctl processes first.\n"
+              "Requests that were provisioning when the backup was taken are carried on by the\n"
+              "next command.\n");
+}
+
+void add_check(CLI::App& group, Registry& registry) {
+  registry.add(
+      group, "check",
+      "check the store: the backend's integrity and tpuctl's invariants; exit 1 on findings",
+      [](Context& ctx) -> Expected<int> {
+        TPUCTL_TRY_ASSIGN(auto store, open_store_only(ctx, ctx.globals.state));
+        Json rows = Json::array();
+        auto add = [&](const std::string& pool, const std::string& subject,
+                       const std::string& problem) {
+          rows.push_back(Json{{"pool", pool}, {"subject", subject}, {"problem", problem}});
+        };
+        TPUCTL_TRY_ASSIGN(auto integrity, store->check_integrity());
+        for (const auto& problem : integrity) {
+          add("", "store", problem);
+        }
+        if (auto found = provision::check_invariants(*store, ""); !found) {
+          add("", "store", "its records cannot be read: " + found.error().message);
+        } else {
+          for (const auto& f : *found) {
+            add(f.pool, f.subject, f.problem);
+          }
+        }
+        const std::string where = store->info().location;
+        if (!rows.empty() || ctx.machine_format()) {
+          TPUCTL_TRY(emit_list(ctx, rows,
+                               {{"pool", "pool"}, {"subject", "subject"}, {"problem", "problem"}}));
+        }
+        if (rows.empty()) {
+          if (!ctx.globals.quiet && !ctx.machine_format()) {
+            ctx.stderr_stream() << "tpuctl: " << where << ": no problems found\n";
+          }
+          return 0;
+        }
+        return Error(ErrorKind::failure, "state store " + where + " has " +
+                                             std::to_string(rows.size()) +
+                                             " problems (listed above); restore a backup "
+                                             "('tpuctl state restore FILE --force') or repair "
+                                             "what they name");
+      });
+}
+
 } // namespace
 
 void setup_state(CLI::App& group, Registry& registry) {
   group.require_subcommand(1);
   add_info(group, registry);
   add_migrate(group, registry);
+  add_backup(group, registry);
+  add_restore(group, registry);
+  add_check(group, registry);
 }
 
 } // namespace tpuctl::cli

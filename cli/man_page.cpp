@@ -193,6 +193,9 @@ std::string main_page(const CLI::App& root) {
      << ".TP\n.B " << k_exit_not_found
      << "\na named pool, host, queued resource, cluster or workload does not exist.\n"
      << ".TP\n.B " << k_exit_auth << "\nauthentication or host-key failure.\n"
+     << ".TP\n.B " << k_exit_partial
+     << "\npartly done: what the command names (a queued resource and its state) was created "
+        "and exists, then a later step failed (say, the state store's disk filled up).\n"
      << ".TP\n.B " << k_exit_timeout << "\na remote command timed out.\n"
      << ".TP\n.B " << k_exit_interrupted
      << "\ninterrupted (SIGINT); remote processes were killed.\n"

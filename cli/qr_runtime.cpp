@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cli/exit_codes.hpp"
 #include "cli/terminal.hpp"
 #include "provision/reconcile.hpp"
 #include "state/location.hpp"
@@ -155,7 +156,8 @@ void spawn_driver(const Context& ctx, const std::string& pool, const SshFlags& f
 
 void warn_unreconciled(const std::vector<Error>& errors) {
   for (const auto& e : errors) {
-    if (state::has_reason(e, state::reason::k_schema_too_new)) {
+    if (state::has_reason(e, state::reason::k_schema_too_new) ||
+        state::has_reason(e, state::reason::k_read_only)) {
       continue; // read-only store: reads still work, writes say so themselves
     }
     spdlog::warn("due transitions were not applied: {}", e.message);
@@ -300,6 +302,51 @@ Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, cons
     // passes: time-based transitions (valid-until, max-run-duration) need ticks too.
     TPUCTL_TRY_ASSIGN(revision, store.wait_for_change(pool, revision, std::chrono::seconds(1)));
   }
+}
+
+CarryOn carry_on(const Context& ctx, state::StateStore& store,
+                 const provision::QueuedResource& recorded, bool async,
+                 std::chrono::milliseconds timeout, const provision::DriveOptions& options,
+                 const SshFlags& flags, const std::string& what) {
+  CarryOn result;
+  result.qr = recorded;
+  result.done = true;
+  auto refresh = [&] {
+    if (auto now = provision::load_queued_resource(store, recorded.pool, recorded.id)) {
+      result.qr = std::move(*now);
+    }
+  };
+  if (async) {
+    if (auto r = reconcile_and_spawn(ctx, store); !r) {
+      spdlog::warn("{} was created; starting what carries it on failed (the next tpuctl "
+                   "command on its pool does): {}",
+                   what, r.error().message);
+    }
+    refresh();
+    return result;
+  }
+  auto followed = follow(ctx, store, recorded.pool, recorded.id, settled, timeout, options, flags);
+  if (followed) {
+    if (followed->qr) {
+      result.qr = *followed->qr;
+    }
+    result.gone = !followed->qr;
+    result.done = followed->done;
+    return result;
+  }
+  result.done = false;
+  const Error& e = followed.error();
+  if (e.kind == ErrorKind::interrupted || state::has_reason(e, state::reason::k_store_replaced)) {
+    result.gone = state::has_reason(e, state::reason::k_store_replaced);
+    result.failed = e;
+    return result;
+  }
+  refresh();
+  result.failed = recorded_then_failed(
+      what, "last seen " + std::string(to_string(result.qr.state)), e,
+      "it stays until deleted: follow it with 'tpuctl qr wait " + recorded.id +
+          "' once the cause is fixed, or delete it with 'tpuctl qr delete " + recorded.id + "'");
+  return result;
 }
 
 } // namespace tpuctl::cli

@@ -58,6 +58,26 @@ Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, cons
                               std::chrono::milliseconds timeout,
                               const provision::DriveOptions& options, const SshFlags& flags);
 
+// What a create command does once its queued resource is recorded (it exists from then on, so
+// nothing after this point may read as "not created"): with `async`, applies due transitions
+// and starts a driver, best effort (a failure is a warning; the next command carries the
+// request on); otherwise follows it (follow(), `settled`) for up to `timeout`.
+struct CarryOn {
+  provision::QueuedResource qr; // as last seen (the recorded one when it cannot be read)
+  bool done = false;            // settled (always true with `async`)
+  bool gone = false; // deleted meanwhile, or the store vanished with it: nothing to print
+  // Why following stopped, when not done: interrupted (exit 130, saying where the request
+  // stands) or a failure turned into kind partial (exit 6) by recorded_then_failed, naming
+  // `what` ("queued resource 'q'", "cluster 'c'") and its state. The caller prints the record
+  // first, then returns it. A store that vanished under the command stays as it was: then the
+  // request is gone too.
+  std::optional<Error> failed;
+};
+CarryOn carry_on(const Context& ctx, state::StateStore& store,
+                 const provision::QueuedResource& recorded, bool async,
+                 std::chrono::milliseconds timeout, const provision::DriveOptions& options,
+                 const SshFlags& flags, const std::string& what);
+
 // The state directory (where local pools and driver logs live). Errors: a bad --state URL.
 Expected<std::string> state_dir(const Context& ctx);
 

@@ -49,13 +49,26 @@ Expected<state::OpenOptions> open_options(const Context& ctx) {
   return o;
 }
 
-Expected<state::StateStore*> open_state(Context& ctx, Drivers drivers) {
+Expected<std::unique_ptr<state::StateStore>>
+open_store_only(const Context& ctx, const std::string& url, Access access) {
+  TPUCTL_TRY_ASSIGN(auto options, open_options(ctx));
+  options.create =
+      access == Access::create ? state::Creation::on_first_write : state::Creation::never;
+  return state::open_store(url, options);
+}
+
+Expected<state::StateStore*> open_state(Context& ctx, Drivers drivers, Access access) {
   static std::unique_ptr<state::StateStore> s_store;
   static std::string s_url;
   if (!s_store || s_url != ctx.globals.state) {
     TPUCTL_TRY_ASSIGN(auto options, open_options(ctx));
+    options.create =
+        access == Access::create ? state::Creation::on_first_write : state::Creation::never;
     TPUCTL_TRY_ASSIGN(s_store, state::open_store(ctx.globals.state, options));
     s_url = ctx.globals.state;
+    if (!s_store->info().writable) {
+      return s_store.get(); // nothing can be applied; reads show the state as it is
+    }
     // Due transitions first. What stops them is said on stderr and the command goes on: a
     // read still shows the state as it is, and a write meets the same store on its own.
     if (drivers == Drivers::spawn) {

@@ -150,7 +150,14 @@ Expected<LocalUpResult> local_up(state::StateStore& store, const LocalUpOptions&
     add.local = Json{{"sshd", true}};
     auto added = add_hosts(store, options.pool, specs, add);
     if (!added) {
-      (void)delete_pool(store, options.pool, true);
+      // All or nothing as the caller sees it: the pool goes again, or the error says it stays.
+      if (auto removed = delete_pool(store, options.pool, true); !removed) {
+        return Error(ErrorKind::partial,
+                     "local pool '" + options.pool + "' was created without its hosts (adding " +
+                         "them failed: " + added.error().message + "; removing the pool failed " +
+                         "too: " + removed.error().message + "); delete it with 'tpuctl pool " +
+                         "delete " + options.pool + " --force'");
+      }
       return added.error();
     }
     return load_pool(store, options.pool);
@@ -165,9 +172,29 @@ Expected<LocalUpResult> local_up(state::StateStore& store, const LocalUpOptions&
   return result;
 }
 
-Expected<LocalDownResult> local_down(state::StateStore& store, const std::string& pool,
-                                     bool force) {
-  TPUCTL_TRY_ASSIGN(PoolView view, load_pool(store, pool));
+Expected<LocalDownResult> local_down_from_disk(const std::string& pool,
+                                               const std::string& state_dir) {
+  TPUCTL_TRY(validate_pool_name(pool));
+  const fs::path root = fs::path(state_dir) / "local-pools" / pool;
+  LocalDownResult result;
+  result.from_disk = true;
+  result.root = root.string();
+  TPUCTL_TRY_ASSIGN(result.stopped, remote::stop_local_sshd_under(root));
+  return result;
+}
+
+Expected<LocalDownResult> local_down(state::StateStore& store, const std::string& pool, bool force,
+                                     const std::string& state_dir) {
+  auto loaded = load_pool(store, pool);
+  if (!loaded && loaded.error().kind == ErrorKind::not_found && !state_dir.empty()) {
+    // Not in the store (it was reset, or replaced): what runs is found from the disk.
+    auto result = local_down_from_disk(pool, state_dir);
+    if (result && result->stopped == 0) {
+      return loaded.error(); // nothing of that name here either
+    }
+    return result;
+  }
+  TPUCTL_TRY_ASSIGN(PoolView view, std::move(loaded));
   if (view.info.local.is_null()) {
     return usage_error("pool '" + pool + "' is not a local pool (use 'tpuctl pool delete')");
   }
@@ -183,8 +210,9 @@ Expected<LocalDownResult> local_down(state::StateStore& store, const std::string
   }
   LocalDownResult result;
   result.hosts = static_cast<int>(view.hosts.size());
+  std::string root = view.info.local.value("root", std::string());
+  result.root = root;
   if (!addrs.empty()) {
-    std::string root = view.info.local.value("root", std::string());
     TPUCTL_TRY_ASSIGN(auto sshd, remote::create_local_sshd_pool(sshd_options(
                                      root, addrs, view.info.local.value("port", 2222))));
     for (auto& host : sshd.hosts) {
@@ -193,6 +221,11 @@ Expected<LocalDownResult> local_down(state::StateStore& store, const std::string
       }
     }
     TPUCTL_TRY(remote::stop_local_sshd_pool(sshd));
+  }
+  // Anything else still running from that directory (a server whose pid file is gone).
+  if (!root.empty()) {
+    TPUCTL_TRY_ASSIGN(int more, remote::stop_local_sshd_under(root));
+    result.stopped += more;
   }
   TPUCTL_TRY(delete_pool(store, pool, true));
   return result;

@@ -29,17 +29,31 @@ struct LocalUpResult {
 
 // Creates (or re-checks) the local pool. Errors: usage for bad options (the address range must
 // stay inside 127.0.0.0/8), failure when sshd is missing (naming openssh-server) or will not
-// start (naming its log), and when `pool` exists but is not a local pool of `hosts` hosts.
+// start (naming its log), and when `pool` exists but is not a local pool of `hosts` hosts;
+// partial when the pool was recorded but neither its hosts nor its removal could be (a full
+// disk under the store), naming it.
 Expected<LocalUpResult> local_up(state::StateStore& store, const LocalUpOptions& options);
 
 struct LocalDownResult {
   int stopped = 0;
-  int hosts = 0;
+  int hosts = 0;          // in the store's pool record (0 when found from the disk)
+  bool from_disk = false; // the store had no such pool: its servers were found from the disk
+  std::string root;       // the pool directory
 };
 
 // Stops every sshd of the local pool by PID and deletes the pool's records. Refused while hosts
-// are claimed unless `force`. Errors: not_found, or usage when the pool is not a local pool.
-Expected<LocalDownResult> local_down(state::StateStore& store, const std::string& pool, bool force);
+// are claimed unless `force`. When the store has no such pool (it was reset or replaced, or its
+// file deleted with the pool directory) and `state_dir` is given, the pool's servers are found
+// from the disk instead (local_down_from_disk). Errors: not_found (neither the store nor the
+// disk knows the pool), or usage when the pool is not a local pool.
+Expected<LocalDownResult> local_down(state::StateStore& store, const std::string& pool, bool force,
+                                     const std::string& state_dir = "");
+
+// Stops the sshd servers of local pool `pool` under <state_dir>/local-pools/<pool> without the
+// store: every listener whose command line names a configuration in that directory (found in
+// /proc, so even a directory deleted since is found). Returns how many were stopped (0: none).
+Expected<LocalDownResult> local_down_from_disk(const std::string& pool,
+                                               const std::string& state_dir);
 
 // "127.0.0.2" + 3 -> "127.0.0.5". Error (usage) when the result leaves 127.0.0.0/8.
 Expected<std::string> loopback_address(const std::string& base, int offset);

@@ -1,5 +1,6 @@
 #include "remote/local_sshd.hpp"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <csignal>
@@ -370,15 +371,11 @@ Status start_local_sshd_pool(LocalSshdPool& pool) {
   return ok();
 }
 
-Status stop_local_sshd(LocalSshdHost& host, std::chrono::milliseconds grace) {
-  int pid = running_local_sshd_pid(host);
-  if (pid == 0 && host.pid > 0 && process_alive(host.pid) && is_our_sshd(host.pid, host)) {
-    pid = host.pid; // the pid file is gone but we know the process
-  }
-  host.pid = 0;
-  if (pid == 0) {
-    return ok();
-  }
+namespace {
+
+// SIGCONT (in case it was stopped), SIGTERM, then SIGKILL after `grace`. Errors: failure naming
+// `what` if it survives SIGKILL.
+Status stop_pid(int pid, std::chrono::milliseconds grace, const std::string& what) {
   ::kill(pid, SIGCONT);
   ::kill(pid, SIGTERM);
   auto until = std::chrono::steady_clock::now() + grace;
@@ -391,13 +388,69 @@ Status stop_local_sshd(LocalSshdHost& host, std::chrono::milliseconds grace) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
-  std::error_code ec;
-  fs::remove(host.pid_file, ec);
   if (process_alive(pid)) {
-    return make_error(ErrorKind::failure, "sshd " + std::to_string(pid) + " of host '" + host.name +
-                                              "' survived SIGKILL");
+    return make_error(ErrorKind::failure,
+                      "sshd " + std::to_string(pid) + " of " + what + " survived SIGKILL");
   }
   return ok();
+}
+
+} // namespace
+
+Status stop_local_sshd(LocalSshdHost& host, std::chrono::milliseconds grace) {
+  int pid = running_local_sshd_pid(host);
+  if (pid == 0 && host.pid > 0 && process_alive(host.pid) && is_our_sshd(host.pid, host)) {
+    pid = host.pid; // the pid file is gone but we know the process
+  }
+  host.pid = 0;
+  if (pid == 0) {
+    return ok();
+  }
+  Status stopped = stop_pid(pid, grace, "host '" + host.name + "'");
+  std::error_code ec;
+  fs::remove(host.pid_file, ec);
+  return stopped;
+}
+
+std::vector<int> local_sshd_pids_under(const fs::path& root) {
+  const std::string marker = (root / "hosts").string() + "/";
+  std::vector<int> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    std::string cmdline = read_text(entry.path() / "cmdline");
+    for (char& c : cmdline) {
+      c = c == '\0' ? ' ' : c;
+    }
+    // The listener: "sshd -f ROOT/hosts/NAME/sshd_config ..." (or its "sshd: ..." title).
+    const int pid = std::atoi(name.c_str());
+    if (cmdline.find("sshd") != std::string::npos &&
+        cmdline.find(" -f " + marker) != std::string::npos &&
+        cmdline.find("/sshd_config") != std::string::npos && process_alive(pid)) {
+      out.push_back(pid);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Expected<int> stop_local_sshd_under(const fs::path& root, std::chrono::milliseconds grace) {
+  ErrorList problems;
+  int stopped = 0;
+  for (int pid : local_sshd_pids_under(root)) {
+    if (Status s = stop_pid(pid, grace, "a host under '" + root.string() + "'"); !s) {
+      problems.add(s.error());
+    } else {
+      ++stopped;
+    }
+  }
+  if (!problems.empty()) {
+    return problems.combined();
+  }
+  return stopped;
 }
 
 Status stop_local_sshd_pool(LocalSshdPool& pool) {

@@ -86,6 +86,17 @@ int running_local_sshd_pid(const LocalSshdHost& host);
 Status stop_local_sshd(LocalSshdHost& host,
                        std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
 
+// The pids of the running sshd listeners whose command line names a host configuration under the
+// pool directory `root` (ROOT/hosts/NAME/sshd_config), found in /proc: what is left of a local
+// pool whose state store, or even whose directory, was deleted under it.
+std::vector<int> local_sshd_pids_under(const std::filesystem::path& root);
+
+// Stops each of local_sshd_pids_under(root) as stop_local_sshd does; returns how many stopped.
+// Errors: failure naming every one that survived SIGKILL.
+Expected<int>
+stop_local_sshd_under(const std::filesystem::path& root,
+                      std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+
 // Stops every host; reports every host that could not be stopped.
 Status stop_local_sshd_pool(LocalSshdPool& pool);
 

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "state/curl_api.hpp"
+#include "state/etcd_wire.hpp"
 #include "state/store.hpp"
 #include "util/strings.hpp"
 
@@ -269,6 +271,7 @@ Expected<Json> Client::post(std::string_view path, const Json& body, Retry retry
       switch (a.outcome) {
       case Attempt::Outcome::ok:
         m_current = idx;
+        TPUCTL_TRY(check_cluster(ep, a.body, true));
         return std::move(a.body);
       case Attempt::Outcome::unsent:
       case Attempt::Outcome::timed_out:
@@ -304,6 +307,46 @@ Expected<Json> Client::post(std::string_view path, const Json& body, Retry retry
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200)); // an election, most likely
   }
+}
+
+Status Client::check_cluster(const std::string& endpoint, const Json& reply, bool ordered) {
+  auto header = reply.find("header");
+  if (header == reply.end() || !header->is_object()) {
+    return ok();
+  }
+  auto field = header->find("cluster_id");
+  std::string id;
+  if (field != header->end()) {
+    id = field->is_string() ? field->get<std::string>() : field->dump();
+  }
+  std::string why;
+  if (!id.empty() && !m_cluster_id.empty() && id != m_cluster_id) {
+    why = "now answers as cluster " + id + ", not the cluster " + m_cluster_id +
+          " this tpuctl was using";
+  }
+  const int64_t revision = int64_field(*header, "revision");
+  // Linearizable reads and writes never go back in one cluster's life; a watch stream may lag.
+  if (why.empty() && ordered && revision > 0 && revision < m_max_revision) {
+    why = "answers at revision " + std::to_string(revision) + ", below the " +
+          std::to_string(m_max_revision) +
+          " it answered before (an etcd cluster's revision "
+          "never goes back)";
+  }
+  if (!why.empty()) {
+    return Error(ErrorKind::failure,
+                 "etcd at " + endpoint + " " + why +
+                     ": the etcd cluster was reset or replaced while tpuctl was using it, and "
+                     "its state may be gone; see 'tpuctl state info', and restore a backup "
+                     "with 'tpuctl state restore FILE' if it is",
+                 std::string(state::reason::k_store_replaced));
+  }
+  if (m_cluster_id.empty()) {
+    m_cluster_id = id;
+  }
+  if (ordered) {
+    m_max_revision = std::max(m_max_revision, revision);
+  }
+  return ok();
 }
 
 Status Client::authenticate() {
@@ -354,22 +397,33 @@ Expected<WatchEnd> Client::watch(const Json& create_request, std::chrono::millis
     }
     std::string buffer;
     bool stop = false;
+    std::optional<Error> changed; // the stream came from another cluster
+    size_t idx = (m_current + tried) % n;
+    const std::string& ep = m_options.endpoints[idx];
     std::function<bool(std::string_view)> stream = [&](std::string_view chunk) {
       buffer.append(chunk);
       size_t nl;
       while ((nl = buffer.find('\n')) != std::string::npos) {
         Json line = Json::parse(buffer.substr(0, nl), nullptr, false);
         buffer.erase(0, nl + 1);
-        if (line.is_object() && line.contains("result") && on_result(line["result"])) {
+        if (!line.is_object() || !line.contains("result")) {
+          continue;
+        }
+        if (auto same = check_cluster(ep, line["result"], false); !same) {
+          changed = same.error();
+          return false;
+        }
+        if (on_result(line["result"])) {
           stop = true;
           return false;
         }
       }
       return true;
     };
-    size_t idx = (m_current + tried) % n;
-    const std::string& ep = m_options.endpoints[idx];
     Attempt a = perform(handle, ep, "/v3/watch", text, left, true, &stream);
+    if (changed) {
+      return *changed;
+    }
     if (stop) {
       return WatchEnd{true, false};
     }

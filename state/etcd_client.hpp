@@ -82,6 +82,12 @@ public:
                            const std::function<bool(const Json& result)>& on_result);
 
   const std::vector<std::string>& endpoints() const { return m_options.endpoints; }
+  // The id of the cluster that answered first ("" before any answer), and the highest revision
+  // an answer carried. Every later answer must come from the same cluster, and a post()'s at no
+  // lower revision: otherwise the cluster was reset or replaced under this process, an error
+  // with reason state::reason::k_store_replaced.
+  const std::string& cluster_id() const { return m_cluster_id; }
+  int64_t max_revision() const { return m_max_revision; }
 
 private:
   struct Attempt;
@@ -89,12 +95,16 @@ private:
                   const std::string& body, std::chrono::milliseconds timeout, bool with_token,
                   const std::function<bool(std::string_view)>* stream);
   Status authenticate();
+  // `ordered`: the reply of a linearizable request (post), whose revision may not go back.
+  Status check_cluster(const std::string& endpoint, const Json& reply, bool ordered);
   void configure(void* handle) const;
 
   ClientOptions m_options;
   void* m_curl = nullptr; // CURL*
   size_t m_current = 0;   // the endpoint that answered last
   std::string m_token;
+  std::string m_cluster_id;
+  int64_t m_max_revision = 0;
 };
 
 } // namespace tpuctl::state::etcd

@@ -10,6 +10,8 @@
 #include <thread>
 #include <tuple>
 
+#include <spdlog/spdlog.h>
+
 #include "state/curl_api.hpp"
 #include "state/etcd_pages.hpp"
 #include "state/etcd_values.hpp"
@@ -79,13 +81,39 @@ Status EtcdStore::init_schema() {
                     reason::k_unavailable);
       }
       m_schema_version = doc["schema"].get<int>();
+      const std::string& seen = m_options.last_seen_cluster_id;
+      if (!seen.empty() && (seen != m_client->cluster_id() ||
+                            m_client->max_revision() < m_options.last_seen_revision)) {
+        spdlog::warn("etcd at {} was reset or replaced since this machine's tpuctl last used it "
+                     "(cluster {} at revision {}, now cluster {} at revision {}); it holds "
+                     "tpuctl state (restored, or made anew), which is used from now on",
+                     m_options.location, seen, m_options.last_seen_revision, m_client->cluster_id(),
+                     m_client->max_revision());
+      }
       if (m_schema_version == 1 ||
           (m_schema_version == k_etcd_schema_version && doc.value("upgrading", false))) {
         return upgrade_schema();
       }
       return ok();
     }
-    // A new store: mark it, unless another tpuctl does so first.
+    // No store here. Unless this command creates one, say so (and, when this machine used a
+    // store here before, that it was reset or deleted); creating marks it, unless another
+    // tpuctl does so first.
+    const std::string lost = what_was_lost();
+    if (!m_options.create) {
+      if (!lost.empty()) {
+        return make(ErrorKind::failure,
+                    "etcd at " + m_options.location + " " + lost +
+                        "; restore a backup with 'tpuctl state restore FILE', or start afresh: "
+                        "the next command that creates a pool makes a new store there",
+                    reason::k_store_replaced);
+      }
+      return missing_store(m_options.location,
+                           " (etcd holds no tpuctl state under prefix '" + m_options.prefix + "')");
+    }
+    if (!lost.empty()) {
+      spdlog::warn("etcd at {} {}; starting a new store there", m_options.location, lost);
+    }
     Json txn = etcd::txn_request(
         {etcd::compare_mod_equals(key, 0)},
         {etcd::op_put(etcd::put_request(key, to_text(Json{{"schema", k_etcd_schema_version}})))});
@@ -95,6 +123,35 @@ Status EtcdStore::init_schema() {
               reason::k_unavailable);
 }
 
+std::string EtcdStore::cluster_id() const {
+  return m_client->cluster_id();
+}
+
+int64_t EtcdStore::seen_revision() const {
+  return m_client->max_revision();
+}
+
+std::string EtcdStore::what_was_lost() const {
+  const std::string& seen = m_options.last_seen_cluster_id;
+  if (seen.empty()) {
+    return ""; // never used here from this machine: a new install
+  }
+  const std::string now = m_client->cluster_id();
+  if (now != seen) {
+    return "is a new cluster (id " + now + "; this machine's tpuctl last used cluster " + seen +
+           " there) that holds no tpuctl state: the etcd cluster was reset or replaced, and "
+           "the state it held is gone";
+  }
+  if (m_client->max_revision() < m_options.last_seen_revision) {
+    return "holds no tpuctl state, and its revision (" + std::to_string(m_client->max_revision()) +
+           ") is below the " + std::to_string(m_options.last_seen_revision) +
+           " this machine's tpuctl saw there: the etcd cluster was reset (restarted with an "
+           "empty data directory), and the state it held is gone";
+  }
+  return "holds no tpuctl state under prefix '" + m_options.prefix +
+         "' any more, though this machine's tpuctl used a store there: its keys were deleted";
+}
+
 StoreInfo EtcdStore::info() const {
   StoreInfo i;
   i.backend = "etcd";
@@ -102,10 +159,17 @@ StoreInfo EtcdStore::info() const {
   i.schema_version = m_schema_version;
   i.supported_schema = k_etcd_schema_version;
   i.writable = m_schema_version <= k_etcd_schema_version;
+  i.read_only_because = i.writable ? "" : "its schema is newer than this tpuctl's";
   return i;
 }
 
 Status EtcdStore::check_writable() const {
+  if (m_held_revision != 0) {
+    return make(ErrorKind::failure,
+                "the etcd state store at " + m_options.location +
+                    " cannot be written while its reads are held at a revision",
+                reason::k_invalid);
+  }
   if (m_schema_version > k_etcd_schema_version) {
     return make(ErrorKind::failure,
                 "the etcd state store at " + m_options.location + " has schema version " +
@@ -121,7 +185,7 @@ Expected<std::pair<std::vector<Json>, int64_t>>
 EtcdStore::read_ranges(const std::vector<Json>& ranges) {
   std::vector<Json> ops;
   for (const auto& r : ranges) {
-    ops.push_back(etcd::op_range(r));
+    ops.push_back(etcd::op_range(at_held_revision(r)));
   }
   TPUCTL_TRY_ASSIGN(Json reply, m_client->post("/v3/kv/txn", etcd::txn_request({}, std::move(ops)),
                                                etcd::Retry::anywhere));
@@ -130,6 +194,52 @@ EtcdStore::read_ranges(const std::vector<Json>& ranges) {
     out.push_back(etcd::txn_response_at(reply, i, "response_range"));
   }
   return std::make_pair(std::move(out), etcd::header_revision(reply));
+}
+
+Json EtcdStore::at_held_revision(Json range) const {
+  if (m_held_revision != 0) {
+    range["revision"] = std::to_string(m_held_revision);
+  }
+  return range;
+}
+
+Expected<Json> EtcdStore::read_range(Json range) {
+  return m_client->post("/v3/kv/range", at_held_revision(std::move(range)), etcd::Retry::anywhere);
+}
+
+Expected<int64_t> EtcdStore::begin_reads() {
+  TPUCTL_TRY_ASSIGN(m_held_revision, revision());
+  return m_held_revision;
+}
+
+void EtcdStore::end_reads() {
+  m_held_revision = 0;
+}
+
+Expected<std::vector<std::string>> EtcdStore::check_integrity() {
+  // An empty AlarmRequest is action GET: every member's raised alarms.
+  TPUCTL_TRY_ASSIGN(Json r,
+                    m_client->post("/v3/maintenance/alarm", Json::object(), etcd::Retry::anywhere));
+  std::vector<std::string> found;
+  auto alarms = r.find("alarms");
+  if (alarms != r.end() && alarms->is_array()) {
+    for (const auto& a : *alarms) {
+      std::string kind =
+          a.contains("alarm")
+              ? (a["alarm"].is_string() ? a["alarm"].get<std::string>() : a["alarm"].dump())
+              : "NONE";
+      std::string member = a.contains("memberID")
+                               ? (a["memberID"].is_string() ? a["memberID"].get<std::string>()
+                                                            : a["memberID"].dump())
+                               : "?";
+      found.push_back("etcd member " + member + " raised alarm " + kind +
+                      (kind == "NOSPACE"   ? " (its quota is full: writes are refused until it is "
+                                             "compacted, defragmented and the alarm disarmed)"
+                       : kind == "CORRUPT" ? " (its data differs from the other members')"
+                                           : ""));
+    }
+  }
+  return found;
 }
 
 Expected<int64_t> EtcdStore::revision() {
@@ -147,8 +257,7 @@ Expected<std::optional<Record>> EtcdStore::find(const Key& key) {
   TPUCTL_TRY(validate_op(CheckOp{key, k_absent}));
   const bool paged = key.kind == Kind::host;
   const std::string k = paged ? m_keys.host_page_of(key.pool, key.id) : m_keys.record(key);
-  TPUCTL_TRY_ASSIGN(Json r,
-                    m_client->post("/v3/kv/range", etcd::range_request(k), etcd::Retry::anywhere));
+  TPUCTL_TRY_ASSIGN(Json r, read_range(etcd::range_request(k)));
   saw(etcd::header_revision(r));
   TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
   if (kvs.empty()) {
@@ -217,8 +326,7 @@ Expected<Listing> EtcdStore::list(Kind kind, const std::string& pool) {
   if (kind != Kind::pool || pool.empty()) {
     opt.range_end = etcd::prefix_end(prefix);
   }
-  TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range", etcd::range_request(prefix, opt),
-                                           etcd::Retry::anywhere));
+  TPUCTL_TRY_ASSIGN(Json r, read_range(etcd::range_request(prefix, opt)));
   TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
   Listing out;
   out.revision = etcd::header_revision(r);
@@ -266,9 +374,7 @@ Expected<PoolSnapshot> EtcdStore::snapshot(const std::string& pool) {
 
 Expected<std::vector<Claim>> EtcdStore::claims(const std::string& pool) {
   std::string prefix = m_keys.claim_pages_of(pool);
-  TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range",
-                                           etcd::range_request(prefix, {etcd::prefix_end(prefix)}),
-                                           etcd::Retry::anywhere));
+  TPUCTL_TRY_ASSIGN(Json r, read_range(etcd::range_request(prefix, {etcd::prefix_end(prefix)})));
   saw(etcd::header_revision(r));
   TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
   return decode_claims(kvs);
@@ -279,8 +385,7 @@ Expected<std::vector<Event>> EtcdStore::events(const EventQuery& q) {
   etcd::RangeOptions opt;
   opt.range_end = etcd::prefix_end(prefix);
   opt.min_create_revision = q.after_revision + 1;
-  TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range", etcd::range_request(prefix, opt),
-                                           etcd::Retry::anywhere));
+  TPUCTL_TRY_ASSIGN(Json r, read_range(etcd::range_request(prefix, opt)));
   saw(etcd::header_revision(r));
   TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
   // Oldest first: by revision, then by the index in the key within one commit (schema 1 wrote
@@ -435,7 +540,14 @@ Expected<int64_t> EtcdStore::wait_for_change(const std::string& pool, int64_t af
               {"range_end", etcd::base64_encode(etcd::prefix_end(prefix))},
               {"start_revision", std::to_string(std::max<int64_t>(after_revision, 0) + 1)}};
   int64_t found = 0;
+  bool went_back = false;
   auto on_result = [&](const Json& result) {
+    if (etcd::bool_field(result, "created") && etcd::header_revision(result) < after_revision) {
+      // Below a revision already seen: a cluster reset under us, or a member that lags. A
+      // linearizable read below tells which.
+      went_back = true;
+      return true;
+    }
     if (etcd::bool_field(result, "canceled")) {
       // History before after_revision was compacted away: say "changed", the caller re-reads.
       found = std::max(etcd::header_revision(result), after_revision + 1);
@@ -464,6 +576,10 @@ Expected<int64_t> EtcdStore::wait_for_change(const std::string& pool, int64_t af
   };
   TPUCTL_TRY_ASSIGN(auto end, m_client->watch(create, timeout, on_result));
   (void)end;
+  if (went_back) {
+    TPUCTL_TRY(revision()); // k_store_replaced when the cluster's revision really went back
+    return after_revision;  // a lagging member: the caller reads again
+  }
   return found != 0 ? found : after_revision;
 }
 

@@ -57,6 +57,14 @@ struct EtcdOptions {
   size_t max_request_bytes = 1536 * 1024;
   std::chrono::seconds marker_ttl{600}; // how long commit markers live (an etcd lease)
   int max_commit_attempts = 20;         // re-reads after a lost compare inside one commit()
+  // Create the store (its schema marker) when the prefix holds none; else opening fails with
+  // reason k_no_store and writes nothing.
+  bool create = true;
+  // The cluster id this machine last used this store in and the highest revision it saw there
+  // (state/etcd_seen.hpp), "" and 0 when never: an empty prefix where a store was used is a
+  // store that was reset or deleted (reason k_store_replaced), not a new install.
+  std::string last_seen_cluster_id;
+  int64_t last_seen_revision = 0;
 };
 
 // The schema version this tpuctl writes into meta/schema.
@@ -90,8 +98,18 @@ public:
   Expected<CommitResult> transact(const TransactFn& fn,
                                   const TransactOptions& options = {}) override;
 
+  // Reads at the current revision until end_reads() (etcd keeps old revisions until compacted).
+  Expected<int64_t> begin_reads() override;
+  void end_reads() override;
+  // The cluster's alarms (NOSPACE, CORRUPT), one line per member and alarm.
+  Expected<std::vector<std::string>> check_integrity() override;
+
   // The store's current revision. Errors: k_unavailable.
   Expected<int64_t> revision();
+  // The id of the etcd cluster answering, and the highest revision it answered at
+  // (etcd::Client).
+  std::string cluster_id() const;
+  int64_t seen_revision() const;
   const etcd::KeyLayout& keys() const { return m_keys; }
 
   // Records of `kind` in range values `kvs` (host pages expand to their hosts).
@@ -107,6 +125,9 @@ public:
 private:
   explicit EtcdStore(EtcdOptions options);
   Status init_schema();
+  // For an empty prefix: what became of the store this machine used there before ("is a new
+  // cluster ...", "... its keys were deleted"); "" when it never used one there.
+  std::string what_was_lost() const;
   // The upgrade from schema 1 (etcd_upgrade.cpp).
   Status upgrade_schema();
   Status upgrade_pool(const std::string& pool);
@@ -117,6 +138,9 @@ private:
   // revision they were read at.
   Expected<std::pair<std::vector<Json>, int64_t>> read_ranges(const std::vector<Json>& ranges);
   Expected<int64_t> grant_lease(int64_t ttl_seconds);
+  // `range` read at the revision begin_reads() holds, if any.
+  Json at_held_revision(Json range) const;
+  Expected<Json> read_range(Json range);
   // Notes the revision a read inside transact's fn was made at.
   void saw(int64_t revision) {
     if (m_tracking && revision > 0 && (m_first_read == 0 || revision < m_first_read)) {
@@ -132,9 +156,10 @@ private:
   int m_schema_version = 0;
   int64_t m_marker_lease = 0;
   std::chrono::steady_clock::time_point m_marker_granted{};
-  bool m_tracking = false;  // inside transact's fn
-  int64_t m_first_read = 0; // the oldest revision fn read at
-  int64_t m_last_view = 0;  // the revision the last commit read its view at
+  bool m_tracking = false;     // inside transact's fn
+  int64_t m_first_read = 0;    // the oldest revision fn read at
+  int64_t m_last_view = 0;     // the revision the last commit read its view at
+  int64_t m_held_revision = 0; // begin_reads(): reads are made at it; 0: the latest
 };
 
 } // namespace tpuctl::state

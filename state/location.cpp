@@ -8,6 +8,8 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "state/deferred_store.hpp"
+#include "state/etcd_seen.hpp"
 #include "state/etcd_store.hpp"
 #include "state/sqlite_store.hpp"
 #include "util/hostlist.hpp"
@@ -157,7 +159,19 @@ Expected<std::unique_ptr<StateStore>> open_etcd(const StateLocation& loc,
   o.clock = options.clock;
   o.max_txn_ops = a.max_txn_ops;
   o.max_request_bytes = a.max_request_bytes;
+  o.create = options.create != Creation::never;
+  // Which cluster this machine last used this store in (no memory without a state directory).
+  std::string memory;
+  if (auto path = default_state_path(options.env)) {
+    memory = (fs::path(*path).parent_path() / "etcd-clusters.json").string();
+    SeenCluster seen = remembered_cluster(memory, loc.url());
+    o.last_seen_cluster_id = seen.cluster_id;
+    o.last_seen_revision = seen.revision;
+  }
   TPUCTL_TRY_ASSIGN(auto store, EtcdStore::open(std::move(o)));
+  if (!memory.empty()) {
+    remember_cluster(memory, loc.url(), SeenCluster{store->cluster_id(), store->seen_revision()});
+  }
   return std::unique_ptr<StateStore>(std::move(store));
 }
 
@@ -221,8 +235,20 @@ Expected<StateLocation> parse_state_url(std::string_view url, const PathEnvironm
     loc.is_default = true;
     return loc;
   }
+  if (util::trim(url).empty()) {
+    return bad_url(url, "is blank (leave --state and TPUCTL_STATE unset for the default store)");
+  }
+  if (util::trim(url) != url) {
+    return bad_url(url, "starts or ends with blanks");
+  }
   std::string scheme = scheme_of(url);
   if (scheme.empty()) {
+    // A value with no scheme is a path only when it looks like one: "sqlite", "etcd" or a typo
+    // of them would otherwise become a file of that name in the working directory.
+    if (url.find_first_of("/.") == std::string_view::npos) {
+      return bad_url(url, "has no scheme and does not look like a file path (write sqlite:" +
+                              std::string(url) + ".db or ./" + std::string(url) + ")");
+    }
     TPUCTL_TRY_ASSIGN(loc.path, absolute_path(url, url, env));
     return loc;
   }
@@ -297,21 +323,57 @@ Status make_private_directories(const std::string& dir) {
   return ok();
 }
 
-Expected<std::unique_ptr<StateStore>> open_store(std::string_view url, const OpenOptions& options) {
-  TPUCTL_TRY_ASSIGN(auto loc, parse_state_url(url, options.env));
+namespace {
+
+// Opens the store at `loc`; creates it unless Creation::never (then a missing one is
+// k_no_store).
+Expected<std::unique_ptr<StateStore>> open_location(const StateLocation& loc,
+                                                    const OpenOptions& options) {
   if (loc.backend == Backend::etcd) {
     return open_etcd(loc, options);
   }
   std::string dir = fs::path(loc.path).parent_path().string();
+  std::error_code ec;
+  const bool create = options.create != Creation::never;
+  if (!create && !fs::exists(loc.path, ec)) {
+    return missing_store(loc.url(), "");
+  }
   // Check the filesystem before creating anything on it.
   TPUCTL_TRY(check_local_filesystem(dir));
-  TPUCTL_TRY(make_private_directories(dir));
+  if (create) {
+    TPUCTL_TRY(make_private_directories(dir));
+  }
   SqliteOptions sqlite_options;
   sqlite_options.path = loc.path;
   sqlite_options.clock = options.clock;
   sqlite_options.busy_timeout = options.busy_timeout;
+  sqlite_options.create = create;
   TPUCTL_TRY_ASSIGN(auto store, SqliteStore::open(sqlite_options));
   return std::unique_ptr<StateStore>(std::move(store));
+}
+
+} // namespace
+
+Expected<std::unique_ptr<StateStore>> open_store(std::string_view url, const OpenOptions& options) {
+  TPUCTL_TRY_ASSIGN(auto loc, parse_state_url(url, options.env));
+  if (options.create == Creation::at_open) {
+    return open_location(loc, options);
+  }
+  OpenOptions existing = options;
+  existing.create = Creation::never;
+  auto store = open_location(loc, existing);
+  if (store || options.create == Creation::never ||
+      !(has_reason(store.error(), reason::k_no_store) ||
+        (loc.backend == Backend::etcd && has_reason(store.error(), reason::k_store_replaced)))) {
+    return store;
+  }
+  // A command that may create the store: it is created by its first write, not before.
+  StoreInfo info;
+  info.backend = loc.backend == Backend::sqlite ? "sqlite" : "etcd";
+  info.location = loc.url();
+  info.supported_schema = loc.backend == Backend::sqlite ? k_schema_version : k_etcd_schema_version;
+  return std::unique_ptr<StateStore>(std::make_unique<DeferredStore>(
+      std::move(info), [loc, options]() { return open_location(loc, options); }));
 }
 
 } // namespace tpuctl::state

@@ -5,7 +5,9 @@
 //   (empty)                     the default: $XDG_STATE_HOME/tpuctl/state.db, else
 //                               ~/.local/state/tpuctl/state.db
 //   sqlite:PATH, sqlite:///ABS  an SQLite file; PATH may be relative (to the working directory)
-//   PATH                        a bare path, the same as sqlite:PATH ("/x/state.db", "./s.db")
+//   PATH                        a bare path, the same as sqlite:PATH ("/x/state.db", "./s.db",
+//                               "s.db"); a bare word without '/' or '.' ("sqlite", "etcd") and a
+//                               blank value are usage errors, never file names
 //   etcd://HOST:PORT[,HOST:PORT...][/PREFIX]   etcd v3 (http); etcd+https://... for TLS
 #pragma once
 
@@ -72,7 +74,21 @@ struct EtcdAccess {
   size_t max_request_bytes = 1536 * 1024; // etcd's --max-request-bytes
 };
 
+// Whether opening may create a store that does not exist.
+enum class Creation {
+  // A missing store is an error (kind not_found, reason k_no_store) naming it, and nothing is
+  // created: no file, no directory, no etcd key. Every command that does not create things.
+  never,
+  // Created by the first write (state/deferred_store.hpp): until then it answers as an empty
+  // store, so a command that fails on bad input, or only reads, creates nothing. The commands
+  // that create things (a pool, a restore, a migration's target).
+  on_first_write,
+  // Created as it is opened (tests and tools that write at once).
+  at_open,
+};
+
 struct OpenOptions {
+  Creation create = Creation::never;
   Clock clock = system_clock();
   std::chrono::milliseconds busy_timeout{10000};
   PathEnvironment env = PathEnvironment::from_process();
@@ -80,10 +96,13 @@ struct OpenOptions {
 };
 
 // Opens the store `url` names: for SQLite it creates the directory (0700) and file (0600) when
-// missing, refuses a network filesystem, and migrates the schema; for etcd it reaches the
-// cluster (state/etcd_store.hpp). Never falls back from one backend to another. Errors: usage
-// for a bad URL (or TLS files given for plain http); failure with reasons k_network_filesystem,
-// k_unavailable (naming every etcd endpoint tried), k_busy; auth for etcd credentials.
+// missing (options.create says when), refuses a network filesystem, and migrates the schema;
+// storage the user made read-only opens read-only (StoreInfo::writable false, writes fail
+// k_read_only); for etcd it reaches the cluster (state/etcd_store.hpp). Never falls back from one
+// backend to another. Errors: usage for a bad URL (or TLS files given for plain http); not_found
+// (reason k_no_store) for a missing store with Creation::never; failure with reasons
+// k_network_filesystem, k_unavailable (naming every etcd endpoint tried), k_busy; auth for etcd
+// credentials.
 Expected<std::unique_ptr<StateStore>> open_store(std::string_view url,
                                                  const OpenOptions& options = {});
 

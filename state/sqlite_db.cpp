@@ -1,6 +1,8 @@
 #include "state/sqlite_db.hpp"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include <sqlite3.h>
 
@@ -17,14 +19,60 @@ std::string format_seconds(std::chrono::milliseconds ms) {
   return buf;
 }
 
+Error disk_full(const std::string& path, std::string_view doing) {
+  std::string dir = path.substr(0, path.rfind('/'));
+  return Error(ErrorKind::failure,
+               "cannot " + std::string(doing) + " state store '" + path +
+                   "': the disk is full (no space left on the filesystem of '" +
+                   (dir.empty() ? "/" : dir) + "')" +
+                   (doing == "write" ? "; this change was not recorded" : "") +
+                   ": free some space there and run the command again",
+               std::string(reason::k_disk_full));
+}
+
+Error read_only(const std::string& path, std::string_view doing, const std::string& because) {
+  return Error(ErrorKind::failure,
+               "cannot " + std::string(doing) + " state store '" + path + "': it is read-only (" +
+                   because +
+                   "); reads work, changes are refused: make it writable, or point --state at a "
+                   "writable copy ('tpuctl state backup FILE' makes one)",
+               std::string(reason::k_read_only));
+}
+
+Error vanished(const std::string& path, std::string_view what_happened) {
+  return Error(ErrorKind::failure,
+               "state store '" + path + "' was " + std::string(what_happened) +
+                   " while this tpuctl was using it: nothing more is recorded there, and what "
+                   "it held is gone unless restored ('tpuctl state restore BACKUP'); a local "
+                   "pool's sshd servers keep running: stop them with 'tpuctl pool local-down "
+                   "--pool NAME'",
+               std::string(reason::k_store_replaced));
+}
+
 Error error_from(sqlite3* db, int rc, std::string_view doing, const std::string& path,
                  std::chrono::milliseconds busy_timeout) {
   int primary = rc & 0xff;
   std::string detail = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  // What the operating system said, when SQLite's words hide it ("disk I/O error").
+  const int sys = db ? sqlite3_system_errno(db) : 0;
   std::string where = "'" + path + "'";
   auto unavailable = [](std::string msg) {
     return Error(ErrorKind::failure, std::move(msg), std::string(reason::k_unavailable));
   };
+  // The system errno only explains an I/O failure (it may be stale after another error).
+  const bool io = primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN;
+  if (primary == SQLITE_FULL || (io && (sys == ENOSPC || sys == EDQUOT))) {
+    return disk_full(path, doing);
+  }
+  if (rc == SQLITE_READONLY_DBMOVED) {
+    return vanished(path, "deleted or moved away");
+  }
+  if (primary == SQLITE_READONLY || (io && sys == EROFS)) {
+    return read_only(path, doing, io ? "it is on a read-only filesystem" : "sqlite: " + detail);
+  }
+  if (io && sys != 0) {
+    detail += " (" + std::string(std::strerror(sys)) + ")";
+  }
   switch (primary) {
   case SQLITE_BUSY:
   case SQLITE_LOCKED:
@@ -38,11 +86,8 @@ Error error_from(sqlite3* db, int rc, std::string_view doing, const std::string&
                        detail + "); choose another file with --state sqlite:PATH");
   case SQLITE_CORRUPT:
     return unavailable("state store " + where + " is corrupt (sqlite: " + detail +
-                       "); restore it from a backup or move it aside");
-  case SQLITE_FULL:
-    return unavailable("cannot " + std::string(doing) + " state store " + where +
-                       ": the disk is full");
-  case SQLITE_READONLY:
+                       "); restore it from a backup ('tpuctl state restore FILE') or move it "
+                       "aside; 'tpuctl state check' lists what is damaged");
   case SQLITE_PERM:
   case SQLITE_CANTOPEN:
   case SQLITE_IOERR:
@@ -109,6 +154,21 @@ bool Stmt::is_null(int column) const {
 
 // ---- Db ----
 
+std::string uri_path(const std::string& path) {
+  // RFC 3986 escapes for what a file: URI gives meaning to ('?', '#', '%').
+  std::string out;
+  for (char c : path) {
+    if (c == '?' || c == '#' || c == '%') {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 Db::~Db() {
   m_cache.clear(); // finalize statements before closing
   if (m_db) {
@@ -137,12 +197,18 @@ Db& Db::operator=(Db&& other) noexcept {
   return *this;
 }
 
-Expected<Db> Db::open(const std::string& path, std::chrono::milliseconds busy_timeout) {
+Expected<Db> Db::open(const std::string& path, std::chrono::milliseconds busy_timeout,
+                      OpenMode mode) {
   Db db;
   db.m_path = path;
   db.m_busy_timeout = busy_timeout;
-  int rc =
-      sqlite3_open_v2(path.c_str(), &db.m_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+  int flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI;
+  flags |= mode == OpenMode::read_write ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY;
+  std::string uri = "file:" + uri_path(path);
+  if (mode == OpenMode::immutable) {
+    uri += "?immutable=1";
+  }
+  int rc = sqlite3_open_v2(uri.c_str(), &db.m_db, flags, nullptr);
   if (rc != SQLITE_OK) {
     return error_from(db.m_db, rc, "open", path, busy_timeout);
   }

@@ -19,10 +19,26 @@ struct sqlite3_stmt;
 namespace tpuctl::state::sqlite {
 
 // Turns an SQLite result code into an Error about the database at `path`. `doing` says what
-// tpuctl was doing ("open", "write", "read"). SQLITE_BUSY/LOCKED becomes reason k_busy with
-// "state store busy: another tpuctl has held the lock for more than N s".
+// tpuctl was doing ("open", "write", "read"). This is the one place SQLite's failures get their
+// words: SQLITE_BUSY/LOCKED becomes reason k_busy ("state store busy: ..."); SQLITE_FULL, and
+// any error whose system errno is ENOSPC or EDQUOT (SQLite says "disk I/O error" when the wal
+// index cannot grow), reason k_disk_full ("the disk is full"); SQLITE_READONLY and EROFS reason
+// k_read_only; corruption says how to restore and check.
 Error error_from(sqlite3* db, int rc, std::string_view doing, const std::string& path,
                  std::chrono::milliseconds busy_timeout);
+
+// The refusal of a write to the store at `path` because no space is left (reason k_disk_full).
+Error disk_full(const std::string& path, std::string_view doing);
+// The refusal of a write to the read-only store at `path`, saying `because` (reason
+// k_read_only).
+Error read_only(const std::string& path, std::string_view doing, const std::string& because);
+
+// The store at `path` was `what_happened` ("deleted or moved away", "replaced by another
+// file") while this process used it (reason k_store_replaced).
+Error vanished(const std::string& path, std::string_view what_happened);
+
+// `path` written for a file: URI ('?', '#' and '%' escaped).
+std::string uri_path(const std::string& path);
 
 // "10 s", "0.25 s".
 std::string format_seconds(std::chrono::milliseconds ms);
@@ -83,9 +99,15 @@ public:
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;
 
-  // Opens `path` read-write (the file must exist) with the given busy timeout.
-  // Errors: k_unavailable naming the path and SQLite's reason.
-  static Expected<Db> open(const std::string& path, std::chrono::milliseconds busy_timeout);
+  // read_write: the file must exist. read_only: SQLite needs to create or map the wal index
+  // (`-shm`) next to it. immutable: nothing is written or locked at all, for a database on
+  // read-only storage whose wal index does not exist (SQLite cannot read a WAL database there
+  // otherwise); only safe when nobody can write the file meanwhile.
+  enum class OpenMode { read_write, read_only, immutable };
+  // Opens `path` with the given busy timeout. Errors: k_unavailable naming the path and
+  // SQLite's reason.
+  static Expected<Db> open(const std::string& path, std::chrono::milliseconds busy_timeout,
+                           OpenMode mode = OpenMode::read_write);
 
   sqlite3* handle() const { return m_db; }
   const std::string& path() const { return m_path; }

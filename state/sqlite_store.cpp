@@ -76,6 +76,7 @@ public:
     if (m_store.m_in_txn) {
       return ok(); // join the open transaction
     }
+    TPUCTL_TRY(m_store.check_identity());
     TPUCTL_TRY(m_store.m_db.exec(write ? "BEGIN IMMEDIATE" : "BEGIN", write ? "write" : "read"));
     m_owned = true;
     m_store.m_in_txn = true;
@@ -103,6 +104,31 @@ Expected<int64_t> SqliteStore::current_revision() {
 }
 
 // ---- reads ----
+
+Expected<int64_t> SqliteStore::begin_reads() {
+  if (m_in_txn) {
+    return Error(ErrorKind::failure, "begin_reads() inside a transaction",
+                 std::string(reason::k_invalid));
+  }
+  TPUCTL_TRY(check_identity());
+  TPUCTL_TRY(m_db.exec("BEGIN", "read"));
+  auto revision = current_revision(); // the snapshot starts with the first read
+  if (!revision) {
+    (void)m_db.exec("ROLLBACK", "read");
+    return revision;
+  }
+  m_in_txn = true;
+  m_reads_held = true;
+  return revision;
+}
+
+void SqliteStore::end_reads() {
+  if (m_reads_held) {
+    (void)m_db.exec("COMMIT", "read");
+    m_in_txn = false;
+    m_reads_held = false;
+  }
+}
 
 Status SqliteStore::ping() {
   Txn t(*this);

@@ -10,12 +10,17 @@
 // The schema is versioned by PRAGMA user_version and migrated inside BEGIN IMMEDIATE, so
 // concurrent first runs migrate exactly once. A database written by a newer tpuctl (user_version
 // above k_schema_version) opens read-only: reads work, every write fails k_schema_too_new.
+// So does a database on storage the user made read-only (its mode, its directory's, a
+// read-only filesystem): opened read-only (immutable when SQLite could not even keep its wal
+// index there), its mode left alone, every write fails k_read_only saying why. Every
+// transaction first checks that the path still names the file opened (check_identity).
 // See sqlite_schema.cpp for the tables; claims(pool, host) is the primary key that makes
 // double allocation impossible even if the code above it had a bug.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <sys/types.h>
 
 #include "state/sqlite_db.hpp"
 #include "state/store.hpp"
@@ -26,6 +31,11 @@ struct SqliteOptions {
   std::string path; // the database file; its directory must exist
   Clock clock = system_clock();
   std::chrono::milliseconds busy_timeout{10000};
+  // Create the file when it does not exist; else opening fails (kind not_found, reason
+  // k_no_store) and creates nothing.
+  bool create = true;
+  // Open read-only whatever the file's mode (a backup being restored): writes fail k_read_only.
+  bool read_only = false;
 };
 
 // The schema version this tpuctl writes (PRAGMA user_version).
@@ -54,6 +64,11 @@ public:
   // Polls the revision counter every 150 ms (any pool's commit wakes it).
   Expected<int64_t> wait_for_change(const std::string& pool, int64_t after_revision,
                                     std::chrono::milliseconds timeout) override;
+  // One read transaction (a WAL snapshot) until end_reads(): every read joins it.
+  Expected<int64_t> begin_reads() override;
+  void end_reads() override;
+  // PRAGMA integrity_check and foreign_key_check, and the revision counter's presence.
+  Expected<std::vector<std::string>> check_integrity() override;
   // Runs fn inside BEGIN IMMEDIATE, so its reads are current and its ops cannot conflict.
   Expected<CommitResult> transact(const TransactFn& fn,
                                   const TransactOptions& options = {}) override;
@@ -66,6 +81,9 @@ private:
   Status configure_and_migrate();
   Status migrate_locked(int64_t from_version);
   Status check_writable() const;
+  // Fails (reason k_store_replaced) when the path no longer names the file opened: deleted,
+  // moved away or replaced. Checked as every transaction begins.
+  Status check_identity() const;
   int64_t now_ms() const { return to_unix_ms(m_options.clock()); }
 
   // A write (BEGIN IMMEDIATE) or read (BEGIN) transaction, rolled back unless committed. Inside
@@ -93,6 +111,10 @@ private:
   SqliteOptions m_options;
   int m_schema_version = 0;
   bool m_in_txn = false;
+  bool m_reads_held = false;       // inside begin_reads(): writes are refused
+  std::string m_read_only_because; // why the file must not be written ("" when it may be)
+  dev_t m_device = 0;              // the file opened (see check_identity)
+  ino_t m_inode = 0;
 };
 
 } // namespace tpuctl::state

@@ -238,6 +238,21 @@ Expected<CommitResult> StateStore::transact(const TransactFn& fn, const Transact
   return optimistic_transact(*this, fn, options);
 }
 
+Expected<int64_t> StateStore::begin_reads() {
+  return Error(ErrorKind::failure,
+               "the state store " + info().location + " cannot hold its reads at one revision",
+               std::string(reason::k_unsupported));
+}
+
+Error missing_store(const std::string& location, const std::string& detail) {
+  return Error(ErrorKind::not_found,
+               "state store " + location + " does not exist" + detail +
+                   ", and this command does not create one: create a pool to start it "
+                   "('tpuctl pool create', 'tpuctl pool local-up'), restore a backup ('tpuctl "
+                   "state restore FILE'), or name an existing store with --state",
+               std::string(reason::k_no_store));
+}
+
 Error gave_up_after(Error conflict, int attempts) {
   conflict.message += " (gave up after " + std::to_string(attempts) +
                       " attempts: other tpuctl processes keep changing it)";

@@ -53,6 +53,15 @@ inline constexpr std::string_view k_unavailable = "unavailable"; // cannot open/
 inline constexpr std::string_view k_schema_too_new = "schema_too_new"; // written by newer tpuctl
 inline constexpr std::string_view k_network_filesystem = "network_filesystem"; // SQLite on NFS...
 inline constexpr std::string_view k_unsupported = "unsupported"; // backend not built in
+// The store cannot be written (file mode, read-only directory or filesystem): reads work.
+inline constexpr std::string_view k_read_only = "read_only";
+// No space is left where the store keeps its data: nothing of the refused change was recorded.
+inline constexpr std::string_view k_disk_full = "disk_full";
+// The store does not exist (kind not_found): only commands that create things create it.
+inline constexpr std::string_view k_no_store = "no_store";
+// The store vanished, was replaced, or was reset under this process or since it was last seen
+// (an SQLite file deleted or swapped; an etcd cluster whose id changed).
+inline constexpr std::string_view k_store_replaced = "store_replaced";
 } // namespace reason
 
 // `doc` as compact JSON text; invalid UTF-8 in strings is replaced, never thrown.
@@ -224,7 +233,8 @@ struct StoreInfo {
   std::string location; // "sqlite:/home/u/.local/state/tpuctl/state.db"
   int schema_version = 0;
   int supported_schema = 0;
-  bool writable = true; // false when the schema is newer than this tpuctl
+  bool writable = true;          // false when read-only storage or a newer schema
+  std::string read_only_because; // why writable is false ("its mode is 0444", ...)
 };
 
 struct TransactOptions {
@@ -268,6 +278,20 @@ public:
   // wait again. Errors: k_unavailable.
   virtual Expected<int64_t> wait_for_change(const std::string& pool, int64_t after_revision,
                                             std::chrono::milliseconds timeout) = 0;
+
+  // Makes every read until end_reads() see the store as it is now, however busy it is (SQLite:
+  // one read transaction; etcd: reads at the current revision), for a consistent copy (state
+  // backup). No write may be made in between (k_invalid). Returns the revision read at.
+  // Errors: the store's; the default implementation says the backend cannot.
+  virtual Expected<int64_t> begin_reads();
+  virtual void end_reads() {}
+
+  // What the backend's own integrity checks find, one line per problem (SQLite: integrity_check
+  // and foreign_key_check; etcd: the cluster's alarms, NOSPACE or CORRUPT); empty when sound.
+  // Errors: the store cannot be read at all.
+  virtual Expected<std::vector<std::string>> check_integrity() {
+    return std::vector<std::string>{};
+  }
 
   // ---- writes ----
   // Applies every op or none (see the op types for each failure's reason). Also fails with
@@ -314,6 +338,12 @@ Status check_expected_version(const Key& key, std::optional<int64_t> current, in
 // by 'o'"); ok when both are empty.
 Status check_claimable(const ClaimOp& op, const std::vector<std::string>& missing,
                        const std::vector<std::string>& busy);
+
+// For backends: the refusal to open the store at `location` ("sqlite:/x.db", "etcd://h:p/pfx/")
+// because it does not exist (`detail`, e.g. " (the prefix holds no tpuctl state)", may be empty)
+// and the command does not create stores: kind not_found, reason k_no_store, saying how to make
+// one.
+Error missing_store(const std::string& location, const std::string& detail);
 
 // For backends: the error transact() returns when its last attempt lost a compare-and-swap.
 Error gave_up_after(Error conflict, int attempts);

@@ -48,6 +48,8 @@ std::string_view to_string(ErrorKind kind) {
     return "timeout";
   case ErrorKind::interrupted:
     return "interrupted";
+  case ErrorKind::partial:
+    return "partial";
   }
   return "failure";
 }

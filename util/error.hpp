@@ -17,6 +17,10 @@ enum class ErrorKind {
   auth,        // authentication or host-key failure (exit 5)
   timeout,     // a remote command ran past its timeout (exit 124)
   interrupted, // SIGINT / SIGTERM (exit 130)
+  // The command recorded what it was asked to create (a queued resource, ...), which now
+  // exists, and then could not carry on (the state store became unwritable, ...): the message
+  // names what exists and its state (exit 6).
+  partial,
 };
 
 // One failure. `message` is lowercase, names the offending value and says how to fix it, e.g.

@@ -36,6 +36,8 @@ void failpoint(std::string_view name) {
   }
   if (action == "sigint") {
     std::raise(SIGINT);
+  } else if (action == "stop") {
+    std::raise(SIGSTOP); // until SIGCONT: the test changes the world meanwhile
   } else {
     std::raise(SIGKILL);
   }

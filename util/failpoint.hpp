@@ -5,6 +5,8 @@
 //   TPUCTL_FAILPOINT=<name>[:<action>][,<name>[:<action>]...]
 //     actions: kill (default) SIGKILL this process at once, as `kill -9` or the OOM killer would
 //              sigint raise SIGINT once, as Ctrl-C would (the process's handler runs)
+//              stop   SIGSTOP this process, until the test sends SIGCONT (say, after filling
+//                     the disk the state store is on)
 //
 // The points (see where failpoint() is called): provision.claimed (hosts claimed, lease taken,
 // nothing pushed yet), provision.push, provision.probe, provision.startup and provision.preflight

@@ -49,4 +49,33 @@ Status create_private_file(const std::string& file) {
   return make_error(ErrorKind::failure, "cannot create '" + file + "': " + std::strerror(errno));
 }
 
+Status replace_private_file(const std::string& file, const std::string& content) {
+  const std::string tmp = file + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return make_error(ErrorKind::failure, "cannot write '" + file + "': " + std::strerror(errno));
+  }
+  ::fchmod(fd, 0600); // exact, whatever the umask
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return make_error(ErrorKind::failure, "cannot write '" + file + "': " + std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0 || ::rename(tmp.c_str(), file.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return make_error(ErrorKind::failure, "cannot write '" + file + "': " + std::strerror(err));
+  }
+  return ok();
+}
+
 } // namespace tpuctl::util

@@ -17,4 +17,9 @@ Status make_private_directories(const std::string& dir);
 // Errors: failure naming the file and why it could not be created.
 Status create_private_file(const std::string& file);
 
+// Replaces `file` with `content` all at once: written to a 0600 temporary file next to it,
+// flushed to disk, then renamed over it (a reader sees the old content or the new, never part).
+// Errors: failure naming the file and why (a full disk included); `file` is then unchanged.
+Status replace_private_file(const std::string& file, const std::string& content);
+
 } // namespace tpuctl::util

@@ -7,7 +7,9 @@
 //    (TPUCTL_FAILPOINT, util/failpoint.hpp): the next command or the controller resumes the slice,
 //    or delete rolls it back, and no host stays claimed by a slice that does not exist;
 //  - Ctrl-C (SIGINT) during a broadcast and during create: the remote processes are killed, the
-//    claims are consistent, exit 130.
+//    claims are consistent, exit 130;
+//  - the disk under the store (a small tmpfs, where the host allows mounting one) filling up
+//    while a create provisions: the exit status says what exists, and nothing is lost.
 #include <algorithm>
 #include <csignal>
 #include <dirent.h>
@@ -34,22 +36,12 @@ using nlohmann::json;
 using tpuctl::test::processes_with_marker;
 using tpuctl::test::QrEnv;
 using tpuctl::test::read_file;
+using tpuctl::test::wait_until;
 using tpuctl::test::worker_hosts;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (!done()) {
-    if (Clock::now() >= deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(100ms);
-  }
-  return true;
-}
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -146,6 +138,13 @@ StoreView read_store(const QrEnv& env, const std::string& id) {
 std::set<std::string> slice_hosts(const tpuctl::provision::QueuedResource& qr) {
   auto hosts = tpuctl::provision::hosts_of(qr);
   return {hosts.begin(), hosts.end()};
+}
+
+// The state letter of `pid` in /proc/PID/stat ('T' when stopped), or 0 when it is gone.
+char process_state(int pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  auto close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? 0 : stat[close + 2];
 }
 
 // Every claimed host belongs to a request that exists.
@@ -415,4 +414,61 @@ TEST_CASE("chaos: Ctrl-C during a broadcast kills the remote commands and exits 
   CHECK_MESSAGE(waited.exit_code == 0, waited.err);
   check_no_orphan_claims(env);
   CHECK(env.claims().size() == 8);
+}
+
+TEST_CASE("chaos: the disk under the store fills while a create provisions: the exit status and "
+          "stdout say what exists, nothing says 'disk I/O error', and once space is back the "
+          "request is carried on or deleted with no claim left behind") {
+  QrEnv env(4, "127.0.183.2", "", 24u << 20);
+  if (!env.disk) {
+    MESSAGE("not run: a disk that fills during provisioning needs a small tmpfs under the store ("
+            << env.disk_why << ")");
+    return;
+  }
+  // The create stops itself once the first worker has its agent (the failpoint), the disk is
+  // filled to the last byte, and it goes on: its remaining steps and their records meet ENOSPC.
+  auto create = env.start({"qr", "create", "filled", "--accelerator-type", "v5litepod-16"},
+                          "filled", {{"TPUCTL_FAILPOINT", "provision.push:stop"}});
+  REQUIRE(wait_until([&] { return process_state(create->pid()) == 'T'; }, 120s));
+  env.disk->fill(0);
+  REQUIRE(env.disk->available() == 0);
+  ::kill(create->pid(), SIGCONT);
+  auto status = create->wait(300s);
+  REQUIRE(status.has_value());
+  CAPTURE(create->err());
+  CHECK(create->err().find("disk I/O error") == std::string::npos);
+  env.disk->unfill();
+
+  const json now = env.describe("filled");
+  MESSAGE("a create through a full disk exited " << *status << "; the request is "
+                                                 << now["state"].get<std::string>());
+  switch (*status) {
+  case 0:
+    CHECK(now["state"] == "ACTIVE");
+    break;
+  case 6: // recorded, then following it failed: it exists, in the state stdout shows
+    CHECK(create->err().find("queued resource 'filled' was created and exists (last seen ") !=
+          std::string::npos);
+    CHECK(create->err().find("the disk is full") != std::string::npos);
+    CHECK(create->out().find("filled") != std::string::npos);
+    break;
+  case 1: // the request itself failed (a worker's files are on that disk too): FAILED, shown
+    CHECK(now["state"] == "FAILED");
+    CHECK(create->out().find("FAILED") != std::string::npos);
+    break;
+  default:
+    FAIL("unexpected exit status " << *status);
+  }
+  // Space is back: a request that did not fail is carried to ACTIVE; then it is deleted and no
+  // host stays claimed.
+  if (now["state"] != "FAILED") {
+    auto waited = env.run({"qr", "wait", "filled", "--for=state=ACTIVE", "--timeout", "120s"});
+    CHECK_MESSAGE(waited.exit_code == 0, waited.err);
+  }
+  check_no_orphan_claims(env);
+  auto check = env.run({"state", "check"});
+  CHECK_MESSAGE(check.exit_code == 0, (check.out + check.err));
+  auto del = env.run({"qr", "delete", "filled", "--force"});
+  CHECK_MESSAGE(del.exit_code == 0, del.err);
+  CHECK(env.claims().empty());
 }

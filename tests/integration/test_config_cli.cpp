@@ -90,6 +90,8 @@ TEST_CASE("config: a flag beats its environment variable, which beats the config
   Home h;
   REQUIRE(h.run({"config", "set", "pool", "from-config"}).exit_code == 0);
   REQUIRE(h.run({"config", "set", "format", "json"}).exit_code == 0);
+  // A store with another pool, so each command gets as far as looking its pool up.
+  REQUIRE(h.run({"pool", "create", "other", "--generation", "v5p"}).exit_code == 0);
   auto cfg = h.run({"pool", "describe"});
   CHECK(cfg.err.find("'from-config'") != std::string::npos);
   auto env = h.run({"pool", "describe"}, {{"TPUCTL_POOL", "from-env"}});

@@ -202,6 +202,7 @@ TEST_CASE("etcd cli: state migrate copies a populated SQLite store and refuses a
   std::string db = "sqlite:" + m.sqlite_file().string();
   {
     state::OpenOptions o;
+    o.create = state::Creation::at_open;
     auto s = state::open_store(db, o);
     REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
     auto& st = **s;
@@ -294,11 +295,18 @@ TEST_CASE("etcd cli: state migrate copies a populated SQLite store and refuses a
 TEST_CASE("etcd cli: state info, and an unreachable store is exit 1 naming every endpoint") {
   Machine m;
   std::string url = cluster().url(unique_prefix());
+  // Nothing under the prefix yet: no store, and reading it writes no key there.
+  auto none = m.run({"--state", url, "state", "info"});
+  CHECK(none.exit_code == 4);
+  CHECK(none.err.find("etcd holds no tpuctl state under prefix") != std::string::npos);
+  CHECK(m.run({"--state", url, "state", "info"}).exit_code == 4);
+  REQUIRE(m.run({"--state", url, "pool", "create", "p", "--generation", "v5p"}).exit_code == 0);
   auto info = m.run_json({"--state", url, "state", "info"});
   CHECK(info["backend"] == "etcd");
   CHECK(info["location"] == url);
   CHECK(info["revision"].get<int64_t>() > 0);
-  CHECK(info["pools"] == 0);
+  CHECK(info["pools"] == 1);
+  CHECK(info["writable"] == true);
 
   auto r = m.run({"--state", "etcd://127.130.255.254:23790,127.130.255.253:23790", "pool", "list"});
   CHECK(r.exit_code == 1);

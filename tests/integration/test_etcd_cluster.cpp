@@ -31,6 +31,7 @@ EtcdCluster& three() {
 std::unique_ptr<StateStore> open_url(const std::string& url,
                                      std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
   OpenOptions o;
+  o.create = Creation::at_open;
   o.etcd.request_timeout = timeout;
   auto s = open_store(url, o);
   REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
@@ -123,7 +124,9 @@ TEST_CASE("etcd cluster: killing the leader during 20 concurrent slice creations
   std::vector<std::thread> threads;
   for (int t = 0; t < k_threads; ++t) {
     threads.emplace_back([&, t] {
-      auto s = open_store(url);
+      OpenOptions o;
+      o.create = Creation::at_open;
+      auto s = open_store(url, o);
       if (!s) {
         results[static_cast<size_t>(t)].push_back({false, 0, {s.error().message}});
         return;

@@ -28,6 +28,7 @@ EtcdCluster& cluster() {
 std::unique_ptr<StateStore> open_url(const std::string& url, Clock clock = system_clock(),
                                      EtcdAccess access = {}) {
   OpenOptions o;
+  o.create = Creation::at_open;
   o.clock = std::move(clock);
   o.etcd = access;
   auto s = open_store(url, o);

@@ -148,6 +148,7 @@ TEST_CASE("EtcdStore: a commit whose reply is lost is resolved through its marke
   std::string prefix = unique_prefix();
   std::string url = "etcd://" + proxy.authority() + "," + real.substr(7) + prefix;
   OpenOptions o;
+  o.create = Creation::at_open;
   o.etcd.request_timeout = std::chrono::seconds(3);
   auto opened = open_store(url, o);
   REQUIRE_MESSAGE(opened, (opened ? "" : opened.error().message));
@@ -189,6 +190,7 @@ TEST_CASE("EtcdStore: a lost reply with no member left to ask is an error saying
   // The proxy is the only endpoint; after the lost reply it loses the fences too.
   std::string url = "etcd://" + proxy.authority() + unique_prefix();
   OpenOptions o;
+  o.create = Creation::at_open;
   o.etcd.request_timeout = std::chrono::milliseconds(1500);
   auto opened = open_store(url, o);
   REQUIRE(opened);

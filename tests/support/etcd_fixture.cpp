@@ -241,6 +241,21 @@ void EtcdCluster::restart(int i) {
   spawn(static_cast<size_t>(i));
 }
 
+void EtcdCluster::restart_empty(bool new_identity) {
+  for (size_t i = 0; i < m_members.size(); ++i) {
+    kill(static_cast<int>(i));
+    std::error_code ec;
+    std::filesystem::remove_all(m_tmp.path() / m_members[i].name, ec);
+  }
+  if (new_identity) {
+    m_token += "-again";
+  }
+  for (size_t i = 0; i < m_members.size(); ++i) {
+    spawn(i);
+  }
+  wait_ready();
+}
+
 std::vector<std::string> EtcdCluster::endpoints() const {
   std::vector<std::string> out;
   for (const auto& m : m_members) {

@@ -48,6 +48,11 @@ public:
   void kill(int i);
   // Starts member i again on its data directory (it rejoins the cluster).
   void restart(int i);
+  // Kills every member, deletes their data directories and starts them again: an empty cluster
+  // at revision 1. With `new_identity` under another cluster token, so its cluster id differs;
+  // without, etcd derives the same cluster id from the same members and token. Waits until
+  // ready.
+  void restart_empty(bool new_identity);
   bool running(int i) const { return m_members[static_cast<size_t>(i)].pid > 0; }
   // Waits until every running member answers and one of them leads. Throws on timeout.
   void wait_ready(std::chrono::milliseconds timeout = std::chrono::seconds(20)) const;

@@ -1,8 +1,10 @@
 // Test helpers shared by unit and integration tests.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -44,6 +46,13 @@ std::string check_golden(const std::string& name, const std::string& actual);
 
 // The whole file (binary-safe); "" when it cannot be read.
 std::string read_file(const std::filesystem::path& path);
+// The permission bits of `path` (07777 mask); 0 when it cannot be stat()ed.
+unsigned file_mode(const std::filesystem::path& path);
+// True when `part` occurs in `text` (what a user greps for in an output).
+bool contains(const std::string& text, const std::string& part);
+// Polls `done` every 100 ms until it holds (true) or `timeout` passes (false): for a state the
+// test waits on, never for a duration it asserts.
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout);
 // True when a TCP socket can bind address:port now (a free loopback port for a fixture).
 bool can_bind(const std::string& address, uint16_t port);
 

@@ -10,9 +10,13 @@ namespace tpuctl::test {
 
 using nlohmann::json;
 
-QrEnv::QrEnv(int hosts, const std::string& address_base, const std::string& shape) {
+QrEnv::QrEnv(int hosts, const std::string& address_base, const std::string& shape,
+             uint64_t state_disk_bytes) {
   vars["HOME"] = dir.path().string();
   vars["XDG_STATE_HOME"] = (dir.path() / "state").string();
+  if (state_disk_bytes > 0) {
+    disk = ScratchDisk::mount(dir.path() / "state", state_disk_bytes, disk_why);
+  }
   vars["XDG_CONFIG_HOME"] = (dir.path() / "config").string();
   std::vector<std::string> args{"pool",         "local-up", "--hosts",        std::to_string(hosts),
                                 "--generation", "v5e",      "--address-base", address_base,
@@ -25,6 +29,9 @@ QrEnv::QrEnv(int hosts, const std::string& address_base, const std::string& shap
 }
 
 QrEnv::~QrEnv() {
+  if (disk) {
+    disk->unfill(); // local-down records the pool's removal
+  }
   run({"pool", "local-down"});
   for (int pid : processes_with_marker(dir.path().string())) {
     ::kill(pid, SIGKILL);
@@ -79,6 +86,10 @@ json QrEnv::claims() const {
 
 std::filesystem::path QrEnv::pool_dir() const {
   return dir.path() / "state" / "tpuctl" / "local-pools" / "local";
+}
+
+std::filesystem::path QrEnv::store_path() const {
+  return dir.path() / "state" / "tpuctl" / "state.db";
 }
 
 std::vector<std::string> worker_hosts(const json& qr) {

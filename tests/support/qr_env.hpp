@@ -14,6 +14,7 @@
 
 #include "tests/support/background.hpp"
 #include "tests/support/helpers.hpp"
+#include "tests/support/scratch_mounts.hpp"
 #include "util/process.hpp"
 
 namespace tpuctl::test {
@@ -21,10 +22,15 @@ namespace tpuctl::test {
 struct QrEnv {
   TempDir dir;
   std::map<std::string, std::string> vars;
+  // With state_disk_bytes: the state directory (store and local pool) on a tmpfs of that size,
+  // when the host allows mounting one (else null, and disk_why says why).
+  std::unique_ptr<ScratchDisk> disk;
+  std::string disk_why;
 
   // `shape`: the pool's extent in chips; empty for local-up's compact default (8 v5e hosts:
   // 8x4 chips). Placement never rotates a slice, so a v5litepod-32 (4x8) needs "4x8".
-  QrEnv(int hosts, const std::string& address_base, const std::string& shape = "");
+  QrEnv(int hosts, const std::string& address_base, const std::string& shape = "",
+        uint64_t state_disk_bytes = 0);
   ~QrEnv();
   QrEnv(const QrEnv&) = delete;
   QrEnv& operator=(const QrEnv&) = delete;
@@ -42,6 +48,8 @@ struct QrEnv {
   // host -> owner of every claimed host of the pool.
   nlohmann::json claims() const;
   std::filesystem::path pool_dir() const;
+  // The SQLite store's file.
+  std::filesystem::path store_path() const;
 };
 
 // Every worker's host of a described queued resource, node by node.

@@ -97,6 +97,7 @@ struct Fixture {
   std::unique_ptr<state::StateStore> store;
   Fixture() {
     state::OpenOptions o;
+    o.create = state::Creation::at_open;
     auto s = state::open_store("sqlite:" + (dir.path() / "state.db").string(), o);
     REQUIRE(s);
     store = std::move(*s);

@@ -246,19 +246,96 @@ TEST_CASE("state::SqliteStore keeps the database and its WAL files private (0600
   }
 }
 
-TEST_CASE("state::open_store creates the default directory 0700 and the file 0600") {
+TEST_CASE("state::open_store creates the default directory 0700 and the file 0600, and only "
+          "when told to: at open, or at the first write") {
   TempDir tmp;
   OpenOptions o;
   o.env.xdg_state_home = (tmp.path() / "xdg" / "state").string();
   o.env.home = (tmp.path() / "home").string();
-  auto s = open_store("", o);
-  REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
   auto dir = tmp.path() / "xdg" / "state" / "tpuctl";
-  CHECK((*s)->info().location == "sqlite:" + (dir / "state.db").string());
-  CHECK(mode_of(dir) == 0700);
-  CHECK(mode_of(tmp.path() / "xdg") == 0700);
-  CHECK(mode_of(dir / "state.db") == 0600);
+  SUBCASE("never: a missing store is not_found, naming it, and nothing is created") {
+    auto s = open_store("", o);
+    REQUIRE(!s);
+    CHECK(s.error().kind == ErrorKind::not_found);
+    CHECK(s.error().reason == reason::k_no_store);
+    CHECK(s.error().message.find((dir / "state.db").string()) != std::string::npos);
+    CHECK(!std::filesystem::exists(tmp.path() / "xdg"));
+  }
+  SUBCASE("on the first write: reads see an empty store and create nothing") {
+    o.create = Creation::on_first_write;
+    auto s = open_store("", o);
+    REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
+    CHECK((*s)->list(Kind::pool, "")->records.empty());
+    CHECK(!(*s)->find(pool_key("p"))->has_value());
+    CHECK((*s)->snapshot("p").error().kind == ErrorKind::not_found);
+    // A transaction that fails, or writes nothing, creates nothing either.
+    CHECK(!(*s)->transact([](StateStore&) -> Expected<std::vector<Op>> {
+      return Error(ErrorKind::usage, "bad input");
+    }));
+    CHECK(
+        (*s)->transact([](StateStore&) -> Expected<std::vector<Op>> { return std::vector<Op>{}; }));
+    CHECK(!(*s)->commit({CreateOp{pool_key("bad/name"), Json::object()}}));
+    CHECK(!std::filesystem::exists(tmp.path() / "xdg"));
+    REQUIRE((*s)->create(pool_key("p"), Json::object()));
+    CHECK((*s)->find(pool_key("p"))->has_value());
+    CHECK((*s)->info().location == "sqlite:" + (dir / "state.db").string());
+    CHECK(mode_of(dir) == 0700);
+    CHECK(mode_of(tmp.path() / "xdg") == 0700);
+    CHECK(mode_of(dir / "state.db") == 0600);
+  }
+  SUBCASE("at open") {
+    o.create = Creation::at_open;
+    auto s = open_store("", o);
+    REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
+    CHECK(mode_of(dir / "state.db") == 0600);
+  }
   CHECK(!std::filesystem::exists(tmp.path() / "home"));
+}
+
+TEST_CASE("state::SqliteStore on storage made read-only serves reads, refuses writes saying "
+          "why, and leaves the file's mode alone") {
+  TempDir tmp;
+  std::string path = (tmp.path() / "state.db").string();
+  {
+    auto s = open_at(path);
+    REQUIRE(s);
+    REQUIRE((*s)->create(pool_key("p"), Json::object()));
+  }
+  REQUIRE(::chmod(path.c_str(), 0444) == 0);
+  auto s = open_at(path);
+  REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
+  CHECK(!(*s)->info().writable);
+  CHECK((*s)->info().read_only_because == "its mode is 0444");
+  CHECK((*s)->find(pool_key("p"))->has_value());
+  auto refused = (*s)->create(pool_key("q"), Json::object());
+  REQUIRE(!refused);
+  CHECK(refused.error().reason == reason::k_read_only);
+  CHECK(refused.error().message.find("is read-only (its mode is 0444)") != std::string::npos);
+  CHECK(!(*s)->put_heartbeat("p", "h", Json::object(), std::chrono::seconds(5)));
+  CHECK(mode_of(path) == 0444);
+}
+
+TEST_CASE("state::SqliteStore notices its file deleted or replaced under it") {
+  TempDir tmp;
+  std::string path = (tmp.path() / "state.db").string();
+  auto s = open_at(path);
+  REQUIRE(s);
+  REQUIRE((*s)->create(pool_key("p"), Json::object()));
+  SUBCASE("replaced by another file") {
+    std::filesystem::copy_file(path, path + ".copy");
+    std::filesystem::rename(path + ".copy", path);
+    auto r = (*s)->find(pool_key("p"));
+    REQUIRE(!r);
+    CHECK(r.error().reason == reason::k_store_replaced);
+    CHECK(r.error().message.find("was replaced by another file") != std::string::npos);
+  }
+  SUBCASE("deleted") {
+    std::filesystem::remove(path);
+    auto r = (*s)->create(pool_key("q"), Json::object());
+    REQUIRE(!r);
+    CHECK(r.error().reason == reason::k_store_replaced);
+    CHECK(r.error().message.find("was deleted or moved away") != std::string::npos);
+  }
 }
 
 TEST_CASE("state::open_store opens sqlite URLs, and etcd ones without falling back to sqlite") {
@@ -266,6 +343,7 @@ TEST_CASE("state::open_store opens sqlite URLs, and etcd ones without falling ba
   OpenOptions o;
   o.env.cwd = tmp.path().string();
   SUBCASE("a relative sqlite: path lands in the working directory") {
+    o.create = Creation::at_open;
     auto s = open_store("sqlite:sub/s.db", o);
     REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
     CHECK(std::filesystem::exists(tmp.path() / "sub" / "s.db"));

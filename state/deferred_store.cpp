@@ -1,0 +1,97 @@
+#include "state/deferred_store.hpp"
+
+#include <thread>
+
+namespace tpuctl::state {
+
+DeferredStore::DeferredStore(StoreInfo info, Creator create)
+    : m_info(std::move(info)), m_create(std::move(create)) {}
+
+Status DeferredStore::create() {
+  if (!m_real) {
+    TPUCTL_TRY_ASSIGN(m_real, m_create());
+  }
+  return ok();
+}
+
+StoreInfo DeferredStore::info() const {
+  return m_real ? m_real->info() : m_info;
+}
+
+Status DeferredStore::ping() {
+  return m_real ? m_real->ping() : ok();
+}
+
+Expected<std::optional<Record>> DeferredStore::find(const Key& key) {
+  if (m_real) {
+    return m_real->find(key);
+  }
+  TPUCTL_TRY(validate_op(CheckOp{key, k_absent}));
+  return std::optional<Record>{};
+}
+
+Expected<Listing> DeferredStore::list(Kind kind, const std::string& pool) {
+  return m_real ? m_real->list(kind, pool) : Listing{};
+}
+
+Expected<PoolSnapshot> DeferredStore::snapshot(const std::string& pool) {
+  if (m_real) {
+    return m_real->snapshot(pool);
+  }
+  return Error(ErrorKind::not_found, "pool '" + pool + "' does not exist",
+               std::string(reason::k_not_found));
+}
+
+Expected<std::vector<Claim>> DeferredStore::claims(const std::string& pool) {
+  return m_real ? m_real->claims(pool) : std::vector<Claim>{};
+}
+
+Expected<std::vector<Event>> DeferredStore::events(const EventQuery& query) {
+  return m_real ? m_real->events(query) : std::vector<Event>{};
+}
+
+Expected<std::vector<Heartbeat>> DeferredStore::live_heartbeats(const std::string& pool) {
+  return m_real ? m_real->live_heartbeats(pool) : std::vector<Heartbeat>{};
+}
+
+Expected<int64_t> DeferredStore::wait_for_change(const std::string& pool, int64_t after_revision,
+                                                 std::chrono::milliseconds timeout) {
+  if (m_real) {
+    return m_real->wait_for_change(pool, after_revision, timeout);
+  }
+  std::this_thread::sleep_for(timeout);
+  return after_revision;
+}
+
+Expected<CommitResult> DeferredStore::commit(const std::vector<Op>& ops) {
+  for (const auto& op : ops) {
+    TPUCTL_TRY(validate_op(op)); // a malformed op creates nothing
+  }
+  TPUCTL_TRY(create());
+  return m_real->commit(ops);
+}
+
+Status DeferredStore::put_heartbeat(const std::string& pool, const std::string& host,
+                                    const Json& payload, std::chrono::seconds ttl) {
+  if (m_real) {
+    return m_real->put_heartbeat(pool, host, payload, ttl);
+  }
+  return Error(ErrorKind::not_found,
+               "cannot record a heartbeat of host '" + host + "': pool '" + pool +
+                   "' does not exist",
+               std::string(reason::k_not_found));
+}
+
+Expected<CommitResult> DeferredStore::transact(const TransactFn& fn,
+                                               const TransactOptions& options) {
+  if (!m_real) {
+    TPUCTL_TRY_ASSIGN(auto ops, fn(*this));
+    if (ops.empty()) {
+      return CommitResult{};
+    }
+    TPUCTL_TRY(create());
+  }
+  return m_real->transact(fn, options);
+}
+
+} // namespace tpuctl::state
