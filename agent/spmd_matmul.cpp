@@ -284,7 +284,7 @@ Expected<SpmdResult> run_spmd_matmul(const SpmdMatmulOptions& o, const EnvMap& e
   res.job = JobSpec{o.seed, o.m, o.n, o.k, o.dtype, mesh.data, mesh.model, id.processes};
   res.block = block_place(mesh, o.m, o.n, id.process);
   res.threads = o.threads;
-  res.isa = kernels::to_string(kernels::selected_isa());
+  res.isa = kernels::to_string(kernels::selected_isa(o.dtype).value_or(kernels::GemmIsa::portable));
   const JobSpec& job = res.job;
 
   TPUCTL_TRY_ASSIGN(Socket listener, listen_on(id.own_host, 0));

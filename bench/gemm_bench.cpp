@@ -340,7 +340,7 @@ int main(int argc, char** argv) {
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
   std::printf("## Session %s\n\n", date);
   std::printf("- CPU: %s, %u hardware threads; kernel ISA: %s\n", cpu_model().c_str(),
-              std::thread::hardware_concurrency(), to_string(selected_isa()));
+              std::thread::hardware_concurrency(), to_string(*selected_isa(GemmDtype::int8)));
   std::printf("- OpenBLAS: %s (core %s)\n", openblas_get_config(), openblas_get_corename());
   std::printf("- protocol: %d interleaved pairs per row, samples of >= 4 ms, medians\n", args.reps);
   std::fflush(stdout);

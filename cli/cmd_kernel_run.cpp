@@ -116,7 +116,8 @@ Expected<Measurement> measure(GemmDtype dtype, int m, int n, int k, int threads,
   kernels::GemmOptions options;
   options.threads = threads;
   Measurement out;
-  out.isa = kernels::to_string(kernels::selected_isa(options));
+  out.isa = kernels::to_string(
+      kernels::selected_isa(dtype, options).value_or(kernels::GemmIsa::portable));
   out.peak_gops = kernels::host_peak_gops(dtype == GemmDtype::int8 ? kernels::PeakKind::int8_exact
                                                                    : kernels::PeakKind::fp32_fma,
                                           threads);
