@@ -71,7 +71,8 @@ struct GemmOptions {
 };
 
 // The family a `dtype` call with `options` runs on. Errors: usage when options.isa is not one of
-// host_isas() (the message names the families the host has, and why AMX is missing).
+// host_isas(), e.g. "isa 'amx' is not available on this host: it has portable, avx2, avx512,
+// avx512-bf16, avx512-vnni; no amx: the CPU has no AMX-TILE (CPUID.(7,0):EDX[24])".
 Expected<GemmIsa> selected_isa(GemmDtype dtype, const GemmOptions& options = {});
 
 // How the bf16 kernel of family `isa` treats subnormals (flushed on avx512-bf16 and amx), for

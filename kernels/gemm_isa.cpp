@@ -111,10 +111,10 @@ Expected<GemmIsa> selected_isa(GemmDtype dtype, const GemmOptions& options) {
   if (!host_has(options.isa)) {
     std::string why;
     if (options.isa == GemmIsa::amx && !amx_status().reason.empty()) {
-      why = " (" + amx_status().reason + ")";
+      why = "; no amx: " + amx_status().reason;
     }
     return usage_error("isa '" + std::string(to_string(options.isa)) +
-                       "' is not available on this host" + why + ": it has " + host_list());
+                       "' is not available on this host: it has " + host_list() + why);
   }
   auto pick = [&](const auto& paths) {
     for (GemmIsa isa : paths) {
