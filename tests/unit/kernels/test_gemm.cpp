@@ -84,11 +84,13 @@ TEST_CASE("kernels::gemm is correct on 1x1x1, primes and sizes around the 6x16 t
 }
 
 TEST_CASE("kernels::gemm crosses k-blocks, row blocks and thread splits correctly") {
-  // k > 512 crosses the int8 and fp32 k-blocks (odd k: the int8 pair padding); m > 120
-  // crosses a row block; 2 threads split along M (tall) or along N (wide and short).
+  // k > 512 crosses the int8 and fp32 k-blocks of the AVX2 family (odd k: the int8 pair
+  // padding), k = 2101 those of the wide families (2048 bytes of a row: 512 fp32, 1024 bf16,
+  // 2048 int8); m > 120 crosses a row block; 2 threads split along M (tall) or along N (wide
+  // and short).
   Values v(505);
-  for (const Shape& s :
-       {dense(131, 37, 613), dense(7, 263, 301), Shape{127, 129, 257, 260, 131, 140, 1}}) {
+  for (const Shape& s : {dense(131, 37, 613), dense(7, 263, 301),
+                         Shape{127, 129, 257, 260, 131, 140, 1}, dense(29, 45, 2101)}) {
     run_shape<float, float>(s, [&] { return v.f32(); });
     run_shape<bf16_t, float>(s, [&] { return v.bf16(); });
     run_shape<int8_t, int32_t>(s, [&] { return v.s8(); });

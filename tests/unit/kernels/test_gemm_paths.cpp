@@ -115,4 +115,27 @@ TEST_CASE("kernels: the AMX bf16 path on the tile model passes the flushed gate 
   run_ragged_model<detail::AmxBf16>(detail::amx_model_bf16_kernels(), [&] { return v.bf16(); });
 }
 
+TEST_CASE("kernels: the AMX paths on the tile model cross k-blocks, row blocks and threads") {
+  // k = 2101 crosses the 2048-int8 and 1024-bf16 k-blocks (and ends mid tile step); m = 140
+  // crosses the 128-row A block; 70 columns leave a ragged 6-column panel.
+  Values v(1905);
+  for (const Shape& s : {dense(140, 70, 2101), Shape{33, 17, 1100, 1111, 19, 23, 3}}) {
+    CAPTURE(describe(s));
+    for (int threads : {1, 3}) {
+      Operands<int8_t, int32_t> q(s);
+      q.fill([&] { return v.s8(); });
+      detail::run_wide<detail::AmxS8>(detail::amx_model_s8_kernels(), threads, s.m, s.n, s.k, q.a(),
+                                      s.lda, q.b(), s.ldb, nullptr, q.c(), s.ldc);
+      CHECK(gate(s, q.a(), q.b(), q.c(), GemmIsa::amx).passed);
+      CHECK(q.outside_untouched());
+      Operands<bf16_t, float> h(s);
+      h.fill([&] { return v.bf16(); });
+      detail::run_wide<detail::AmxBf16>(detail::amx_model_bf16_kernels(), threads, s.m, s.n, s.k,
+                                        h.a(), s.lda, h.b(), s.ldb, nullptr, h.c(), s.ldc);
+      CHECK(gate(s, h.a(), h.b(), h.c(), GemmIsa::amx).passed);
+      CHECK(h.outside_untouched());
+    }
+  }
+}
+
 TEST_SUITE_END();
