@@ -54,6 +54,9 @@ constexpr int k_direct_max_m = k_mc;
 // as a few dozen sequential row streams rather than 16-column strips down all of k (strips
 // open a new DRAM page per row and defeat the stream prefetchers).
 constexpr int k_direct_ks = 64;
+// B is packed this many rows at a time across all panels of a block (a multiple of every k
+// group: the int8 pairs and quads, the bf16 pairs; AMX packs its 64-byte steps whole).
+constexpr int k_pack_rows = 16;
 // Work chunks per thread: enough that a thread which starts late or runs slow evens out.
 constexpr int k_chunks_per_thread = 4;
 // How far ahead (bytes along a row) the direct path prefetches B's rows: two fp32 panels.
@@ -344,12 +347,20 @@ void run_blocked(const JobT& job, int threads) {
   auto* buffers = static_cast<PackB*>(b_scratch().get(sizeof(PackB) * 2 * block_elems));
   int k_blocks = (job.k + kb - 1) / kb;
   int blocks = (job.n + k_nc - 1) / k_nc * k_blocks;
+  // Panels q0..q1 of the block, k_pack_rows rows of all of them at a time: B is read as a few
+  // long row streams, not one strip of nr columns down all kc rows per panel (a new DRAM page
+  // or L3 miss per row, which the hardware prefetchers do not follow).
   auto pack = [&](int jc, int p0, int q0, int q1, PackB* buffer) {
     int kc = std::min(kb, job.k - p0);
-    for (int q = q0; q < q1; ++q) {
-      int j0 = jc + q * nr;
-      job.pack_b(kc, std::min(nr, job.n - j0), job.b + static_cast<long>(p0) * job.ldb + j0,
-                 job.ldb, buffer + static_cast<size_t>(q) * b_panel_elements<Path>(kc));
+    size_t panel = b_panel_elements<Path>(kc);
+    const int step = std::max(k_pack_rows, Path::kc_align); // whole padded groups (AMX: 64)
+    for (int r = 0; r < kc; r += step) {
+      int rows = std::min(step, kc - r);
+      for (int q = q0; q < q1; ++q) {
+        int j0 = jc + q * nr;
+        job.pack_b(rows, std::min(nr, job.n - j0), job.b + static_cast<long>(p0 + r) * job.ldb + j0,
+                   job.ldb, buffer + static_cast<size_t>(q) * panel + static_cast<size_t>(r) * nr);
+      }
     }
   };
 
