@@ -26,8 +26,10 @@ void kernel_f32(int kc, const float* a, const float* b, float* c, long ldc, bool
   __m512 acc[k_mr][2];
   zero(acc, _mm512_setzero_ps());
   prefetch_tile(c, ldc, rows);
+  const long panel_bytes = 4L * kc * k_wide_nr;
 #pragma GCC unroll 2
   for (int p = 0; p < kc; ++p) {
+    prefetch_next_panel(b, panel_bytes);
     __m512 b0 = _mm512_loadu_ps(b);
     __m512 b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 12

@@ -27,8 +27,10 @@ void kernel_bf16(int kc, const bf16_t* a, const bf16_t* b, float* c, long ldc, b
   zero(acc, _mm512_setzero_ps());
   prefetch_tile(c, ldc, rows);
   const int pairs = (kc + 1) / 2;
+  const long panel_bytes = 4L * pairs * k_wide_nr;
 #pragma GCC unroll 2
   for (int q = 0; q < pairs; ++q) {
+    prefetch_next_panel(b, panel_bytes);
     __m512bh b0 = as_bh(_mm512_loadu_si512(b));
     __m512bh b1 = as_bh(_mm512_loadu_si512(b + 32));
 #pragma GCC unroll 12

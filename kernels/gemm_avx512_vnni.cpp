@@ -24,8 +24,10 @@ void kernel_s8(int kc, const int8_t* a, const uint8_t* b, int32_t* c, long ldc, 
   zero(acc, _mm512_setzero_si512());
   prefetch_tile(c, ldc, rows);
   const int quads = (kc + 3) / 4;
+  const long panel_bytes = 4L * quads * k_wide_nr;
 #pragma GCC unroll 2
   for (int q = 0; q < quads; ++q) {
+    prefetch_next_panel(b, panel_bytes);
     __m512i b0 = _mm512_loadu_si512(b);
     __m512i b1 = _mm512_loadu_si512(b + 64);
 #pragma GCC unroll 12
