@@ -100,13 +100,13 @@ void probe_loop(long iterations, Dot dot) {
 
 const WideKernels<AmxS8>* amx_s8_kernels() {
   static const WideKernels<AmxS8> k_table = {amx::kernel<HardwareTiles, AmxS8, amx::DotS8>,
-                                             amx::pack_a_s8, amx::pack_b_s8};
+                                             amx::pack_a_s8, amx::pack_b_s8, nullptr};
   return &k_table;
 }
 
 const WideKernels<AmxBf16>* amx_bf16_kernels() {
   static const WideKernels<AmxBf16> k_table = {amx::kernel<HardwareTiles, AmxBf16, amx::DotBf16>,
-                                               amx::pack_a_bf16, amx::pack_b_bf16};
+                                               amx::pack_a_bf16, amx::pack_b_bf16, nullptr};
   return &k_table;
 }
 

@@ -23,13 +23,13 @@ long amx_model_faults() {
 
 const WideKernels<AmxS8>& amx_model_s8_kernels() {
   static const WideKernels<AmxS8> k_table = {amx::kernel<amx::TileModel, AmxS8, amx::DotS8>,
-                                             amx::pack_a_s8, amx::pack_b_s8};
+                                             amx::pack_a_s8, amx::pack_b_s8, nullptr};
   return k_table;
 }
 
 const WideKernels<AmxBf16>& amx_model_bf16_kernels() {
   static const WideKernels<AmxBf16> k_table = {amx::kernel<amx::TileModel, AmxBf16, amx::DotBf16>,
-                                               amx::pack_a_bf16, amx::pack_b_bf16};
+                                               amx::pack_a_bf16, amx::pack_b_bf16, nullptr};
   return k_table;
 }
 

@@ -72,7 +72,7 @@ void pack_b_bf16(int kc, int nc, const bf16_t* b, long ldb, bf16_t* dst) {
 } // namespace
 
 const WideKernels<Avx512Bf16>* avx512_bf16_kernels() {
-  static const WideKernels<Avx512Bf16> k_table = {kernel_bf16, pack_a_bf16, pack_b_bf16};
+  static const WideKernels<Avx512Bf16> k_table = {kernel_bf16, pack_a_bf16, pack_b_bf16, nullptr};
   return &k_table;
 }
 

@@ -96,7 +96,7 @@ void pack_b_s8(int kc, int nc, const int8_t* b, long ldb, uint8_t* dst) {
 } // namespace
 
 const WideKernels<Avx512S8>* avx512_s8_kernels() {
-  static const WideKernels<Avx512S8> k_table = {kernel_s8, pack_a_s8, pack_b_s8};
+  static const WideKernels<Avx512S8> k_table = {kernel_s8, pack_a_s8, pack_b_s8, nullptr};
   return &k_table;
 }
 

@@ -104,6 +104,7 @@ struct F32Path {
   using PackB = float;
   using C = float;
   static constexpr bool has_direct = true;
+  static constexpr bool has_rows = false;
   static constexpr int mr = k_mr, nr = k_nr, mc = k_mc;
   static constexpr int kc_block = k_kc_f32;
   static constexpr int kc_align = 8;        // the vector A packer's step
@@ -135,6 +136,7 @@ struct S8Path {
   using PackB = int16_t;
   using C = int32_t;
   static constexpr bool has_direct = true;
+  static constexpr bool has_rows = false;
   static constexpr int mr = k_mr, nr = k_nr, mc = k_mc;
   static constexpr int kc_block = k_kc_s8;
   static constexpr int kc_align = 16; // even (k-pairs), and the vector A packer's step
@@ -172,6 +174,7 @@ struct WidePath {
   using PackB = typename G::PackB;
   using C = typename G::C;
   static constexpr bool has_direct = false;
+  static constexpr bool has_rows = true; // maybe: Table::kernel_rows
   static constexpr int mr = G::mr, nr = G::nr, mc = G::mc;
   static constexpr int kc_block = G::kc_block;
   static constexpr int kc_align = G::pad;
@@ -258,6 +261,12 @@ void compute_block(const JobT& job, const typename Path::PackB* bblock, int jp_f
   using PackA = typename Path::PackA;
   constexpr int mr = Path::mr, nr = Path::nr;
   size_t a_panel = Path::a_panel(kc);
+  // A family whose kernel reads whole row panels of A where they are packs only a ragged last
+  // panel.
+  bool rows_in_place = false;
+  if constexpr (Path::has_rows) {
+    rows_in_place = job.mk->kernel_rows != nullptr;
+  }
   auto* abuf = static_cast<PackA*>(
       a_scratch().get(sizeof(PackA) * (Path::mc / mr * Path::a_panel(Path::kc_block) + k_a_slack)));
   size_t b_panel = b_panel_elements<Path>(kc);
@@ -268,12 +277,24 @@ void compute_block(const JobT& job, const typename Path::PackB* bblock, int jp_f
   int mcb = ((i1 - i0 + row_blocks - 1) / std::max(row_blocks, 1) + mr - 1) / mr * mr;
   for (int ic = i0; ic < i1; ic += mcb) {
     int mc = std::min(mcb, i1 - ic);
-    job.pack_a(mc, kc, job.a + static_cast<long>(ic) * job.lda + p0, job.lda, abuf);
+    int whole = rows_in_place ? mc / mr * mr : 0; // rows read in place
+    if (whole < mc) {
+      job.pack_a(mc - whole, kc, job.a + static_cast<long>(ic + whole) * job.lda + p0, job.lda,
+                 abuf + static_cast<size_t>(whole / mr) * a_panel);
+    }
     for (int jp = jp0; jp < jp1; ++jp) {
       const auto* bp = bblock + static_cast<size_t>(jp - jp_first) * b_panel;
       int j0 = jp * nr;
       int nc = std::min(nr, job.n - j0);
       for (int ir = 0; ir < mc; ir += mr) {
+        if constexpr (Path::has_rows) {
+          if (ir < whole) {
+            job.mk->kernel_rows(kc, job.a + static_cast<long>(ic + ir) * job.lda + p0, job.lda, bp,
+                                job.c + static_cast<long>(ic + ir) * job.ldc + j0, job.ldc,
+                                accumulate, nc);
+            continue;
+          }
+        }
         const PackA* ap = abuf + static_cast<size_t>(ir / mr) * a_panel;
         tile<Path>(*job.mk, std::min(mr, mc - ir), nc,
                    job.c + static_cast<long>(ic + ir) * job.ldc + j0, job.ldc, accumulate,

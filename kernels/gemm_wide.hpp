@@ -88,6 +88,10 @@ struct WideKernels {
                  long ldc, bool accumulate, int mr, int nc);
   void (*pack_a)(int mc, int kc, const typename G::AElem* a, long lda, typename G::PackA* dst);
   void (*pack_b)(int kc, int nc, const typename G::AElem* b, long ldb, typename G::PackB* dst);
+  // The kernel on mr whole rows of A read where they are (lda elements apart), for paths whose
+  // A needs no conversion; nullptr where A is always packed.
+  void (*kernel_rows)(int kc, const typename G::AElem* a, long lda, const typename G::PackB* b,
+                      typename G::C* c, long ldc, bool accumulate, int nc);
 };
 
 // AVX-512 tables (gemm_avx512*.cpp). Call only when cpu_features() has the unit; nullptr when
