@@ -33,13 +33,16 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// Portable packers of the AMX paths (gemm_amx_pack.cpp), the same on hardware and model:
-// A row panels of 32 rows (raw int8 / bf16), B in the VNNI layout of gemm_wide.hpp without a
-// bias (tdpbssd multiplies signed by signed), both zero-padded to whole 64-byte k steps.
+// The packers of the AMX paths (gemm_amx_pack.cpp), the same on hardware and model: A row
+// panels of 32 rows (raw int8 / bf16), B in the VNNI layout of gemm_wide.hpp without a bias
+// (tdpbssd multiplies signed by signed), both zero-padded to whole 64-byte k steps.
 void pack_a_s8(int mc, int kc, const int8_t* a, long lda, int8_t* dst);
 void pack_b_s8(int kc, int nc, const int8_t* b, long ldb, int8_t* dst);
 void pack_a_bf16(int mc, int kc, const bf16_t* a, long lda, bf16_t* dst);
 void pack_b_bf16(int kc, int nc, const bf16_t* b, long ldb, bf16_t* dst);
+// The plain loops pack_b_* fall back to without AVX-512 (the same bytes).
+void pack_b_s8_portable(int kc, int nc, const int8_t* b, long ldb, int8_t* dst);
+void pack_b_bf16_portable(int kc, int nc, const bf16_t* b, long ldb, bf16_t* dst);
 
 namespace {
 

@@ -50,8 +50,8 @@ void pack_a_bf16(int mc, int kc, const bf16_t* a, long lda, bf16_t* dst) {
 }
 
 // Rows p and p + 1 of 32 columns as pairs: out[2j + r] = row r's column j; columns 0-15 in the
-// first zmm, 16-31 in the second.
-void pack_b_bf16(int kc, int nc, const bf16_t* b, long ldb, bf16_t* dst) {
+// first zmm, 16-31 in the second; rows past kc (up to `depth`) zero.
+void pack_pairs(int kc, int nc, const bf16_t* b, long ldb, bf16_t* dst, int depth) {
   alignas(64) static constexpr uint16_t k_lo[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
                                                     37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
                                                     11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
@@ -60,8 +60,8 @@ void pack_b_bf16(int kc, int nc, const bf16_t* b, long ldb, bf16_t* dst) {
                                                     27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
   const __m512i lo = _mm512_load_si512(k_lo), hi = _mm512_load_si512(k_hi);
   __mmask32 m = nc >= 32 ? ~0u : (1u << nc) - 1u;
-  for (int p = 0; p < kc; p += 2, dst += 2 * k_wide_nr) {
-    __m512i r0 = _mm512_maskz_loadu_epi16(m, b + p * ldb);
+  for (int p = 0; p < depth; p += 2, dst += 2 * k_wide_nr) {
+    __m512i r0 = p < kc ? _mm512_maskz_loadu_epi16(m, b + p * ldb) : _mm512_setzero_si512();
     __m512i r1 =
         p + 1 < kc ? _mm512_maskz_loadu_epi16(m, b + (p + 1) * ldb) : _mm512_setzero_si512();
     _mm512_storeu_si512(dst, _mm512_permutex2var_epi16(r0, lo, r1));
@@ -69,7 +69,15 @@ void pack_b_bf16(int kc, int nc, const bf16_t* b, long ldb, bf16_t* dst) {
   }
 }
 
+void pack_b_bf16(int kc, int nc, const bf16_t* b, long ldb, bf16_t* dst) {
+  pack_pairs(kc, nc, b, ldb, dst, kc);
+}
+
 } // namespace
+
+void avx512::pack_b_bf16_pairs(int kc, int nc, const bf16_t* b, long ldb, bf16_t* dst, int depth) {
+  pack_pairs(kc, nc, b, ldb, dst, depth);
+}
 
 const WideKernels<Avx512Bf16>* avx512_bf16_kernels() {
   static const WideKernels<Avx512Bf16> k_table = {kernel_bf16, pack_a_bf16, pack_b_bf16, nullptr};
@@ -84,6 +92,7 @@ namespace tpuctl::kernels::detail {
 const WideKernels<Avx512Bf16>* avx512_bf16_kernels() {
   return nullptr;
 }
+void avx512::pack_b_bf16_pairs(int, int, const bf16_t*, long, bf16_t*, int) {}
 } // namespace tpuctl::kernels::detail
 
 #endif

@@ -60,15 +60,18 @@ void pack_a_s8(int mc, int kc, const int8_t* a, long lda, int8_t* dst) {
       });
 }
 
-// 32 columns x 4 k rows (r0..r3, 32 bytes each) as 128 bytes of quads, biased by +128:
-// bytes 0..63 hold columns 0..15 (4 k values each), bytes 64..127 columns 16..31.
+// 32 columns x 4 k rows (r0..r3, 32 bytes each) as 128 bytes of quads, biased by +128 when
+// `Bias`: bytes 0..63 hold columns 0..15 (4 k values each), bytes 64..127 columns 16..31.
+template <bool Bias>
 inline __attribute__((always_inline)) void store_quads(__m256i r0, __m256i r1, __m256i r2,
-                                                       __m256i r3, uint8_t* dst) {
-  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-  r0 = _mm256_xor_si256(r0, bias);
-  r1 = _mm256_xor_si256(r1, bias);
-  r2 = _mm256_xor_si256(r2, bias);
-  r3 = _mm256_xor_si256(r3, bias);
+                                                       __m256i r3, void* dst) {
+  if (Bias) {
+    const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+    r0 = _mm256_xor_si256(r0, bias);
+    r1 = _mm256_xor_si256(r1, bias);
+    r2 = _mm256_xor_si256(r2, bias);
+    r3 = _mm256_xor_si256(r3, bias);
+  }
   // Per 128-bit lane (columns 0-15 low, 16-31 high): pairs of rows, then quads.
   __m256i t0 = _mm256_unpacklo_epi8(r0, r1), t1 = _mm256_unpackhi_epi8(r0, r1);
   __m256i t2 = _mm256_unpacklo_epi8(r2, r3), t3 = _mm256_unpackhi_epi8(r2, r3);
@@ -83,17 +86,28 @@ inline __attribute__((always_inline)) void store_quads(__m256i r0, __m256i r1, _
   _mm256_storeu_si256(out + 3, _mm256_permute2x128_si256(q2, q3, 0x31));
 }
 
-void pack_b_s8(int kc, int nc, const int8_t* b, long ldb, uint8_t* dst) {
+// Rows [0, kc) x columns [0, nc) of b as quads, rows past kc (up to `depth`) zero.
+template <bool Bias, typename Out>
+inline __attribute__((always_inline)) void pack_quads(int kc, int nc, const int8_t* b, long ldb,
+                                                      Out* dst, int depth) {
   __mmask32 m = nc >= 32 ? ~0u : (1u << nc) - 1u;
   auto row = [&](int p) {
     return p < kc ? _mm256_maskz_loadu_epi8(m, b + p * ldb) : _mm256_setzero_si256();
   };
-  for (int p = 0; p < kc; p += 4, dst += 4 * k_wide_nr) {
-    store_quads(row(p), row(p + 1), row(p + 2), row(p + 3), dst);
+  for (int p = 0; p < depth; p += 4, dst += 4 * k_wide_nr) {
+    store_quads<Bias>(row(p), row(p + 1), row(p + 2), row(p + 3), dst);
   }
 }
 
+void pack_b_s8(int kc, int nc, const int8_t* b, long ldb, uint8_t* dst) {
+  pack_quads<true>(kc, nc, b, ldb, dst, kc);
+}
+
 } // namespace
+
+void avx512::pack_b_s8_unbiased(int kc, int nc, const int8_t* b, long ldb, int8_t* dst, int depth) {
+  pack_quads<false>(kc, nc, b, ldb, dst, depth);
+}
 
 const WideKernels<Avx512S8>* avx512_s8_kernels() {
   static const WideKernels<Avx512S8> k_table = {kernel_s8, pack_a_s8, pack_b_s8, nullptr};
@@ -108,6 +122,7 @@ namespace tpuctl::kernels::detail {
 const WideKernels<Avx512S8>* avx512_s8_kernels() {
   return nullptr;
 }
+void avx512::pack_b_s8_unbiased(int, int, const int8_t*, long, int8_t*, int) {}
 } // namespace tpuctl::kernels::detail
 
 #endif

@@ -13,6 +13,13 @@
 // is sign-extended to int16 and paired along k (so the int8 micro-kernel is exact vpmaddwd +
 // vpaddd).
 //
+// That describes the AVX2 and portable families (F32Path, S8Path). The same templates run the
+// wide families of gemm_wide.hpp (WidePath<G>: AVX-512 12 x 32 tiles, AMX 32 x 32 blocks): G
+// gives the tile, the k-block (2048 bytes of a row of A) and the A block rows; their kernels
+// write only the valid part of a tile, so no scratch tile is needed; they have no direct-B
+// way; and a family that reads A's rows where they are (fp32 on AVX-512, kernel_rows) has only
+// its ragged last panel packed.
+//
 // B reaches the micro-kernels in one of three ways:
 //   packed once   the weight-stationary PackedB (pack_b_*): every k-block of all of B, laid
 //                 out ahead of time; the multiply only packs A.
@@ -24,8 +31,8 @@
 //                 interleaving int8 pairs on the fly) and stores the panel it read; the other
 //                 row panels reuse that panel from L1.
 //
-// Threads: C is cut into chunks, row ranges (6-row units) when there are enough rows, else
-// column-panel ranges, about k_chunks_per_thread per thread; the threads of run_shared claim
+// Threads: C is cut into chunks, row ranges (units of the tile's rows) when there are enough rows,
+// else column-panel ranges, about k_chunks_per_thread per thread; the threads of run_shared claim
 // chunks from an atomic counter, so no two write the same element of C, and a thread that
 // starts late (a sleeping vCPU can take hundreds of microseconds to wake) or runs slower just
 // takes fewer. With row chunks the threads share each packed block of B: its panels are packed

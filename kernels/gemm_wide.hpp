@@ -101,6 +101,15 @@ const WideKernels<Avx512Bf16Widened>* avx512_bf16_widened_kernels();
 const WideKernels<Avx512Bf16>* avx512_bf16_kernels();
 const WideKernels<Avx512S8>* avx512_s8_kernels();
 
+namespace avx512 {
+// B panels in the VNNI layout of gemm_wide.hpp without a bias (int8 quads; bf16 pairs), rows
+// past kc up to `depth` (a multiple of the group) zero: the AVX-512 packers of the VNNI and
+// BF16 files, which the AMX packers use where the CPU has AVX-512 BW (every AMX CPU does).
+// Call only then.
+void pack_b_s8_unbiased(int kc, int nc, const int8_t* b, long ldb, int8_t* dst, int depth);
+void pack_b_bf16_pairs(int kc, int nc, const bf16_t* b, long ldb, bf16_t* dst, int depth);
+} // namespace avx512
+
 // AMX tables (gemm_amx.cpp): the tile program of gemm_amx_program.hpp on the hardware. Call
 // only when cpu_features().amx; nullptr in a build without AMX code.
 const WideKernels<AmxBf16>* amx_bf16_kernels();

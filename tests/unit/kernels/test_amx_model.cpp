@@ -5,9 +5,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
+#include <vector>
 
 #include <doctest/doctest.h>
 
+#include "kernels/cpu_features.hpp"
 #include "kernels/gemm_amx_model.hpp"
 #include "kernels/gemm_wide.hpp"
 
@@ -152,6 +155,41 @@ TEST_CASE("kernels: the tile model refuses what the hardware refuses, and change
       int32_t out[2][2] = {};
       t.store<0>(out, sizeof out[0]);
       CHECK(out[1][1] == 7);
+    }
+  }
+}
+
+TEST_CASE("kernels: the AMX B packers write the plain loops' bytes on ragged panels") {
+  // Where the CPU has AVX-512, the AMX paths pack B with the VNNI and BF16 paths' packers; the
+  // tile model's tests then cover those, and this holds them to the plain loops a host without
+  // AVX-512 uses (and which define the layout): every byte, the zero padding included.
+  if (!cpu_features().avx512_vnni || !cpu_features().avx512_bf16) {
+    MESSAGE("no AVX-512 VNNI and BF16 here: the AMX packers are the plain loops themselves");
+    return;
+  }
+  std::mt19937 rng(1906);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  for (int kc : {1, 3, 4, 31, 33, 63, 64, 65, 130}) {
+    for (int nc : {1, 15, 16, 17, 31, 32}) {
+      CAPTURE(kc);
+      CAPTURE(nc);
+      const int ldb = nc + 3;
+      std::vector<int8_t> b8(static_cast<size_t>(kc * ldb));
+      std::vector<bf16_t> bh(b8.size());
+      for (size_t i = 0; i < b8.size(); ++i) {
+        b8[i] = static_cast<int8_t>(byte(rng));
+        bh[i] = fp32_to_bf16(static_cast<float>(byte(rng)) / 7.0f);
+      }
+      const size_t s8_bytes = static_cast<size_t>((kc + 63) / 64 * 64) * detail::k_wide_nr;
+      std::vector<int8_t> fast(s8_bytes, 1), plain(s8_bytes, 2);
+      detail::amx::pack_b_s8(kc, nc, b8.data(), ldb, fast.data());
+      detail::amx::pack_b_s8_portable(kc, nc, b8.data(), ldb, plain.data());
+      CHECK(fast == plain);
+      const size_t bf16_elems = static_cast<size_t>((kc + 31) / 32 * 32) * detail::k_wide_nr;
+      std::vector<bf16_t> hfast(bf16_elems, 1), hplain(bf16_elems, 2);
+      detail::amx::pack_b_bf16(kc, nc, bh.data(), ldb, hfast.data());
+      detail::amx::pack_b_bf16_portable(kc, nc, bh.data(), ldb, hplain.data());
+      CHECK(hfast == hplain);
     }
   }
 }
