@@ -16,7 +16,8 @@ KernelCheckResult run_kernel_check(bool corrupt) {
   r.ran = true;
   r.m = r.n = r.k = 64;
   kernels::GemmOptions options;
-  r.isa = kernels::to_string(kernels::selected_isa(options));
+  r.isa = kernels::to_string(kernels::selected_isa(kernels::GemmDtype::int8, options)
+                                 .value_or(kernels::GemmIsa::portable));
   std::vector<int8_t> a(static_cast<size_t>(r.m * r.k)), b(static_cast<size_t>(r.k * r.n));
   std::vector<int32_t> c(static_cast<size_t>(r.m * r.n));
   uint32_t state = 12345;

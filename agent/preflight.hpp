@@ -44,7 +44,7 @@ struct KernelCheckResult {
   bool ran = false;
   bool ok = false;
   int m = 0, n = 0, k = 0;
-  std::string isa;          // "avx2_fma" or "portable"
+  std::string isa;          // the int8 kernel family: "amx", "avx512-vnni", "avx2", ...
   long long mismatches = 0; // elements that differ from the reference
   std::string error;        // when the kernel itself refused to run
 };

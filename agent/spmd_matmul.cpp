@@ -28,6 +28,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/ring_allgather.hpp"
+#include "kernels/peak_probe.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::agent {
@@ -284,7 +285,10 @@ Expected<SpmdResult> run_spmd_matmul(const SpmdMatmulOptions& o, const EnvMap& e
   res.job = JobSpec{o.seed, o.m, o.n, o.k, o.dtype, mesh.data, mesh.model, id.processes};
   res.block = block_place(mesh, o.m, o.n, id.process);
   res.threads = o.threads;
-  res.isa = kernels::to_string(kernels::selected_isa());
+  const kernels::GemmIsa isa = kernels::selected_isa(o.dtype).value_or(kernels::GemmIsa::portable);
+  const kernels::PeakKind unit = kernels::peak_kind_for(o.dtype, isa);
+  res.isa = kernels::to_string(isa);
+  res.peak_probe = kernels::to_string(unit);
   const JobSpec& job = res.job;
 
   TPUCTL_TRY_ASSIGN(Socket listener, listen_on(id.own_host, 0));
@@ -321,7 +325,11 @@ Expected<SpmdResult> run_spmd_matmul(const SpmdMatmulOptions& o, const EnvMap& e
   spdlog::debug("spmd-matmul: process {}: compute {:.3f} ms, comm {:.3f} ms, checksum {}",
                 id.process, res.compute_ms, res.comm_ms, res.checksum.ok ? "ok" : "FAILED");
 
-  WorkerReport own{id.process, res.compute_ms, res.comm_ms, res.gops, res.checksum.ok, ""};
+  // The unit's peak, probed after the work (about 60 ms, once per process) so it delays no peer.
+  res.peak_gops = kernels::host_peak_gops(unit, o.threads);
+  res.mfu = res.peak_gops > 0 ? res.gops / res.peak_gops : 0;
+  WorkerReport own{id.process, res.compute_ms, res.comm_ms, res.gops, res.checksum.ok,
+                   "",         res.peak_gops};
   if (!id.is_coordinator()) {
     if (auto st = send_report(rv, job, own, o.timeout); !st) {
       spdlog::warn("spmd-matmul: could not report to the coordinator: {}", st.error().message);
@@ -338,6 +346,11 @@ Expected<SpmdResult> run_spmd_matmul(const SpmdMatmulOptions& o, const EnvMap& e
   double ops = 2.0 * job.m * static_cast<double>(job.n) * job.k;
   res.aggregate_gops = ops / std::max(res.parallel_ms, 1e-6) / 1e6;
   res.efficiency = res.single_ms / (job.processes * std::max(res.parallel_ms, 1e-6));
+  double peaks = 0;
+  for (const auto& r : res.reports) {
+    peaks += r.peak_gops;
+  }
+  res.aggregate_mfu = peaks > 0 ? res.aggregate_gops / peaks : 0;
   return res;
 }
 

@@ -55,10 +55,13 @@ struct SpmdResult {
   JobSpec job;
   BlockPlace block;
   std::string ring_address; // "host:port" this process listened on for ring traffic
-  std::string isa;
+  std::string isa;          // the kernel family of the GEMM (kernels::selected_isa)
+  std::string peak_probe;   // the unit that family runs on (kernels::peak_kind_for)
   int threads = 1;
   double generate_ms = 0, compute_ms = 0, comm_ms = 0, check_ms = 0;
-  double gops = 0; // this process's block: 2 * rows * cols * k / compute time
+  double gops = 0;      // this process's block: 2 * rows * cols * k / compute time
+  double peak_gops = 0; // that unit's measured peak at `threads` (kernels::host_peak_gops)
+  double mfu = 0;       // gops / peak_gops: the model-FLOP utilization of this process
   ChecksumResult checksum;
 
   // Process 0 only (has_summary): every process's report and the job's figures.
@@ -69,6 +72,7 @@ struct SpmdResult {
   double single_ms = 0;      // process 0 computing the whole product once
   double aggregate_gops = 0; // 2 m n k / parallel_ms
   double efficiency = 0;     // single_ms / (processes * parallel_ms)
+  double aggregate_mfu = 0;  // aggregate_gops / the sum of every process's peak_gops
 
   // This process's checksum, and on process 0 every process's.
   bool ok() const;

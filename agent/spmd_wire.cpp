@@ -11,7 +11,7 @@ namespace tpuctl::agent {
 namespace {
 
 constexpr uint8_t k_magic[4] = {'T', 'P', 'S', 'M'};
-constexpr uint16_t k_version = 1;
+constexpr uint16_t k_version = 2;
 
 void put16(uint8_t* p, uint16_t v) {
   p[0] = static_cast<uint8_t>(v);
@@ -331,6 +331,7 @@ std::string encode_report(const WorkerReport& report) {
   w.f64(report.gops);
   w.u32(report.checksum_ok ? 1 : 0);
   w.str(report.error);
+  w.f64(report.peak_gops);
   return w.bytes();
 }
 
@@ -343,6 +344,7 @@ Expected<WorkerReport> decode_report(const std::string& payload) {
   TPUCTL_TRY_ASSIGN(rep.gops, in.f64());
   TPUCTL_TRY_ASSIGN(uint32_t okay, in.u32());
   TPUCTL_TRY_ASSIGN(rep.error, in.str());
+  TPUCTL_TRY_ASSIGN(rep.peak_gops, in.f64());
   rep.process = static_cast<int>(id);
   rep.checksum_ok = okay != 0;
   return rep;

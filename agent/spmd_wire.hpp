@@ -3,7 +3,7 @@
 //
 //   offset  size  field
 //        0     4  magic "TPSM"
-//        4     2  version (1)
+//        4     2  version (2: reports carry the unit's peak)
 //        6     2  type (FrameType)
 //        8     4  sender: the global process id of the sender
 //       12     4  aux: the ring step (block frames), else 0
@@ -113,7 +113,8 @@ struct WorkerReport {
   double comm_ms = 0;
   double gops = 0;
   bool checksum_ok = false;
-  std::string error; // set when this process failed after the rendezvous
+  std::string error;    // set when this process failed after the rendezvous
+  double peak_gops = 0; // the peak of the unit its GEMM ran on (kernels::peak_kind_for), 0 unknown
 };
 
 // Payloads of hello, table and report frames. Decoding fails with a failure naming what is

@@ -77,6 +77,9 @@ Json spmd_json(const agent::SpmdResult& r) {
          {"seed", job.seed},
          {"threads", r.threads},
          {"isa", r.isa},
+         {"peak_probe", r.peak_probe},
+         {"peak_gops", rounded(r.peak_gops, 1e2)},
+         {"mfu", rounded(r.mfu, 1e4)},
          {"block", Json{{"row", r.block.row},
                         {"col", r.block.col},
                         {"rows", r.block.rows},
@@ -95,7 +98,8 @@ Json spmd_json(const agent::SpmdResult& r) {
     j["aggregate_gops"] = rounded(r.aggregate_gops, 1e2);
     j["parallel_ms"] = rounded(r.parallel_ms, 1e3);
     j["single_ms"] = rounded(r.single_ms, 1e3);
-    j["efficiency"] = rounded(r.efficiency, 1e3);
+    j["efficiency"] = rounded(r.efficiency, 1e6);
+    j["aggregate_mfu"] = rounded(r.aggregate_mfu, 1e4);
     j["all_checksums_ok"] = r.ok();
     Json peers = Json::array();
     for (size_t p = 0; p < r.reports.size(); ++p) {
@@ -108,6 +112,7 @@ Json spmd_json(const agent::SpmdResult& r) {
                            {"compute_ms", rounded(rep.compute_ms, 1e3)},
                            {"comm_ms", rounded(rep.comm_ms, 1e3)},
                            {"gops", rounded(rep.gops, 1e2)},
+                           {"mfu", rounded(rep.peak_gops > 0 ? rep.gops / rep.peak_gops : 0, 1e4)},
                            {"checksum_ok", rep.checksum_ok},
                            {"error", rep.error}});
     }
@@ -133,7 +138,9 @@ void spmd_table(std::ostream& out, const Json& j) {
       << j["dtype"].get<std::string>() << ", mesh " << j["mesh"]["data"].get<int>() << ","
       << j["mesh"]["model"].get<int>() << "\n";
   out << "  compute " << fixed(j["compute_ms"].get<double>(), 3) << " ms ("
-      << fixed(j["gops"].get<double>(), 2) << " GOP/s), comm "
+      << fixed(j["gops"].get<double>(), 2) << " GOP/s, MFU "
+      << fixed(100 * j["mfu"].get<double>(), 1) << "% of the " << j["isa"].get<std::string>()
+      << " peak " << fixed(j["peak_gops"].get<double>(), 1) << "), comm "
       << fixed(j["comm_ms"].get<double>(), 3) << " ms, checksum "
       << (j["checksum_ok"].get<bool>() ? "ok" : "FAILED") << "\n";
   if (!j.contains("peers")) {
@@ -155,7 +162,8 @@ void spmd_table(std::ostream& out, const Json& j) {
       << j["processes"].get<int>() << " processes: parallel "
       << fixed(j["parallel_ms"].get<double>(), 3)
       << " ms (slowest compute + comm), one worker alone " << fixed(j["single_ms"].get<double>(), 3)
-      << " ms, efficiency " << fixed(j["efficiency"].get<double>(), 3) << "\n";
+      << " ms, efficiency " << fixed(j["efficiency"].get<double>(), 3) << ", MFU "
+      << fixed(100 * j["aggregate_mfu"].get<double>(), 1) << "%\n";
 }
 
 struct SuperviseFlags {

@@ -1,8 +1,10 @@
 // tpuctl kernel run / kernel bench: the fast CPU GEMM (kernels/gemm.hpp) on fresh random data,
-// timed (one warm-up, then --reps timed runs, median reported) and compared with this host's
-// peak measured by a short probe (kernels/peak_probe.hpp: the FMA probe for fp32 and bf16, the
-// exact vpmaddwd + vpaddd probe for int8, cached per process). With --check the result is
-// verified by the shared gates of kernels/reference_gemm.hpp and a mismatch is exit 1.
+// timed (one warm-up, then --reps timed runs, median reported) and compared with the peak of the
+// unit it ran on, measured by a short probe (kernels/peak_probe.hpp: peak_kind_for the dtype and
+// kernel family, e.g. the vpdpbusd zmm probe for int8 on avx512-vnni; cached per process).
+// --isa caps the kernel family (kernels::GemmOptions::isa); one the host lacks is exit 2. With
+// --check the result is verified by the shared gates of kernels/reference_gemm.hpp and a
+// mismatch is exit 1.
 //
 // TPUCTL_DEBUG_CORRUPT_RESULT=1 (read here only, never by kernels/) corrupts one element of C
 // before the check, so tests can prove that the exit-1 path works.
@@ -15,8 +17,11 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "kernels/cpu_features.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/peak_probe.hpp"
 #include "kernels/reference_gemm.hpp"
@@ -37,9 +42,10 @@ struct Measurement {
   double seconds_median = 0;
   double gops_median = 0;
   double peak_gops = 0;
+  kernels::PeakKind peak_kind = kernels::PeakKind::fp32_fma;
   bool checked = false;
   kernels::GemmCheck check;
-  std::string isa;
+  kernels::GemmIsa isa = kernels::GemmIsa::portable;
 };
 
 Expected<GemmDtype> parse_dtype(const std::string& text) {
@@ -105,8 +111,23 @@ bool corrupt_requested() {
   return v && std::string(v) == "1";
 }
 
+// The family --isa names, checked against this host for `dtype`. Errors: usage (an unknown
+// name, or a family the host lacks, naming the ones it has).
+Expected<kernels::GemmIsa> resolve_isa(GemmDtype dtype, kernels::GemmIsa cap) {
+  if (!kernels::amx_status().usable) {
+    spdlog::debug("kernel: no AMX kernels here: {}", kernels::amx_status().reason);
+  }
+  kernels::GemmOptions options;
+  options.isa = cap;
+  auto isa = kernels::selected_isa(dtype, options);
+  if (!isa) {
+    return usage_error("--isa: " + isa.error().message);
+  }
+  return *isa;
+}
+
 Expected<Measurement> measure(GemmDtype dtype, int m, int n, int k, int threads, int reps,
-                              bool check) {
+                              bool check, kernels::GemmIsa cap) {
   std::mt19937_64 rng(std::random_device{}());
   std::uniform_real_distribution<float> real(-1.0f, 1.0f);
   std::uniform_int_distribution<int> byte(-128, 127);
@@ -115,11 +136,11 @@ Expected<Measurement> measure(GemmDtype dtype, int m, int n, int k, int threads,
   size_t c_size = static_cast<size_t>(m) * static_cast<size_t>(n);
   kernels::GemmOptions options;
   options.threads = threads;
+  options.isa = cap;
   Measurement out;
-  out.isa = kernels::to_string(kernels::selected_isa(options));
-  out.peak_gops = kernels::host_peak_gops(dtype == GemmDtype::int8 ? kernels::PeakKind::int8_exact
-                                                                   : kernels::PeakKind::fp32_fma,
-                                          threads);
+  TPUCTL_TRY_ASSIGN(out.isa, resolve_isa(dtype, cap));
+  out.peak_kind = kernels::peak_kind_for(dtype, out.isa);
+  out.peak_gops = kernels::host_peak_gops(out.peak_kind, threads);
   bool corrupt = check && corrupt_requested();
   Expected<double> seconds = 0.0;
   if (dtype == GemmDtype::int8) {
@@ -156,7 +177,8 @@ Expected<Measurement> measure(GemmDtype dtype, int m, int n, int k, int threads,
       if (corrupt) {
         c[c_size / 2] += 1.0f;
       }
-      out.check = kernels::check_gemm_bf16(m, n, k, a.data(), k, b.data(), n, c.data(), n);
+      out.check = kernels::check_gemm_bf16(m, n, k, a.data(), k, b.data(), n, c.data(), n,
+                                           kernels::bf16_subnormals(out.isa));
     }
   } else {
     std::vector<float> a(a_size), b(b_size), c(c_size);
@@ -205,8 +227,8 @@ Json result_json(GemmDtype dtype, int m, int n, int k, int threads, int reps,
   j["pct_of_peak"] = round_to(r.peak_gops > 0 ? 100.0 * r.gops_median / r.peak_gops : 0, 2);
   j["checked"] = r.checked;
   j["max_abs_error"] = r.checked ? Json(r.check.max_abs_error) : Json(nullptr);
-  j["isa"] = r.isa;
-  j["peak_probe"] = dtype == GemmDtype::int8 ? "int8_exact" : "fp32_fma";
+  j["isa"] = kernels::to_string(r.isa);
+  j["peak_probe"] = kernels::to_string(r.peak_kind);
   // Every matrix unit this host has, with its measured peak at this thread count: what the
   // kernel could use, beside the unit it used (`isa`, `peak_probe`).
   Json units = Json::array();
@@ -231,10 +253,21 @@ Error mismatch_error(GemmDtype dtype, int m, int n, const kernels::GemmCheck& c)
 struct RunFlags {
   int m = 0, n = 0, k = 0;
   std::string dtype = "int8";
+  std::string isa = "auto";
   int threads = 1;
   int reps = 5;
   bool check = false;
 };
+
+// --isa's family, or the error (usage) added to `errors`.
+kernels::GemmIsa parse_isa_flag(ErrorList& errors, const std::string& text) {
+  auto isa = kernels::parse_gemm_isa(text);
+  if (!isa) {
+    errors.add(ErrorKind::usage, "--isa: " + isa.error().message);
+    return kernels::GemmIsa::auto_select;
+  }
+  return *isa;
+}
 
 Expected<int> run_kernel_run(Context& ctx, const RunFlags& f) {
   ErrorList errors;
@@ -243,12 +276,13 @@ Expected<int> run_kernel_run(Context& ctx, const RunFlags& f) {
     errors.add(dtype.error());
   }
   check_problem(errors, dtype.value_or(GemmDtype::int8), f.m, f.n, f.k);
+  kernels::GemmIsa cap = parse_isa_flag(errors, f.isa);
   check_range(errors, "--threads", f.threads, 1, k_max_threads);
   check_range(errors, "--reps", f.reps, 1, k_max_reps);
   if (!errors.empty()) {
     return errors.combined();
   }
-  TPUCTL_TRY_ASSIGN(Measurement r, measure(*dtype, f.m, f.n, f.k, f.threads, f.reps, f.check));
+  TPUCTL_TRY_ASSIGN(Measurement r, measure(*dtype, f.m, f.n, f.k, f.threads, f.reps, f.check, cap));
   if (r.checked && !r.check.passed) {
     return mismatch_error(*dtype, f.m, f.n, r.check);
   }
@@ -259,6 +293,7 @@ Expected<int> run_kernel_run(Context& ctx, const RunFlags& f) {
 struct BenchFlags {
   std::string sizes = "128,256,512,1024";
   std::string dtypes = "fp32,bf16,int8";
+  std::string isa = "auto";
   int threads = 1;
   int reps = 5;
 };
@@ -280,6 +315,7 @@ Expected<int> run_kernel_bench(Context& ctx, const BenchFlags& f) {
       errors.add(d.error());
     }
   }
+  kernels::GemmIsa cap = parse_isa_flag(errors, f.isa);
   check_range(errors, "--threads", f.threads, 1, k_max_threads);
   check_range(errors, "--reps", f.reps, 1, k_max_reps);
   if (!errors.empty()) {
@@ -289,7 +325,7 @@ Expected<int> run_kernel_bench(Context& ctx, const BenchFlags& f) {
   for (GemmDtype dtype : dtypes) {
     for (int64_t s : sizes) {
       int n = static_cast<int>(s);
-      TPUCTL_TRY_ASSIGN(Measurement r, measure(dtype, n, n, n, f.threads, f.reps, false));
+      TPUCTL_TRY_ASSIGN(Measurement r, measure(dtype, n, n, n, f.threads, f.reps, false, cap));
       Json row = result_json(dtype, n, n, n, f.threads, f.reps, r);
       row.erase("checked");
       row.erase("max_abs_error");
@@ -323,6 +359,11 @@ void setup_kernel_run(CLI::App& group, Registry& registry) {
   run->add_option("--dtype", run_flags->dtype,
                   "int8 (exact int32 result, default), bf16 (fp32 result) or fp32")
       ->type_name("DTYPE");
+  run->add_option("--isa", run_flags->isa,
+                  "kernel family: auto (default: the best this host has for the dtype), "
+                  "portable, avx2, avx512, avx512-bf16, avx512-vnni or amx (a cap: the best "
+                  "family it includes runs)")
+      ->type_name("ISA");
   run->add_option("--threads", run_flags->threads, "threads to use (default 1)")->type_name("T");
   run->add_option("--reps", run_flags->reps, "timed runs after one warm-up (default 5)")
       ->type_name("R");
@@ -339,6 +380,10 @@ void setup_kernel_run(CLI::App& group, Registry& registry) {
       ->type_name("LIST");
   bench->add_option("--dtypes", bench_flags->dtypes, "dtypes to run (default fp32,bf16,int8)")
       ->type_name("LIST");
+  bench
+      ->add_option("--isa", bench_flags->isa,
+                   "kernel family cap, as in 'kernel run' (default auto)")
+      ->type_name("ISA");
   bench->add_option("--threads", bench_flags->threads, "threads to use (default 1)")
       ->type_name("T");
   bench

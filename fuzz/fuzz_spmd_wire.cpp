@@ -63,7 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(again && again->process == r->process && again->error == r->error &&
                    again->checksum_ok == r->checksum_ok &&
                    same_bits(again->compute_ms, r->compute_ms) &&
-                   same_bits(again->comm_ms, r->comm_ms) && same_bits(again->gops, r->gops),
+                   same_bits(again->comm_ms, r->comm_ms) && same_bits(again->gops, r->gops) &&
+                   same_bits(again->peak_gops, r->peak_gops),
                "report does not survive encode/decode");
   }
   return 0;

@@ -10,6 +10,10 @@ namespace tpuctl::kernels {
 
 using bf16_t = uint16_t; // raw bits
 
+// How a bf16 kernel treats subnormals: kept (IEEE, the widening paths), or flushed (DAZ on
+// inputs, FTZ on each step's result: vdpbf16ps and tdpbf16ps).
+enum class Subnormals { kept, flushed };
+
 // fp32 -> bf16, round to nearest even (as the TPU and JAX convert). NaN stays NaN (quiet);
 // infinities and signed zeros are kept; values that round past the largest finite bf16 become
 // infinity, as IEEE rounding requires.

@@ -1,5 +1,5 @@
 // AVX2 + FMA micro-kernels (this file and gemm_avx2_edge.cpp / gemm_avx2_pack.cpp alone are
-// compiled with -mavx2 -mfma; gemm.cpp reaches them only after __builtin_cpu_supports says the
+// compiled with -mavx2 -mfma; gemm.cpp reaches them only after cpu_features() says the
 // CPU has both).
 //
 // fp32 (also bf16, widened to fp32 at pack time): a 6 x 16 register tile, the BLIS "Haswell"

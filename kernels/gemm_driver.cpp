@@ -13,6 +13,13 @@
 // is sign-extended to int16 and paired along k (so the int8 micro-kernel is exact vpmaddwd +
 // vpaddd).
 //
+// That describes the AVX2 and portable families (F32Path, S8Path). The same templates run the
+// wide families of gemm_wide.hpp (WidePath<G>: AVX-512 12 x 32 tiles, AMX 32 x 32 blocks): G
+// gives the tile, the k-block (2048 bytes of a row of A) and the A block rows; their kernels
+// write only the valid part of a tile, so no scratch tile is needed; they have no direct-B
+// way; and a family that reads A's rows where they are (fp32 on AVX-512, kernel_rows) has only
+// its ragged last panel packed.
+//
 // B reaches the micro-kernels in one of three ways:
 //   packed once   the weight-stationary PackedB (pack_b_*): every k-block of all of B, laid
 //                 out ahead of time; the multiply only packs A.
@@ -24,8 +31,8 @@
 //                 interleaving int8 pairs on the fly) and stores the panel it read; the other
 //                 row panels reuse that panel from L1.
 //
-// Threads: C is cut into chunks, row ranges (6-row units) when there are enough rows, else
-// column-panel ranges, about k_chunks_per_thread per thread; the threads of run_shared claim
+// Threads: C is cut into chunks, row ranges (units of the tile's rows) when there are enough rows,
+// else column-panel ranges, about k_chunks_per_thread per thread; the threads of run_shared claim
 // chunks from an atomic counter, so no two write the same element of C, and a thread that
 // starts late (a sleeping vCPU can take hundreds of microseconds to wake) or runs slower just
 // takes fewer. With row chunks the threads share each packed block of B: its panels are packed
@@ -54,6 +61,9 @@ constexpr int k_direct_max_m = k_mc;
 // as a few dozen sequential row streams rather than 16-column strips down all of k (strips
 // open a new DRAM page per row and defeat the stream prefetchers).
 constexpr int k_direct_ks = 64;
+// B is packed this many rows at a time across all panels of a block (a multiple of every k
+// group: the int8 pairs and quads, the bf16 pairs; AMX packs its 64-byte steps whole).
+constexpr int k_pack_rows = 16;
 // Work chunks per thread: enough that a thread which starts late or runs slow evens out.
 constexpr int k_chunks_per_thread = 4;
 // How far ahead (bytes along a row) the direct path prefetches B's rows: two fp32 panels.
@@ -96,58 +106,93 @@ Scratch& panel_scratch() {
 
 // Per-dtype facts of the fp32 (also bf16) and int8 paths.
 struct F32Path {
+  using Table = MicroKernels;
   using PackA = float;
   using PackB = float;
   using C = float;
+  static constexpr bool has_direct = true;
+  static constexpr bool has_rows = false;
+  static constexpr int mr = k_mr, nr = k_nr, mc = k_mc;
   static constexpr int kc_block = k_kc_f32;
   static constexpr int kc_align = 8;        // the vector A packer's step
   static int a_depth(int kc) { return kc; } // A panel = k_mr * a_depth elements
   static int b_depth(int kc) { return kc; } // B panel = k_nr * b_depth elements
+  static size_t a_panel(int kc) { return static_cast<size_t>(k_mr) * static_cast<size_t>(kc); }
   static void kernel(const MicroKernels& mk, int kc, const PackA* a, const PackB* b, C* c, long ldc,
-                     bool acc, int mr = k_mr, int nc = k_nr) {
+                     bool acc, int rows = k_mr, int nc = k_nr) {
     if (nc <= k_columns_max && mk.f32_columns) {
       mk.f32_columns(kc, a, b, c, ldc, acc, nc);
       return;
     }
-    KernelF32 f = nc <= k_nr / 4 && mk.f32_quarter  ? mk.f32_quarter
-                  : nc <= k_nr / 2 && mk.f32_narrow ? mk.f32_narrow
-                  : mr <= k_mr / 2 && mk.f32_short  ? mk.f32_short
-                                                    : mk.f32;
+    KernelF32 f = nc <= k_nr / 4 && mk.f32_quarter   ? mk.f32_quarter
+                  : nc <= k_nr / 2 && mk.f32_narrow  ? mk.f32_narrow
+                  : rows <= k_mr / 2 && mk.f32_short ? mk.f32_short
+                                                     : mk.f32;
     f(kc, a, b, c, ldc, acc);
   }
   static C add(C x, C y) { return x + y; }
   // True when the kernel for this tile writes only its valid elements, so it can run on C.
-  static bool in_place(const MicroKernels& mk, int mr, int nc) {
-    return mr == k_mr && (nc == k_nr || (nc <= k_columns_max && mk.f32_columns));
+  static bool in_place(const MicroKernels& mk, int rows, int nc) {
+    return rows == k_mr && (nc == k_nr || (nc <= k_columns_max && mk.f32_columns));
   }
 };
 
 struct S8Path {
+  using Table = MicroKernels;
   using PackA = int32_t;
   using PackB = int16_t;
   using C = int32_t;
+  static constexpr bool has_direct = true;
+  static constexpr bool has_rows = false;
+  static constexpr int mr = k_mr, nr = k_nr, mc = k_mc;
   static constexpr int kc_block = k_kc_s8;
   static constexpr int kc_align = 16; // even (k-pairs), and the vector A packer's step
   static int a_depth(int kc) { return (kc + 1) / 2; }
   static int b_depth(int kc) { return (kc + 1) / 2 * 2; }
+  static size_t a_panel(int kc) {
+    return static_cast<size_t>(k_mr) * static_cast<size_t>(a_depth(kc));
+  }
   static void kernel(const MicroKernels& mk, int kc, const PackA* a, const PackB* b, C* c, long ldc,
-                     bool acc, int mr = k_mr, int nc = k_nr) {
+                     bool acc, int rows = k_mr, int nc = k_nr) {
     if (nc <= k_columns_max && mk.s8_columns) {
       mk.s8_columns((kc + 1) / 2, a, b, c, ldc, acc, nc);
       return;
     }
-    KernelS8 f = nc <= k_nr / 4 && mk.s8_quarter  ? mk.s8_quarter
-                 : nc <= k_nr / 2 && mk.s8_narrow ? mk.s8_narrow
-                 : mr <= k_mr / 2 && mk.s8_short  ? mk.s8_short
-                                                  : mk.s8;
+    KernelS8 f = nc <= k_nr / 4 && mk.s8_quarter   ? mk.s8_quarter
+                 : nc <= k_nr / 2 && mk.s8_narrow  ? mk.s8_narrow
+                 : rows <= k_mr / 2 && mk.s8_short ? mk.s8_short
+                                                   : mk.s8;
     f((kc + 1) / 2, a, b, c, ldc, acc);
   }
   static C add(C x, C y) {
     return static_cast<int32_t>(static_cast<uint32_t>(x) + static_cast<uint32_t>(y));
   }
-  static bool in_place(const MicroKernels& mk, int mr, int nc) {
-    return mr == k_mr && (nc == k_nr || (nc <= k_columns_max && mk.s8_columns));
+  static bool in_place(const MicroKernels& mk, int rows, int nc) {
+    return rows == k_mr && (nc == k_nr || (nc <= k_columns_max && mk.s8_columns));
   }
+};
+
+// A wide path (gemm_wide.hpp): one kernel, which writes only the valid part of its tile, and
+// no direct-B variant.
+template <typename G>
+struct WidePath {
+  using Table = WideKernels<G>;
+  using PackA = typename G::PackA;
+  using PackB = typename G::PackB;
+  using C = typename G::C;
+  static constexpr bool has_direct = false;
+  static constexpr bool has_rows = true; // maybe: Table::kernel_rows
+  static constexpr int mr = G::mr, nr = G::nr, mc = G::mc;
+  static constexpr int kc_block = G::kc_block;
+  static constexpr int kc_align = G::pad;
+  static int b_depth(int kc) { return (kc + G::pad - 1) / G::pad * G::pad; }
+  static size_t a_panel(int) { return G::a_panel_bytes / sizeof(PackA); }
+  static void kernel(const Table& mk, int kc, const PackA* a, const PackB* b, C* c, long ldc,
+                     bool acc, int tr, int tc) {
+    mk.kernel(kc, a, b, c, ldc, acc, tr, tc);
+  }
+  static C add(C x, C y) { return S8Path::add(x, y); }
+  static bool in_place(const Table&, int, int) { return true; }
 };
 
 // The k-block size for a reduction of k: k split into equal blocks of at most kc_block (rounded
@@ -160,13 +205,14 @@ int block_k(int k) {
   return std::max(Path::kc_align, (size + Path::kc_align - 1) / Path::kc_align * Path::kc_align);
 }
 
+template <typename Path = F32Path>
 int panels_of(int n) {
-  return (n + k_nr - 1) / k_nr;
+  return (n + Path::nr - 1) / Path::nr;
 }
 
 template <typename Path>
 size_t b_panel_elements(int kc) {
-  return static_cast<size_t>(Path::b_depth(kc)) * k_nr;
+  return static_cast<size_t>(Path::b_depth(kc)) * Path::nr;
 }
 
 // One multiplication. B is either unpacked (b, ldb) or the full packed copy (packed).
@@ -178,6 +224,7 @@ struct Job {
   using PackAFn = void (*)(int, int, const AElem*, long, PackA*);
   using PackBFn = void (*)(int, int, const BElem*, long, PackB*);
   using DirectFn = void (*)(int, const PackA*, const BElem*, long, C*, long, bool, PackB*);
+  using Table = typename Path::Table;
 
   int m, n, k;
   const AElem* a;
@@ -187,7 +234,7 @@ struct Job {
   const PackB* packed;
   C* c;
   long ldc;
-  const MicroKernels* mk;
+  const Table* mk;
   PackAFn pack_a;
   PackBFn pack_b;
   DirectFn direct;
@@ -196,19 +243,19 @@ struct Job {
 // Runs one micro-tile: the kernel straight into C when the tile is whole, else through a
 // scratch tile whose valid mr x nc part is merged.
 template <typename Path, typename Kernel>
-void tile(const MicroKernels& mk, int mr, int nc, typename Path::C* c, long ldc, bool accumulate,
-          Kernel kernel) {
+void tile(const typename Path::Table& mk, int rows, int nc, typename Path::C* c, long ldc,
+          bool accumulate, Kernel kernel) {
   using C = typename Path::C;
-  if (Path::in_place(mk, mr, nc)) {
-    kernel(c, ldc, accumulate, mr, nc);
+  if (Path::in_place(mk, rows, nc)) {
+    kernel(c, ldc, accumulate, rows, nc);
     return;
   }
-  alignas(64) C t[k_mr * k_nr];
-  kernel(t, static_cast<long>(k_nr), false, mr, nc);
-  for (int i = 0; i < mr; ++i) {
+  alignas(64) C t[Path::mr * Path::nr];
+  kernel(t, static_cast<long>(Path::nr), false, rows, nc);
+  for (int i = 0; i < rows; ++i) {
     C* row = c + static_cast<long>(i) * ldc;
     for (int j = 0; j < nc; ++j) {
-      row[j] = accumulate ? Path::add(row[j], t[i * k_nr + j]) : t[i * k_nr + j];
+      row[j] = accumulate ? Path::add(row[j], t[i * Path::nr + j]) : t[i * Path::nr + j];
     }
   }
 }
@@ -219,25 +266,44 @@ template <typename Path, typename JobT>
 void compute_block(const JobT& job, const typename Path::PackB* bblock, int jp_first, int p0,
                    int kc, int i0, int i1, int jp0, int jp1) {
   using PackA = typename Path::PackA;
-  int adepth = Path::a_depth(kc);
-  auto* abuf = static_cast<PackA*>(a_scratch().get(
-      sizeof(PackA) * (k_mc * static_cast<size_t>(Path::a_depth(Path::kc_block)) + k_a_slack)));
+  constexpr int mr = Path::mr, nr = Path::nr;
+  size_t a_panel = Path::a_panel(kc);
+  // A family whose kernel reads whole row panels of A where they are packs only a ragged last
+  // panel.
+  bool rows_in_place = false;
+  if constexpr (Path::has_rows) {
+    rows_in_place = job.mk->kernel_rows != nullptr;
+  }
+  auto* abuf = static_cast<PackA*>(
+      a_scratch().get(sizeof(PackA) * (Path::mc / mr * Path::a_panel(Path::kc_block) + k_a_slack)));
   size_t b_panel = b_panel_elements<Path>(kc);
   bool accumulate = p0 > 0;
-  // Row blocks of equal size (at most k_mc, a multiple of k_mr): 257 rows run as 90 + 90 + 77,
-  // not 120 + 120 + 17, so every block reuses each B panel about as often.
-  int row_blocks = (i1 - i0 + k_mc - 1) / k_mc;
-  int mcb = ((i1 - i0 + row_blocks - 1) / std::max(row_blocks, 1) + k_mr - 1) / k_mr * k_mr;
+  // Row blocks of equal size (at most Path::mc, a multiple of mr): 257 rows run as 90 + 90 +
+  // 77, not 120 + 120 + 17, so every block reuses each B panel about as often.
+  int row_blocks = (i1 - i0 + Path::mc - 1) / Path::mc;
+  int mcb = ((i1 - i0 + row_blocks - 1) / std::max(row_blocks, 1) + mr - 1) / mr * mr;
   for (int ic = i0; ic < i1; ic += mcb) {
     int mc = std::min(mcb, i1 - ic);
-    job.pack_a(mc, kc, job.a + static_cast<long>(ic) * job.lda + p0, job.lda, abuf);
+    int whole = rows_in_place ? mc / mr * mr : 0; // rows read in place
+    if (whole < mc) {
+      job.pack_a(mc - whole, kc, job.a + static_cast<long>(ic + whole) * job.lda + p0, job.lda,
+                 abuf + static_cast<size_t>(whole / mr) * a_panel);
+    }
     for (int jp = jp0; jp < jp1; ++jp) {
       const auto* bp = bblock + static_cast<size_t>(jp - jp_first) * b_panel;
-      int j0 = jp * k_nr;
-      int nc = std::min(k_nr, job.n - j0);
-      for (int ir = 0; ir < mc; ir += k_mr) {
-        const PackA* ap = abuf + static_cast<size_t>(ir) * static_cast<size_t>(adepth);
-        tile<Path>(*job.mk, std::min(k_mr, mc - ir), nc,
+      int j0 = jp * nr;
+      int nc = std::min(nr, job.n - j0);
+      for (int ir = 0; ir < mc; ir += mr) {
+        if constexpr (Path::has_rows) {
+          if (ir < whole) {
+            job.mk->kernel_rows(kc, job.a + static_cast<long>(ic + ir) * job.lda + p0, job.lda, bp,
+                                job.c + static_cast<long>(ic + ir) * job.ldc + j0, job.ldc,
+                                accumulate, nc);
+            continue;
+          }
+        }
+        const PackA* ap = abuf + static_cast<size_t>(ir / mr) * a_panel;
+        tile<Path>(*job.mk, std::min(mr, mc - ir), nc,
                    job.c + static_cast<long>(ic + ir) * job.ldc + j0, job.ldc, accumulate,
                    [&](typename Path::C* c, long ldc, bool acc, int tr, int tc) {
                      Path::kernel(*job.mk, kc, ap, bp, c, ldc, acc, tr, tc);
@@ -258,13 +324,14 @@ struct Plan {
   std::pair<int, int> range(int t) const { return {t * chunk, std::min(units, (t + 1) * chunk)}; }
 };
 
+template <typename Path>
 Plan plan_chunks(int m, int n, int k, int threads, bool force_n) {
   Plan p;
   double macs = static_cast<double>(m) * n * k;
   int by_work =
       static_cast<int>(std::min<double>(threads, std::max(1.0, macs / k_min_macs_per_thread)));
-  int units_m = (m + k_mr - 1) / k_mr;
-  int units_n = panels_of(n);
+  int units_m = (m + Path::mr - 1) / Path::mr;
+  int units_n = panels_of<Path>(n);
   p.along_m = !force_n && (units_m >= 4 * by_work || units_m >= units_n);
   p.units = p.along_m ? units_m : units_n;
   p.threads = std::max(1, std::min(by_work, p.units));
@@ -277,19 +344,19 @@ Plan plan_chunks(int m, int n, int k, int threads, bool force_n) {
 template <typename Path, typename JobT>
 void run_packed(const JobT& job, int threads) {
   const int kb = block_k<Path>(job.k);
-  Plan plan = plan_chunks(job.m, job.n, job.k, threads, false);
-  size_t panel_count = static_cast<size_t>(panels_of(job.n));
+  Plan plan = plan_chunks<Path>(job.m, job.n, job.k, threads, false);
+  size_t panel_count = static_cast<size_t>(panels_of<Path>(job.n));
   std::atomic<int> next{0};
   run_shared(plan.threads, [&] {
     for (int t = next.fetch_add(1); t < plan.chunks; t = next.fetch_add(1)) {
       auto [u0, u1] = plan.range(t);
-      int i0 = plan.along_m ? u0 * k_mr : 0;
-      int i1 = plan.along_m ? std::min(job.m, u1 * k_mr) : job.m;
+      int i0 = plan.along_m ? u0 * Path::mr : 0;
+      int i1 = plan.along_m ? std::min(job.m, u1 * Path::mr) : job.m;
       int jp0 = plan.along_m ? 0 : u0;
-      int jp1 = plan.along_m ? panels_of(job.n) : u1;
+      int jp1 = plan.along_m ? panels_of<Path>(job.n) : u1;
       for (int p0 = 0; p0 < job.k; p0 += kb) {
         int kc = std::min(kb, job.k - p0);
-        const auto* bblock = job.packed + static_cast<size_t>(p0) * panel_count * k_nr;
+        const auto* bblock = job.packed + static_cast<size_t>(p0) * panel_count * Path::nr;
         compute_block<Path>(job, bblock, 0, p0, kc, i0, i1, jp0, jp1);
       }
     }
@@ -300,19 +367,28 @@ void run_packed(const JobT& job, int threads) {
 template <typename Path, typename JobT>
 void run_blocked(const JobT& job, int threads) {
   using PackB = typename Path::PackB;
+  constexpr int nr = Path::nr;
   const int kb = block_k<Path>(job.k);
-  Plan plan = plan_chunks(job.m, job.n, job.k, threads, false);
+  Plan plan = plan_chunks<Path>(job.m, job.n, job.k, threads, false);
   size_t block_elems = b_panel_elements<Path>(Path::kc_block) *
-                       static_cast<size_t>(panels_of(std::min(job.n, k_nc)));
+                       static_cast<size_t>(panels_of<Path>(std::min(job.n, k_nc)));
   auto* buffers = static_cast<PackB*>(b_scratch().get(sizeof(PackB) * 2 * block_elems));
   int k_blocks = (job.k + kb - 1) / kb;
   int blocks = (job.n + k_nc - 1) / k_nc * k_blocks;
+  // Panels q0..q1 of the block, k_pack_rows rows of all of them at a time: B is read as a few
+  // long row streams, not one strip of nr columns down all kc rows per panel (a new DRAM page
+  // or L3 miss per row, which the hardware prefetchers do not follow).
   auto pack = [&](int jc, int p0, int q0, int q1, PackB* buffer) {
     int kc = std::min(kb, job.k - p0);
-    for (int q = q0; q < q1; ++q) {
-      int j0 = jc + q * k_nr;
-      job.pack_b(kc, std::min(k_nr, job.n - j0), job.b + static_cast<long>(p0) * job.ldb + j0,
-                 job.ldb, buffer + static_cast<size_t>(q) * b_panel_elements<Path>(kc));
+    size_t panel = b_panel_elements<Path>(kc);
+    const int step = std::max(k_pack_rows, Path::kc_align); // whole padded groups (AMX: 64)
+    for (int r = 0; r < kc; r += step) {
+      int rows = std::min(step, kc - r);
+      for (int q = q0; q < q1; ++q) {
+        int j0 = jc + q * nr;
+        job.pack_b(rows, std::min(nr, job.n - j0), job.b + static_cast<long>(p0 + r) * job.ldb + j0,
+                   job.ldb, buffer + static_cast<size_t>(q) * panel + static_cast<size_t>(r) * nr);
+      }
     }
   };
 
@@ -325,10 +401,10 @@ void run_blocked(const JobT& job, int threads) {
       for (int t = next.fetch_add(1); t < plan.chunks; t = next.fetch_add(1)) {
         auto [u0, u1] = plan.range(t);
         for (int jc = 0; jc < job.n; jc += k_nc) {
-          int jp0 = std::max(jc / k_nr, u0);
-          int jp1 = std::min(panels_of(std::min(job.n, jc + k_nc)), u1);
+          int jp0 = std::max(jc / nr, u0);
+          int jp1 = std::min(panels_of<Path>(std::min(job.n, jc + k_nc)), u1);
           for (int p0 = 0; p0 < job.k && jp0 < jp1; p0 += kb) {
-            pack(jp0 * k_nr, p0, 0, jp1 - jp0, own);
+            pack(jp0 * nr, p0, 0, jp1 - jp0, own);
             compute_block<Path>(job, own, jp0, p0, std::min(kb, job.k - p0), 0, job.m, jp0, jp1);
           }
         }
@@ -356,8 +432,8 @@ void run_blocked(const JobT& job, int threads) {
       int jc = b / k_blocks * k_nc;
       int p0 = b % k_blocks * kb;
       int kc = std::min(kb, job.k - p0);
-      int jp_first = jc / k_nr;
-      int block_panels = panels_of(std::min(job.n, jc + k_nc)) - jp_first;
+      int jp_first = jc / nr;
+      int block_panels = panels_of<Path>(std::min(job.n, jc + k_nc)) - jp_first;
       int pack_chunks = std::min(block_panels, k_chunks_per_thread * plan.threads);
       PackB* buffer = buffers + static_cast<size_t>(b % 2) * block_elems;
       BlockState& st = state[static_cast<size_t>(b)];
@@ -376,8 +452,8 @@ void run_blocked(const JobT& job, int threads) {
           wait_for(chunk_done[static_cast<size_t>(b - 1) * plan.chunks + t], 1);
         }
         auto [u0, u1] = plan.range(t);
-        compute_block<Path>(job, buffer, jp_first, p0, kc, u0 * k_mr, std::min(job.m, u1 * k_mr),
-                            jp_first, jp_first + block_panels);
+        compute_block<Path>(job, buffer, jp_first, p0, kc, u0 * Path::mr,
+                            std::min(job.m, u1 * Path::mr), jp_first, jp_first + block_panels);
         count_up(chunk_done[static_cast<size_t>(b) * plan.chunks + t]);
         count_up(st.compute_done);
       }
@@ -452,7 +528,7 @@ void direct_range(const JobT& job, int jp0, int jp1) {
 
 template <typename Path, typename JobT>
 void run_direct(const JobT& job, int threads) {
-  Plan plan = plan_chunks(job.m, job.n, job.k, threads, true);
+  Plan plan = plan_chunks<Path>(job.m, job.n, job.k, threads, true);
   std::atomic<int> next{0};
   run_shared(plan.threads, [&] {
     for (int t = next.fetch_add(1); t < plan.chunks; t = next.fetch_add(1)) {
@@ -480,28 +556,32 @@ void run(const JobT& job, int threads) {
   }
   if (job.packed) {
     run_packed<Path>(job, threads);
-  } else if (job.direct && job.m <= k_direct_max_m) {
-    run_direct<Path>(job, threads);
-  } else {
-    run_blocked<Path>(job, threads);
+    return;
   }
+  if constexpr (Path::has_direct) {
+    if (job.direct && job.m <= k_direct_max_m) {
+      run_direct<Path>(job, threads);
+      return;
+    }
+  }
+  run_blocked<Path>(job, threads);
 }
 
 // Packs all of B (k x n) as run_packed reads it, the panels split among threads.
 template <typename Path, typename BElem, typename PackB>
 void pack_all(int threads, int k, int n, const BElem* b, long ldb, PackB* dst,
               void (*pack_b)(int, int, const BElem*, long, PackB*)) {
-  int panels = panels_of(n);
+  int panels = panels_of<Path>(n);
   size_t panel_count = static_cast<size_t>(panels);
   double elems = static_cast<double>(k) * n;
   int parts = static_cast<int>(std::min<double>(threads, std::max(1.0, elems / (1 << 16))));
   const int kb = block_k<Path>(k);
   parallel_for(panels, std::max(1, std::min(parts, panels)), [&](int jp) {
-    int j0 = jp * k_nr;
+    int j0 = jp * Path::nr;
     for (int p0 = 0; p0 < k; p0 += kb) {
       int kc = std::min(kb, k - p0);
-      PackB* block = dst + static_cast<size_t>(p0) * panel_count * k_nr;
-      pack_b(kc, std::min(k_nr, n - j0), b + static_cast<long>(p0) * ldb + j0, ldb,
+      PackB* block = dst + static_cast<size_t>(p0) * panel_count * Path::nr;
+      pack_b(kc, std::min(Path::nr, n - j0), b + static_cast<long>(p0) * ldb + j0, ldb,
              block + static_cast<size_t>(jp) * b_panel_elements<Path>(kc));
     }
   });
@@ -514,7 +594,7 @@ size_t packed_elements(int k, int n) {
   for (int p0 = 0; p0 < k; p0 += kb) {
     depth += static_cast<size_t>(Path::b_depth(std::min(kb, k - p0)));
   }
-  return depth * static_cast<size_t>(panels_of(n)) * k_nr;
+  return depth * static_cast<size_t>(panels_of<Path>(n)) * Path::nr;
 }
 
 } // namespace
@@ -568,5 +648,40 @@ void run_s8(const MicroKernels& mk, int threads, int m, int n, int k, const int8
       m, n, k, a, lda, b, ldb, packed, c, ldc, &mk, mk.pack_a_s8, mk.pack_b_s8, mk.s8_direct};
   run<S8Path>(job, threads);
 }
+
+template <typename G>
+size_t packed_b_bytes_wide(int k, int n) {
+  return packed_elements<WidePath<G>>(k, n) * sizeof(typename G::PackB);
+}
+
+template <typename G>
+void pack_b_full_wide(const WideKernels<G>& mk, int threads, int k, int n,
+                      const typename G::AElem* b, long ldb, typename G::PackB* dst) {
+  pack_all<WidePath<G>>(threads, k, n, b, ldb, dst, mk.pack_b);
+}
+
+template <typename G>
+void run_wide(const WideKernels<G>& mk, int threads, int m, int n, int k,
+              const typename G::AElem* a, long lda, const typename G::AElem* b, long ldb,
+              const typename G::PackB* packed, typename G::C* c, long ldc) {
+  using AElem = typename G::AElem;
+  Job<WidePath<G>, AElem, AElem> job{m,      n, k,   a,   lda,       b,         ldb,
+                                     packed, c, ldc, &mk, mk.pack_a, mk.pack_b, nullptr};
+  run<WidePath<G>>(job, threads);
+}
+
+#define TPUCTL_WIDE_PATH(G)                                                                        \
+  template size_t packed_b_bytes_wide<G>(int, int);                                                \
+  template void pack_b_full_wide<G>(const WideKernels<G>&, int, int, int, const G::AElem*, long,   \
+                                    G::PackB*);                                                    \
+  template void run_wide<G>(const WideKernels<G>&, int, int, int, int, const G::AElem*, long,      \
+                            const G::AElem*, long, const G::PackB*, G::C*, long);
+TPUCTL_WIDE_PATH(Avx512F32)
+TPUCTL_WIDE_PATH(Avx512Bf16Widened)
+TPUCTL_WIDE_PATH(Avx512Bf16)
+TPUCTL_WIDE_PATH(Avx512S8)
+TPUCTL_WIDE_PATH(AmxBf16)
+TPUCTL_WIDE_PATH(AmxS8)
+#undef TPUCTL_WIDE_PATH
 
 } // namespace tpuctl::kernels::detail

@@ -7,6 +7,7 @@
 
 #include "kernels/gemm.hpp"
 #include "kernels/gemm_kernels.hpp"
+#include "kernels/gemm_wide.hpp"
 
 namespace tpuctl::kernels::detail {
 
@@ -31,5 +32,16 @@ void run_bf16(const MicroKernels& mk, int threads, int m, int n, int k, const bf
               const bf16_t* b, long ldb, const float* packed, float* c, long ldc);
 void run_s8(const MicroKernels& mk, int threads, int m, int n, int k, const int8_t* a, long lda,
             const int8_t* b, long ldb, const int16_t* packed, int32_t* c, long ldc);
+
+// The same for a wide path G (gemm_wide.hpp), instantiated for each geometry it declares.
+template <typename G>
+size_t packed_b_bytes_wide(int k, int n);
+template <typename G>
+void pack_b_full_wide(const WideKernels<G>& mk, int threads, int k, int n,
+                      const typename G::AElem* b, long ldb, typename G::PackB* dst);
+template <typename G>
+void run_wide(const WideKernels<G>& mk, int threads, int m, int n, int k,
+              const typename G::AElem* a, long lda, const typename G::AElem* b, long ldb,
+              const typename G::PackB* packed, typename G::C* c, long ldc);
 
 } // namespace tpuctl::kernels::detail

@@ -90,7 +90,7 @@ struct MicroKernels {
 // Portable C++ (baseline x86-64, or any target).
 const MicroKernels& portable_micro_kernels();
 
-// AVX2 + FMA. Call only when the CPU has both (gemm.cpp checks with __builtin_cpu_supports);
+// AVX2 + FMA. Call only when the CPU has both (gemm_isa.cpp checks with cpu_features());
 // nullptr when this build has no AVX2 code (a non-x86 target).
 const MicroKernels* avx2_micro_kernels();
 

@@ -2,7 +2,7 @@
 // a compiler given intrinsics plus an optimisation barrier spills registers and under-reports
 // by more than half (kernels.md 6.4). Twelve chains cover any current core's latency x
 // throughput product (Zen 3/4/5: 4-cycle FMA on 2 pipes needs 8). The asm assembles in this
-// baseline x86-64 file; it only runs after __builtin_cpu_supports confirms AVX2 and FMA.
+// baseline x86-64 file; it only runs after cpu_features() confirms AVX2 and FMA.
 //
 // A trial starts all threads together at a barrier, runs a fixed number of iterations on each
 // and times the slowest thread; the result is the best trial, i.e. what the host can deliver
@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu_features.hpp"
 #include "kernels/peak_probe_loops.hpp"
 
 namespace tpuctl::kernels {
@@ -31,48 +32,44 @@ using Clock = std::chrono::steady_clock;
 constexpr long k_iterations = 1L << 20; // per trial per thread: ~2-4 ms
 
 bool has_avx2_fma() {
-#if defined(__x86_64__)
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-#else
-  return false;
-#endif
+  return cpu_features().avx2_fma;
 }
 
-// The AVX-512 probes also need the OS to save zmm state, which __builtin_cpu_supports checks
-// (XCR0) as part of "avx512f".
-bool has_avx512(PeakKind kind) {
-#if defined(__x86_64__)
-  static const bool f = __builtin_cpu_supports("avx512f");
-  static const bool bf16 = f && __builtin_cpu_supports("avx512bf16");
-  static const bool vnni = f && __builtin_cpu_supports("avx512vnni");
+// The units beyond the base probes, with what cpu_features() says (CPUID, XCR0 and, for AMX,
+// the tile permission).
+bool has_unit(PeakKind kind) {
+  const CpuFeatures& f = cpu_features();
   switch (kind) {
   case PeakKind::fp32_fma_avx512:
-    return f;
+    return f.avx512;
   case PeakKind::bf16_dot_avx512:
-    return bf16;
+    return f.avx512_bf16;
   case PeakKind::int8_vnni_avx512:
-    return vnni;
+    return f.avx512_vnni;
+  case PeakKind::int8_amx:
+  case PeakKind::bf16_amx:
+    return f.amx;
   default:
     return false;
   }
-#else
-  (void)kind;
-  return false;
-#endif
 }
 
-bool is_avx512(PeakKind kind) {
-  return kind == PeakKind::fp32_fma_avx512 || kind == PeakKind::bf16_dot_avx512 ||
-         kind == PeakKind::int8_vnni_avx512;
+bool is_extra_unit(PeakKind kind) {
+  return kind != PeakKind::fp32_fma && kind != PeakKind::int8_exact;
+}
+
+bool is_amx(PeakKind kind) {
+  return kind == PeakKind::int8_amx || kind == PeakKind::bf16_amx;
 }
 
 // Operations (flops or int ops) per iteration of each loop.
-constexpr double k_ops_fp32 = 12 * 8 * 2;          // 12 FMAs x 8 lanes x (mul + add)
-constexpr double k_ops_int8 = 12 * 16 * 2;         // 12 vpmaddwd x 16 int16 MACs x 2 ops
-constexpr double k_ops_fp32_zmm = 12 * 16 * 2;     // 12 FMAs x 16 lanes x 2
-constexpr double k_ops_bf16_zmm = 12 * 16 * 2 * 2; // 12 vdpbf16ps x 16 lanes x 2 products x 2
-constexpr double k_ops_vnni_zmm = 12 * 16 * 4 * 2; // 12 vpdpbusd x 16 lanes x 4 MACs x 2
+constexpr double k_ops_fp32 = 12 * 8 * 2;               // 12 FMAs x 8 lanes x (mul + add)
+constexpr double k_ops_int8 = 12 * 16 * 2;              // 12 vpmaddwd x 16 int16 MACs x 2 ops
+constexpr double k_ops_fp32_zmm = 12 * 16 * 2;          // 12 FMAs x 16 lanes x 2
+constexpr double k_ops_bf16_zmm = 12 * 16 * 2 * 2;      // 12 vdpbf16ps x 16 lanes x 2 products x 2
+constexpr double k_ops_vnni_zmm = 12 * 16 * 4 * 2;      // 12 vpdpbusd x 16 lanes x 4 MACs x 2
+constexpr double k_ops_amx_int8 = 4 * 16 * 16 * 64 * 2; // 4 tdpbssd x 16 x 16 outputs x 64 MACs
+constexpr double k_ops_amx_bf16 = 4 * 16 * 16 * 32 * 2; // 4 tdpbf16ps x 16 x 16 x 32 MACs
 
 #if defined(__x86_64__)
 void fma_loop(long iterations) {
@@ -197,15 +194,24 @@ void portable_int8_loop(long iterations) {
 }
 
 void run_loop(PeakKind kind, long iterations) {
-  if (is_avx512(kind)) {
-    if (kind == PeakKind::fp32_fma_avx512) {
-      detail::zmm_fma_loop(iterations);
-    } else if (kind == PeakKind::bf16_dot_avx512) {
-      detail::zmm_bf16_loop(iterations);
-    } else {
-      detail::zmm_vnni_loop(iterations);
-    }
+  switch (kind) {
+  case PeakKind::fp32_fma_avx512:
+    detail::zmm_fma_loop(iterations);
     return;
+  case PeakKind::bf16_dot_avx512:
+    detail::zmm_bf16_loop(iterations);
+    return;
+  case PeakKind::int8_vnni_avx512:
+    detail::zmm_vnni_loop(iterations);
+    return;
+  case PeakKind::int8_amx:
+    detail::amx_int8_loop(iterations);
+    return;
+  case PeakKind::bf16_amx:
+    detail::amx_bf16_loop(iterations);
+    return;
+  default:
+    break;
   }
 #if defined(__x86_64__)
   if (has_avx2_fma()) {
@@ -236,6 +242,10 @@ double ops_per_iteration(PeakKind kind) {
     return k_ops_bf16_zmm;
   case PeakKind::int8_vnni_avx512:
     return k_ops_vnni_zmm;
+  case PeakKind::int8_amx:
+    return k_ops_amx_int8;
+  case PeakKind::bf16_amx:
+    return k_ops_amx_bf16;
   }
   return 0;
 }
@@ -254,6 +264,10 @@ const char* to_string(PeakKind kind) {
     return "bf16_dot_avx512";
   case PeakKind::int8_vnni_avx512:
     return "int8_vnni_avx512";
+  case PeakKind::int8_amx:
+    return "int8_amx";
+  case PeakKind::bf16_amx:
+    return "bf16_amx";
   }
   return "?";
 }
@@ -269,18 +283,43 @@ const char* unit_isa(PeakKind kind) {
     return "avx512-bf16";
   case PeakKind::int8_vnni_avx512:
     return "avx512-vnni";
+  case PeakKind::int8_amx:
+  case PeakKind::bf16_amx:
+    return "amx";
   }
   return "?";
 }
 
+PeakKind peak_kind_for(GemmDtype dtype, GemmIsa isa) {
+  bool int8 = dtype == GemmDtype::int8;
+  switch (isa) {
+  case GemmIsa::amx:
+    if (dtype != GemmDtype::fp32) {
+      return int8 ? PeakKind::int8_amx : PeakKind::bf16_amx;
+    }
+    return PeakKind::fp32_fma_avx512;
+  case GemmIsa::avx512_vnni:
+    return int8 ? PeakKind::int8_vnni_avx512 : PeakKind::fp32_fma_avx512;
+  case GemmIsa::avx512_bf16:
+    return dtype == GemmDtype::bf16 ? PeakKind::bf16_dot_avx512
+           : int8                   ? PeakKind::int8_exact
+                                    : PeakKind::fp32_fma_avx512;
+  case GemmIsa::avx512:
+    return int8 ? PeakKind::int8_exact : PeakKind::fp32_fma_avx512;
+  default:
+    return int8 ? PeakKind::int8_exact : PeakKind::fp32_fma;
+  }
+}
+
 bool host_has(PeakKind kind) {
-  return is_avx512(kind) ? has_avx512(kind) : true;
+  return is_extra_unit(kind) ? has_unit(kind) : true;
 }
 
 std::vector<PeakKind> host_units() {
   std::vector<PeakKind> out;
   for (PeakKind k : {PeakKind::fp32_fma, PeakKind::int8_exact, PeakKind::fp32_fma_avx512,
-                     PeakKind::bf16_dot_avx512, PeakKind::int8_vnni_avx512}) {
+                     PeakKind::bf16_dot_avx512, PeakKind::int8_vnni_avx512, PeakKind::int8_amx,
+                     PeakKind::bf16_amx}) {
     if (host_has(k)) {
       out.push_back(k);
     }
@@ -296,6 +335,10 @@ const char* probe_description(PeakKind kind) {
     return "12 independent vdpbf16ps zmm chains (inline asm), 2 bf16 products of 2 flop per lane";
   case PeakKind::int8_vnni_avx512:
     return "12 independent vpdpbusd zmm chains (inline asm), 4 u8 x s8 MACs of 2 ops per lane";
+  case PeakKind::int8_amx:
+    return "tdpbssd round-robin over 4 C tiles (tmm0-3), 16 x 16 x 64 int8 MACs of 2 ops each";
+  case PeakKind::bf16_amx:
+    return "tdpbf16ps round-robin over 4 C tiles (tmm0-3), 16 x 16 x 32 bf16 MACs of 2 flop each";
   default:
     break;
   }
@@ -314,7 +357,10 @@ double measure_peak_gops(PeakKind kind, int threads, double budget_seconds) {
   }
   threads = std::max(threads, 1);
   // The portable loops do far more work per iteration; keep their trials short too.
-  long iterations = has_avx2_fma() || is_avx512(kind) ? k_iterations : k_iterations / 64;
+  // An AMX iteration is 4 tile instructions of about 16 cycles each.
+  long iterations = is_amx(kind)                            ? k_iterations / 16
+                    : has_avx2_fma() || is_extra_unit(kind) ? k_iterations
+                                                            : k_iterations / 64;
   double work = ops_per_iteration(kind) * static_cast<double>(iterations) * threads;
   double best = 0;
   auto start = Clock::now();

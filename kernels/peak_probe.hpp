@@ -5,6 +5,8 @@
 
 #include <vector>
 
+#include "kernels/gemm.hpp"
+
 namespace tpuctl::kernels {
 
 enum class PeakKind {
@@ -20,14 +22,25 @@ enum class PeakKind {
   fp32_fma_avx512,
   bf16_dot_avx512,
   int8_vnni_avx512,
+  // AMX, measured only where the process may use the tiles (cpu_features().amx): tdpbssd and
+  // tdpbf16ps round-robin over four C tiles (tmm0-3) with the operands in tmm4-7, 16 x 16 x 64
+  // int8 MACs (Gop/s, 2 ops each) or 16 x 16 x 32 bf16 MACs (GFLOP/s) per instruction.
+  int8_amx,
+  bf16_amx,
 };
 
-// "fp32_fma", "int8_exact", "fp32_fma_avx512", "bf16_dot_avx512" or "int8_vnni_avx512".
+// "fp32_fma", "int8_exact", "fp32_fma_avx512", "bf16_dot_avx512", "int8_vnni_avx512",
+// "int8_amx" or "bf16_amx".
 const char* to_string(PeakKind kind);
 
 // The ISA of the unit a probe measures: "avx2" (or "portable" without AVX2 + FMA), "avx512",
-// "avx512-bf16", "avx512-vnni".
+// "avx512-bf16", "avx512-vnni" or "amx".
 const char* unit_isa(PeakKind kind);
+
+// The unit whose peak bounds a `dtype` GEMM on kernel family `isa` (selected_isa's answer):
+// the instruction its inner loop runs, e.g. int8 on avx512-vnni -> int8_vnni_avx512, bf16 on
+// avx512 (widened) -> fp32_fma_avx512, anything on portable -> the base probes.
+PeakKind peak_kind_for(GemmDtype dtype, GemmIsa isa);
 
 // Whether this CPU can run the probe's instructions (fp32_fma and int8_exact: always, through
 // the portable loops where AVX2 + FMA are missing).

@@ -1,7 +1,7 @@
 // The AVX-512 peak probes (peak_probe.hpp): 12 independent zmm chains of one instruction each,
 // in inline asm like the AVX2 probes (peak_probe.cpp says why), using zmm0-15 only so that this
 // baseline x86-64 file needs no -mavx512 flags: the assembler takes the mnemonics whatever the
-// compiler targets, and peak_probe.cpp runs these only after __builtin_cpu_supports said yes.
+// compiler targets, and peak_probe.cpp runs these only after cpu_features() said yes.
 //   vfmadd231ps zmm   16 fp32 lanes x 2 flop                      = 32 flop per instruction
 //   vdpbf16ps zmm     16 fp32 lanes x 2 bf16 products x 2 flop    = 64 flop
 //   vpdpbusd zmm      16 int32 lanes x 4 u8*s8 products x 2 ops   = 128 ops

@@ -37,8 +37,11 @@ GemmCheck check_gemm_s8(int m, int n, int k, const int8_t* a, int lda, const int
 // bf16 -> fp32: gate 1 of kernels.md 6.3, valid for any summation order:
 //   |C - C64|_ij <= gamma_K * (|A||B|)_ij,  gamma_K = K u / (1 - K u),  u = 2^-24.
 // Non-finite results must match the reference's class (NaN where NaN, same-signed infinity).
+// With Subnormals::flushed (the DAZ/FTZ bf16 dot instructions: bf16_subnormals in gemm.hpp)
+// the reference reads subnormal inputs as zero and the bound grows by (2K + 2) x 2^-126, the
+// most the flushed steps of one output can lose.
 GemmCheck check_gemm_bf16(int m, int n, int k, const bf16_t* a, int lda, const bf16_t* b, int ldb,
-                          const float* c, int ldc);
+                          const float* c, int ldc, Subnormals subnormals = Subnormals::kept);
 
 // fp32 -> fp32: the same gate 1 bound with fp32 inputs.
 GemmCheck check_gemm_f32(int m, int n, int k, const float* a, int lda, const float* b, int ldb,

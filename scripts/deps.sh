@@ -2,7 +2,7 @@
 # Installs what tpuctl needs to build and test, from Debian's packages only. Idempotent: when
 # everything is there it only checks (a second or two). Needs root (or sudo) to install.
 #   scripts/deps.sh            build + test dependencies
-#   scripts/deps.sh --bench    also the benchmark peers (OpenBLAS, pdsh, clush)
+#   scripts/deps.sh --bench    also the benchmark peers (OpenBLAS, oneDNN, pdsh, clush)
 #   scripts/deps.sh --frameworks  also PyTorch (python3-torch, ~1 GB): the README's PyTorch recipe
 #                              then runs for real in tests/integration/test_workload_frameworks.cpp
 set -euo pipefail
@@ -28,7 +28,7 @@ packages=(
 )
 for a in "$@"; do
   case "$a" in
-    --bench) packages+=(libopenblas-dev pdsh clustershell) ;;
+    --bench) packages+=(libopenblas-dev libdnnl-dev pdsh clustershell) ;;
     --frameworks) packages+=(python3-torch) ;;
     *) echo "deps.sh: unknown option '$a' (use --bench or --frameworks)" >&2; exit 2 ;;
   esac

@@ -1,8 +1,12 @@
 // tpuctl kernel run / kernel bench through the real binary: the padding-hostile 257 x 129 x 1025
-// problem checked against the reference for every dtype, the json fields, usage errors (exit 2),
-// the mismatch path (exit 1, forced with the CLI's debug corruption switch) and golden help.
+// problem checked against the reference for every dtype and every kernel family the host has
+// (--isa), the json fields (the peak is the unit's the run used), usage errors (exit 2, also
+// for a family the host lacks), the mismatch path (exit 1, forced with the CLI's debug
+// corruption switch) and golden help.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <doctest/doctest.h>
@@ -42,12 +46,88 @@ TEST_CASE("kernel run --check passes on 257 x 129 x 1025 for int8, bf16 and fp32
     REQUIRE(j["max_abs_error"].is_number());
     if (std::string(dtype) == "int8") {
       CHECK(j["max_abs_error"].get<double>() == 0.0);
-      CHECK(j["peak_probe"] == "int8_exact");
     } else {
       CHECK(j["max_abs_error"].get<double>() < 1e-3);
-      CHECK(j["peak_probe"] == "fp32_fma");
     }
+    // The peak is the one of the unit the kernel ran on: listed in `units`, same measurement.
+    bool found = false;
+    for (const auto& u : j["units"]) {
+      if (u["probe"] == j["peak_probe"]) {
+        found = true;
+        CHECK(u["peak_gops"].get<double>() == doctest::Approx(peak).epsilon(0.001));
+      }
+    }
+    CHECK_MESSAGE(found, j.dump());
   }
+}
+
+namespace {
+
+// The families `kernel run` could run here: the isa of every unit it lists, plus portable.
+std::set<std::string> listed_families() {
+  auto r = run_tpuctl({"kernel", "run", "--m", "8", "--n", "8", "--k", "8", "--format", "json"});
+  REQUIRE(r.exit_code == 0);
+  std::set<std::string> out{"portable"};
+  const auto j = nlohmann::json::parse(r.out);
+  for (const auto& u : j["units"]) {
+    out.insert(u["isa"].get<std::string>());
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("kernel run --isa runs each family the host has and names the unit it divided by") {
+  const std::set<std::string> families = listed_families();
+  // The probe whose peak bounds each (dtype, family): what the kernel's inner loop runs.
+  const std::map<std::pair<std::string, std::string>, std::string> probe{
+      {{"fp32", "portable"}, "fp32_fma"},
+      {{"int8", "portable"}, "int8_exact"},
+      {{"fp32", "avx2"}, "fp32_fma"},
+      {{"int8", "avx2"}, "int8_exact"},
+      {{"fp32", "avx512"}, "fp32_fma_avx512"},
+      {{"bf16", "avx512"}, "fp32_fma_avx512"},
+      {{"bf16", "avx512-bf16"}, "bf16_dot_avx512"},
+      {{"int8", "avx512-vnni"}, "int8_vnni_avx512"},
+      {{"bf16", "amx"}, "bf16_amx"},
+      {{"int8", "amx"}, "int8_amx"}};
+  for (const auto& [key, want] : probe) {
+    const auto& [dtype, isa] = key;
+    if (families.count(isa) == 0) {
+      MESSAGE("this host has no " << isa << ": kernel run --isa " << isa << " could not run here");
+      continue;
+    }
+    CAPTURE(dtype);
+    CAPTURE(isa);
+    auto r = run_tpuctl({"kernel", "run", "--m", "70", "--n", "33", "--k", "129", "--dtype", dtype,
+                         "--isa", isa, "--reps", "1", "--check", "--format", "json"});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    auto j = nlohmann::json::parse(r.out);
+    CHECK(j["isa"] == isa);
+    CHECK(j["peak_probe"] == want);
+    CHECK(j["checked"] == true);
+  }
+}
+
+TEST_CASE("kernel run --isa refuses a family the host lacks with exit 2, naming what it has") {
+  const std::set<std::string> families = listed_families();
+  for (const char* isa : {"avx2", "avx512", "avx512-bf16", "avx512-vnni", "amx"}) {
+    if (families.count(isa) != 0) {
+      continue;
+    }
+    CAPTURE(std::string(isa));
+    auto r = run_tpuctl({"kernel", "run", "--m", "8", "--n", "8", "--k", "8", "--isa", isa});
+    CHECK(r.exit_code == 2);
+    CHECK(r.out == "");
+    CHECK(r.err.rfind(std::string("tpuctl: error: --isa: isa '") + isa +
+                          "' is not available on this host: it has portable",
+                      0) == 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1); // one line
+  }
+  auto bad = run_tpuctl({"kernel", "run", "--m", "8", "--n", "8", "--k", "8", "--isa", "sse"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err == "tpuctl: error: --isa: isa 'sse' is not a kernel family (use auto, portable, "
+                   "avx2, avx512, avx512-bf16, avx512-vnni or amx)\n");
 }
 
 TEST_CASE("kernel run uses the threads and reps it is given and reports them in yaml and table") {
@@ -92,6 +172,11 @@ TEST_CASE("kernel run lists the host's matrix units with a measured peak for eac
         (f && flags.find(" avx512_bf16 ") != std::string::npos ? 1u : 0u));
   CHECK(probes.count("int8_vnni_avx512") ==
         (f && flags.find(" avx512_vnni ") != std::string::npos ? 1u : 0u));
+  // AMX also needs the kernel's tile-data permission: listed only where the probe could run.
+  if (flags.find(" amx_int8 ") == std::string::npos) {
+    CHECK(probes.count("int8_amx") == 0);
+    CHECK(probes.count("bf16_amx") == 0);
+  }
 }
 
 TEST_CASE("kernel run rejects a bad dtype and zero sizes with exit 2, every problem reported") {

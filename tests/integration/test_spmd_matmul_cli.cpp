@@ -78,6 +78,14 @@ TEST_CASE("spmd-matmul: a 4-worker slice computes, gathers and verifies C; a mis
       CHECK(res["m"] == 256);
       CHECK(res["compute_ms"].get<double>() > 0);
       CHECK(res["gops"].get<double>() > 0);
+      // MFU against the measured peak of the unit its GEMM ran on.
+      CHECK(res["peak_gops"].get<double>() > 0);
+      CHECK(res["mfu"].get<double>() ==
+            doctest::Approx(res["gops"].get<double>() / res["peak_gops"].get<double>())
+                .epsilon(0.01));
+      // The unit follows the dtype: an int8 probe for int8, a float one for the others.
+      const bool int8_unit = res["peak_probe"].get<std::string>().rfind("int8", 0) == 0;
+      CHECK(int8_unit == (res["dtype"] == "int8"));
       // Worker N is the process on the host the slice names as worker N.
       const int worker = res["worker"];
       CHECK(res["process"] == worker);
@@ -93,6 +101,8 @@ TEST_CASE("spmd-matmul: a 4-worker slice computes, gathers and verifies C; a mis
         REQUIRE(res["peers"].size() == 4);
         CHECK(res["peers"][3]["host"] == hosts[3]);
         CHECK(res["peers"][3]["checksum_ok"] == true);
+        CHECK(res["peers"][3]["mfu"].get<double>() > 0);
+        CHECK(res["aggregate_mfu"].get<double>() > 0);
       } else {
         CHECK(!res.contains("efficiency"));
       }
@@ -109,6 +119,7 @@ TEST_CASE("spmd-matmul: a 4-worker slice computes, gathers and verifies C; a mis
   CHECK(human.out.find("checksum ok") != std::string::npos);
   CHECK(human.out.find("[" + hosts[0] + "] aggregate ") != std::string::npos);
   CHECK(human.out.find("efficiency") != std::string::npos);
+  CHECK(human.out.find(" peak ") != std::string::npos); // MFU x% of the <isa> peak y
 
   // A damaged result fails the check on every worker: exit 1.
   auto damaged = env.run({"ssh", "s1", "--worker=all", "--output", "jsonl", "--command",

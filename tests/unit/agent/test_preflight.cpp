@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "agent/preflight.hpp"
+#include "kernels/gemm.hpp"
 
 using namespace tpuctl::agent;
 
@@ -52,7 +53,8 @@ TEST_CASE("agent::run_kernel_check passes on this host and catches one wrong ele
   CHECK(good.ok);
   CHECK(good.mismatches == 0);
   CHECK(good.m == 64);
-  CHECK((good.isa == "portable" || good.isa == "avx2_fma"));
+  CHECK(good.isa == tpuctl::kernels::to_string(
+                        *tpuctl::kernels::selected_isa(tpuctl::kernels::GemmDtype::int8)));
   auto bad = run_kernel_check(true);
   CHECK(!bad.ok);
   CHECK(bad.mismatches == 1);

@@ -99,7 +99,7 @@ TEST_CASE("agent::rendezvous: every process checks in and gets the same table; r
   const JobSpec job = all[0].job;
   for (int i = 0; i < 3; ++i) {
     int process = 3 - i;
-    WorkerReport r{process, 1.5 * process, 0.25, 10.0 + process, process != 2, ""};
+    WorkerReport r{process, 1.5 * process, 0.25, 10.0 + process, process != 2, "", 100.0 * i};
     REQUIRE(send_report(out[static_cast<size_t>(i)].rendezvous, job, r, 5s));
   }
   auto reports = collect_reports(out[3].rendezvous, job, WorkerReport{0, 1, 2, 3, true, ""}, 5s);
@@ -107,6 +107,7 @@ TEST_CASE("agent::rendezvous: every process checks in and gets the same table; r
   REQUIRE(reports->size() == 4);
   CHECK((*reports)[3].compute_ms == 4.5);
   CHECK((*reports)[1].gops == 11.0);
+  CHECK((*reports)[1].peak_gops == 200.0); // the unit's peak the MFU divides by travels too
   CHECK((*reports)[2].checksum_ok == false);
   CHECK((*reports)[0].checksum_ok == true);
 }

@@ -142,7 +142,7 @@ TEST_CASE("agent::freivalds_check_f32/bf16 accept the fp32 kernel's rounding and
     fill_block_f32(3, MatrixId::a, 0, 0, m, k, a.data());
     fill_block_f32(3, MatrixId::b, 0, 0, k, n, b.data());
     kernels::GemmOptions portable;
-    portable.force_portable = true;
+    portable.isa = kernels::GemmIsa::portable;
     REQUIRE(kernels::gemm_f32(m, n, k, a.data(), k, b.data(), n, c.data(), n, portable));
     CHECK(freivalds_check_f32(3, m, n, k, c.data(), n).ok);
   }

@@ -14,18 +14,10 @@ TEST_SUITE_BEGIN("kernels");
 
 namespace {
 
-struct Values {
-  std::mt19937 rng;
-  explicit Values(unsigned seed) : rng(seed) {}
-  float f32() { return std::uniform_real_distribution<float>(-1, 1)(rng); }
-  bf16_t bf16() { return fp32_to_bf16(std::uniform_real_distribution<float>(-4, 4)(rng)); }
-  int8_t s8() { return static_cast<int8_t>(std::uniform_int_distribution<int>(-128, 127)(rng)); }
-};
-
 template <typename In, typename Out, typename Gen>
 void run_random_shapes(unsigned seed, int count, int max_dim, Gen gen) {
   std::mt19937 shapes(seed);
-  for (const GemmOptions& o : option_sets()) {
+  for (const GemmOptions& o : option_sets<In>()) {
     for (Api api : {Api::plain, Api::packed}) {
       for (int t = 0; t < count; ++t) {
         Operands<In, Out> ops(random_shape(shapes, max_dim));
@@ -38,7 +30,7 @@ void run_random_shapes(unsigned seed, int count, int max_dim, Gen gen) {
 
 template <typename In, typename Out, typename Gen>
 void run_shape(const Shape& s, Gen gen) {
-  for (const GemmOptions& o : option_sets()) {
+  for (const GemmOptions& o : option_sets<In>()) {
     for (Api api : {Api::plain, Api::packed}) {
       Operands<In, Out> ops(s);
       ops.fill(gen);
@@ -92,11 +84,13 @@ TEST_CASE("kernels::gemm is correct on 1x1x1, primes and sizes around the 6x16 t
 }
 
 TEST_CASE("kernels::gemm crosses k-blocks, row blocks and thread splits correctly") {
-  // k > 512 crosses the int8 and fp32 k-blocks (odd k: the int8 pair padding); m > 120
-  // crosses a row block; 2 threads split along M (tall) or along N (wide and short).
+  // k > 512 crosses the int8 and fp32 k-blocks of the AVX2 family (odd k: the int8 pair
+  // padding), k = 2101 those of the wide families (2048 bytes of a row: 512 fp32, 1024 bf16,
+  // 2048 int8); m > 120 crosses a row block; 2 threads split along M (tall) or along N (wide
+  // and short).
   Values v(505);
-  for (const Shape& s :
-       {dense(131, 37, 613), dense(7, 263, 301), Shape{127, 129, 257, 260, 131, 140, 1}}) {
+  for (const Shape& s : {dense(131, 37, 613), dense(7, 263, 301),
+                         Shape{127, 129, 257, 260, 131, 140, 1}, dense(29, 45, 2101)}) {
     run_shape<float, float>(s, [&] { return v.f32(); });
     run_shape<bf16_t, float>(s, [&] { return v.bf16(); });
     run_shape<int8_t, int32_t>(s, [&] { return v.s8(); });
@@ -127,7 +121,9 @@ TEST_CASE("kernels::gemm splits work over 2 to 4 threads on every path") {
 }
 
 TEST_CASE("kernels::gemm with K = 0 overwrites C with zeros and leaves the padding alone") {
-  for (const GemmOptions& o : option_sets()) {
+  for (tpuctl::kernels::GemmIsa isa : tpuctl::kernels::host_isas()) {
+    GemmOptions o;
+    o.isa = isa; // every path of every dtype (each capped at this family)
     for (Api api : {Api::plain, Api::packed}) {
       Shape s{4, 5, 0, 0, 7, 9, 2};
       Operands<float, float> f(s);

@@ -22,9 +22,24 @@ using kernels::GemmOptions;
 
 enum class Api { plain, packed };
 
+template <typename In>
+constexpr kernels::GemmDtype dtype_of() {
+  return sizeof(In) == 1 ? kernels::GemmDtype::int8
+                         : (sizeof(In) == 2 ? kernels::GemmDtype::bf16 : kernels::GemmDtype::fp32);
+}
+
 inline const char* to_string(Api api) {
   return api == Api::plain ? "plain" : "packed";
 }
+
+// Random operand values: fp32 in [-1, 1], bf16 rounded from [-4, 4], full-range int8.
+struct Values {
+  std::mt19937 rng;
+  explicit Values(unsigned seed) : rng(seed) {}
+  float f32() { return std::uniform_real_distribution<float>(-1, 1)(rng); }
+  bf16_t bf16() { return kernels::fp32_to_bf16(std::uniform_real_distribution<float>(-4, 4)(rng)); }
+  int8_t s8() { return static_cast<int8_t>(std::uniform_int_distribution<int>(-128, 127)(rng)); }
+};
 
 struct Shape {
   int m = 1, n = 1, k = 1;
@@ -153,13 +168,18 @@ inline Status multiply(Api api, const Shape& s, const int8_t* a, const int8_t* b
   return kernels::gemm_s8_packed(s.m, a, s.lda, *packed, c, s.ldc, o);
 }
 
-inline GemmCheck gate(const Shape& s, const float* a, const float* b, const float* c) {
+// The gate of the dtype for a result of kernel family `isa` (bf16: its subnormal policy).
+inline GemmCheck gate(const Shape& s, const float* a, const float* b, const float* c,
+                      kernels::GemmIsa) {
   return kernels::check_gemm_f32(s.m, s.n, s.k, a, s.lda, b, s.ldb, c, s.ldc);
 }
-inline GemmCheck gate(const Shape& s, const bf16_t* a, const bf16_t* b, const float* c) {
-  return kernels::check_gemm_bf16(s.m, s.n, s.k, a, s.lda, b, s.ldb, c, s.ldc);
+inline GemmCheck gate(const Shape& s, const bf16_t* a, const bf16_t* b, const float* c,
+                      kernels::GemmIsa isa) {
+  return kernels::check_gemm_bf16(s.m, s.n, s.k, a, s.lda, b, s.ldb, c, s.ldc,
+                                  kernels::bf16_subnormals(isa));
 }
-inline GemmCheck gate(const Shape& s, const int8_t* a, const int8_t* b, const int32_t* c) {
+inline GemmCheck gate(const Shape& s, const int8_t* a, const int8_t* b, const int32_t* c,
+                      kernels::GemmIsa) {
   return kernels::check_gemm_s8(s.m, s.n, s.k, a, s.lda, b, s.ldb, c, s.ldc);
 }
 
@@ -168,12 +188,13 @@ inline GemmCheck gate(const Shape& s, const int8_t* a, const int8_t* b, const in
 template <typename In, typename Out>
 void expect_correct(Operands<In, Out>& ops, Api api, const GemmOptions& o) {
   CAPTURE(describe(ops.s));
-  CAPTURE(to_string(api));
+  CAPTURE(std::string(to_string(api)));
   CAPTURE(o.threads);
-  CAPTURE(o.force_portable);
+  CAPTURE(std::string(kernels::to_string(o.isa)));
   Status st = multiply(api, ops.s, ops.a(), ops.b(), ops.c(), o);
   REQUIRE(st.has_value());
-  GemmCheck check = gate(ops.s, ops.a(), ops.b(), ops.c());
+  GemmCheck check =
+      gate(ops.s, ops.a(), ops.b(), ops.c(), kernels::selected_isa(dtype_of<In>(), o).value());
   CAPTURE(check.mismatches);
   CAPTURE(check.first_bad_row);
   CAPTURE(check.first_bad_col);
@@ -182,17 +203,31 @@ void expect_correct(Operands<In, Out>& ops, Api api, const GemmOptions& o) {
   CHECK(ops.outside_untouched());
 }
 
-// The option sets every property runs under: each kernel family this host has, 1 and 2 threads.
-inline std::vector<GemmOptions> option_sets() {
-  std::vector<GemmOptions> sets;
-  for (bool portable : {false, true}) {
-    if (!portable && kernels::selected_isa() == kernels::GemmIsa::portable) {
-      continue; // no AVX2 here: the default is already the portable family
+// The kernel families this host runs `dtype` on, each once (forced through GemmOptions::isa,
+// the switch of `tpuctl kernel run --isa`): e.g. portable, avx2, avx512-vnni for int8 here.
+inline std::vector<kernels::GemmIsa> dtype_paths(kernels::GemmDtype dtype) {
+  std::vector<kernels::GemmIsa> out;
+  for (kernels::GemmIsa cap : kernels::host_isas()) {
+    GemmOptions o;
+    o.isa = cap;
+    kernels::GemmIsa isa = kernels::selected_isa(dtype, o).value();
+    if (std::find(out.begin(), out.end(), isa) == out.end()) {
+      out.push_back(isa);
     }
+  }
+  return out;
+}
+
+// The option sets every property of an `In` GEMM runs under: each of its kernel families on
+// this host, 1 and 2 threads.
+template <typename In>
+std::vector<GemmOptions> option_sets() {
+  std::vector<GemmOptions> sets;
+  for (kernels::GemmIsa isa : dtype_paths(dtype_of<In>())) {
     for (int threads : {1, 2}) {
       GemmOptions o;
       o.threads = threads;
-      o.force_portable = portable;
+      o.isa = isa;
       sets.push_back(o);
     }
   }

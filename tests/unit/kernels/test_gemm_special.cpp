@@ -19,7 +19,7 @@ namespace {
 template <typename In, typename Out, typename FillA, typename FillB>
 std::vector<Out> run_everywhere(int m, int n, int k, FillA fill_a, FillB fill_b) {
   std::vector<Out> last;
-  for (const GemmOptions& o : option_sets()) {
+  for (const GemmOptions& o : option_sets<In>()) {
     for (Api api : {Api::plain, Api::packed}) {
       Operands<In, Out> ops(dense(m, n, k));
       for (int i = 0; i < m; ++i) {
@@ -128,14 +128,39 @@ TEST_CASE("kernels::gemm_bf16 keeps signed zeros, infinities and NaN as IEEE sum
   }
 }
 
-TEST_CASE("kernels::gemm_bf16 and gemm_f32 keep subnormals (no flush to zero)") {
+TEST_CASE("kernels::gemm_bf16 keeps subnormals when it widens, flushes them on the dot paths") {
   // bf16 0x0001 is 2^-133, a subnormal in fp32 as well; 37 of them sum exactly to 37 x 2^-133.
+  // 2^-70 x 2^-60 = 2^-130: normal inputs whose product is subnormal. The widening paths keep
+  // both (IEEE); vdpbf16ps and tdpbf16ps read subnormal inputs as 0 and flush a subnormal step
+  // result to 0 (gemm.hpp), and the gate's bound for them says so.
   const float tiny = std::ldexp(1.0f, -133);
-  auto c = run_everywhere<bf16_t, float>(
-      2, 16, 37, [](int, int) { return bf16_t{0x0001}; },
-      [](int, int) { return fp32_to_bf16(1.0f); });
-  CHECK(c[0] == 37 * tiny);
-  CHECK(c[0] > 0);
+  for (GemmIsa isa : dtype_paths(GemmDtype::bf16)) {
+    CAPTURE(std::string(to_string(isa)));
+    GemmOptions o;
+    o.isa = isa;
+    bool kept = bf16_subnormals(isa) == Subnormals::kept;
+    Operands<bf16_t, float> sub(dense(2, 16, 37));
+    sub.fill([] { return bf16_t{0x0001}; });
+    for (int j = 0; j < 16; ++j) {
+      for (int p = 0; p < 37; ++p) {
+        sub.b_at(p, j) = fp32_to_bf16(1.0f);
+      }
+    }
+    expect_correct(sub, Api::plain, o);
+    CHECK(sub.c_at(0, 0) == (kept ? 37 * tiny : 0.0f));
+    Operands<bf16_t, float> under(dense(1, 16, 3));
+    under.fill([] { return fp32_to_bf16(std::ldexp(1.0f, -70)); });
+    for (int p = 0; p < 3; ++p) {
+      for (int j = 0; j < 16; ++j) {
+        under.b_at(p, j) = fp32_to_bf16(std::ldexp(1.0f, -60));
+      }
+    }
+    expect_correct(under, Api::packed, o);
+    CHECK(under.c_at(0, 5) == (kept ? 3 * std::ldexp(1.0f, -130) : 0.0f));
+  }
+}
+
+TEST_CASE("kernels::gemm_f32 keeps subnormals (no flush to zero) on every path") {
   // A normal times a small normal that lands in the subnormal range: 2^-100 x 2^-30 = 2^-130.
   auto d = run_everywhere<float, float>(
       1, 16, 1, [](int, int) { return std::ldexp(1.0f, -100); },
@@ -156,13 +181,14 @@ TEST_CASE("kernels::pack_b_* packs once and serves many A matrices (weight-stati
   for (auto& x : b) {
     x = static_cast<int8_t>(byte(rng));
   }
-  for (const GemmOptions& o : option_sets()) {
+  for (const GemmOptions& o : option_sets<int8_t>()) {
     auto packed = pack_b_s8(k, n, b.data(), n, o);
     REQUIRE(packed.has_value());
     CHECK(packed->k() == k);
     CHECK(packed->n() == n);
     CHECK(packed->dtype() == GemmDtype::int8);
-    CHECK(packed->bytes() >= static_cast<size_t>(k * n) * sizeof(int16_t));
+    CHECK(packed->bytes() >= static_cast<size_t>(k * n)); // at least a byte per value
+    CHECK(packed->isa() == *selected_isa(GemmDtype::int8, o));
     for (int m : {1, 6, 7, 64, 125}) {
       CAPTURE(m);
       std::vector<int8_t> a(static_cast<size_t>(m * k));
@@ -174,15 +200,26 @@ TEST_CASE("kernels::pack_b_* packs once and serves many A matrices (weight-stati
       CHECK(check_gemm_s8(m, n, k, a.data(), k, b.data(), n, c.data(), n).passed);
     }
   }
-  // A B packed by one kernel family serves the other: the layout is the same.
+  // A packed B runs on the family it was packed for, whatever the best one is; options that
+  // select another family are refused rather than read a layout they do not know.
   std::vector<float> bf(static_cast<size_t>(k * n), 0.5f), af(static_cast<size_t>(3 * k), 2.0f);
   GemmOptions portable;
-  portable.force_portable = true;
+  portable.isa = GemmIsa::portable;
   auto pf = pack_b_f32(k, n, bf.data(), n, portable);
   REQUIRE(pf.has_value());
+  CHECK(pf->isa() == GemmIsa::portable);
   std::vector<float> cf(static_cast<size_t>(3 * n));
   REQUIRE(gemm_f32_packed(3, af.data(), k, *pf, cf.data(), n).has_value());
   CHECK(cf[0] == static_cast<float>(k));
+  const auto best = *selected_isa(GemmDtype::fp32);
+  if (best != GemmIsa::portable) {
+    GemmOptions other;
+    other.isa = best;
+    Status st = gemm_f32_packed(3, af.data(), k, *pf, cf.data(), n, other);
+    REQUIRE_FALSE(st.has_value());
+    CHECK(st.error().kind == tpuctl::ErrorKind::usage);
+    CHECK(st.error().message.find("packed for isa 'portable'") != std::string::npos);
+  }
 }
 
 TEST_CASE("kernels::gemm validates its arguments and reports every problem") {

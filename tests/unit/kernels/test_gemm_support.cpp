@@ -1,5 +1,7 @@
 // The GEMM's support code: the thread pool (every index claimed exactly once, nesting, the
-// counter handshake) and the peak probe (positive, cached per process). Speeds are not asserted.
+// counter handshake), the peak probe (positive, cached per process, one per unit the CPU has)
+// and the choice of kernel family (CPUID against /proc/cpuinfo, the --isa cap, the refusal of a
+// family the host lacks). Speeds are not asserted.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -13,9 +15,11 @@
 
 #include <doctest/doctest.h>
 
+#include "kernels/cpu_features.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/parallel_for.hpp"
 #include "kernels/peak_probe.hpp"
+#include "tests/unit/kernels/test_gemm_helpers.hpp"
 
 using namespace tpuctl::kernels;
 
@@ -73,7 +77,7 @@ TEST_CASE("kernels::wait_for returns once another thread has counted up to the t
 TEST_CASE("kernels::measure_peak_gops gives a positive rate for both probes and thread counts") {
   for (PeakKind kind : {PeakKind::fp32_fma, PeakKind::int8_exact}) {
     for (int threads : {1, 2}) {
-      CAPTURE(to_string(kind));
+      CAPTURE(std::string(to_string(kind)));
       CAPTURE(threads);
       double gops = measure_peak_gops(kind, threads, 0.005);
       CHECK(std::isfinite(gops));
@@ -102,25 +106,45 @@ std::set<std::string> cpu_flags() {
 
 } // namespace
 
-TEST_CASE("kernels::host_units names the AVX-512 units /proc/cpuinfo lists, and only those run") {
+namespace {
+
+bool listed(const std::set<std::string>& flags, std::initializer_list<const char*> names) {
+  return std::all_of(names.begin(), names.end(), [&](const char* f) { return flags.count(f) > 0; });
+}
+
+bool amx_listed(const std::set<std::string>& flags) {
+  return listed(flags, {"amx_tile", "amx_int8", "amx_bf16", "avx512_bf16", "avx512_vnni"});
+}
+
+} // namespace
+
+TEST_CASE("kernels::host_units names the units /proc/cpuinfo lists, and only those run") {
   const auto flags = cpu_flags();
   REQUIRE_FALSE(flags.empty());
-  const std::vector<std::pair<PeakKind, std::string>> avx512{
-      {PeakKind::fp32_fma_avx512, "avx512f"},
-      {PeakKind::bf16_dot_avx512, "avx512_bf16"},
-      {PeakKind::int8_vnni_avx512, "avx512_vnni"}};
+  const bool avx512 = listed(flags, {"avx512f", "avx512bw", "avx512vl", "avx512dq"});
+  // AMX also needs Linux's tile-data permission, which a VM or an old kernel may refuse.
+  const bool amx = avx512 && amx_listed(flags) && amx_status().usable;
+  if (avx512 && amx_listed(flags) && !amx) {
+    MESSAGE("the CPU lists AMX but this process may not use it: " << amx_status().reason);
+  }
+  const std::vector<std::pair<PeakKind, bool>> extra{
+      {PeakKind::fp32_fma_avx512, avx512},
+      {PeakKind::bf16_dot_avx512, avx512 && flags.count("avx512_bf16") > 0},
+      {PeakKind::int8_vnni_avx512, avx512 && flags.count("avx512_vnni") > 0},
+      {PeakKind::int8_amx, amx},
+      {PeakKind::bf16_amx, amx}};
   const auto units = host_units();
-  for (const auto& [kind, flag] : avx512) {
-    CAPTURE(to_string(kind));
-    const bool listed = flags.count(flag) > 0 && flags.count("avx512f") > 0;
+  for (const auto& [kind, has] : extra) {
+    CAPTURE(std::string(to_string(kind)));
+    const bool listed = has;
     CHECK(host_has(kind) == listed);
     CHECK((std::find(units.begin(), units.end(), kind) != units.end()) == listed);
     const double gops = measure_peak_gops(kind, 1, 0.005);
     if (listed) {
       CHECK(gops > 0);
     } else {
-      MESSAGE("this CPU has no " << flag << ": the " << to_string(kind)
-                                 << " probe could not run here");
+      MESSAGE("this host has no " << std::string(unit_isa(kind)) << " unit: the "
+                                  << std::string(to_string(kind)) << " probe could not run here");
       CHECK(gops == 0);
     }
   }
@@ -140,7 +164,7 @@ TEST_CASE("kernels: an AVX-512 bf16 dot or VNNI chain does at least the work of 
   REQUIRE(fma > 0);
   for (PeakKind kind : {PeakKind::bf16_dot_avx512, PeakKind::int8_vnni_avx512}) {
     if (host_has(kind)) {
-      CAPTURE(to_string(kind));
+      CAPTURE(std::string(to_string(kind)));
       CHECK(measure_peak_gops(kind, 1, 0.03) > 0.9 * fma);
     }
   }
@@ -152,11 +176,102 @@ TEST_CASE("kernels::host_peak_gops measures once per process and kind, then answ
   CHECK(host_peak_gops(PeakKind::int8_exact, 1) == first);
 }
 
-TEST_CASE("kernels::selected_isa honours force_portable") {
-  GemmOptions portable;
-  portable.force_portable = true;
-  CHECK(selected_isa(portable) == GemmIsa::portable);
-  CHECK(std::string(to_string(selected_isa(portable))) == "portable");
+TEST_CASE("kernels::host_isas follows CPUID and XCR0 as /proc/cpuinfo reports them") {
+  const auto flags = cpu_flags();
+  const auto isas = host_isas();
+  auto has = [&](GemmIsa isa) { return std::find(isas.begin(), isas.end(), isa) != isas.end(); };
+  const bool avx512 = listed(flags, {"avx512f", "avx512bw", "avx512vl", "avx512dq"});
+  CHECK(has(GemmIsa::portable));
+  CHECK(has(GemmIsa::avx2) == listed(flags, {"avx2", "fma"}));
+  CHECK(has(GemmIsa::avx512) == avx512);
+  CHECK(has(GemmIsa::avx512_bf16) == (avx512 && flags.count("avx512_bf16") > 0));
+  CHECK(has(GemmIsa::avx512_vnni) == (avx512 && flags.count("avx512_vnni") > 0));
+  CHECK(has(GemmIsa::amx) == (avx512 && amx_listed(flags) && amx_status().usable));
+  CHECK(amx_status().usable == amx_status().reason.empty());
+  CHECK_FALSE(has(GemmIsa::auto_select));
+}
+
+TEST_CASE("kernels::selected_isa picks each dtype's best family under the cap it is given") {
+  const auto isas = host_isas();
+  auto has = [&](GemmIsa isa) { return std::find(isas.begin(), isas.end(), isa) != isas.end(); };
+  auto pick = [](GemmDtype dtype, GemmIsa cap) {
+    GemmOptions o;
+    o.isa = cap;
+    return selected_isa(dtype, o).value();
+  };
+  for (GemmDtype dtype : {GemmDtype::fp32, GemmDtype::bf16, GemmDtype::int8}) {
+    CAPTURE(std::string(to_string(dtype)));
+    CHECK(pick(dtype, GemmIsa::portable) == GemmIsa::portable);
+    // auto is the dtype's best family (the siblings avx512-bf16 and avx512-vnni each lack
+    // the other's kernel, so no single cap below amx gives every dtype its best)
+    CHECK(pick(dtype, GemmIsa::auto_select) == tpuctl::test::gemm::dtype_paths(dtype).back());
+  }
+  if (has(GemmIsa::avx2)) {
+    CHECK(pick(GemmDtype::int8, GemmIsa::avx2) == GemmIsa::avx2);
+  }
+  if (has(GemmIsa::avx512)) {
+    // fp32 and bf16 (widened) have avx512 kernels; int8 needs VNNI, so it stays on avx2.
+    CHECK(pick(GemmDtype::fp32, GemmIsa::avx512) == GemmIsa::avx512);
+    CHECK(pick(GemmDtype::bf16, GemmIsa::avx512) == GemmIsa::avx512);
+    CHECK(pick(GemmDtype::int8, GemmIsa::avx512) == GemmIsa::avx2);
+  }
+  if (has(GemmIsa::avx512_bf16)) {
+    CHECK(pick(GemmDtype::bf16, GemmIsa::avx512_bf16) == GemmIsa::avx512_bf16);
+    CHECK(pick(GemmDtype::int8, GemmIsa::avx512_bf16) == GemmIsa::avx2); // not a sibling's
+    CHECK(pick(GemmDtype::fp32, GemmIsa::avx512_bf16) == GemmIsa::avx512);
+  }
+  if (has(GemmIsa::avx512_vnni)) {
+    CHECK(pick(GemmDtype::int8, GemmIsa::avx512_vnni) == GemmIsa::avx512_vnni);
+    CHECK(pick(GemmDtype::bf16, GemmIsa::avx512_vnni) == GemmIsa::avx512);
+  }
+  if (has(GemmIsa::amx)) {
+    CHECK(pick(GemmDtype::int8, GemmIsa::amx) == GemmIsa::amx);
+    CHECK(pick(GemmDtype::bf16, GemmIsa::amx) == GemmIsa::amx);
+    CHECK(pick(GemmDtype::fp32, GemmIsa::amx) == GemmIsa::avx512);
+  }
+}
+
+TEST_CASE("kernels::selected_isa refuses a family this host lacks and names what it has") {
+  std::string have;
+  for (GemmIsa isa : host_isas()) {
+    have += (have.empty() ? "" : ", ") + std::string(to_string(isa));
+  }
+  int missing = 0;
+  for (GemmIsa isa :
+       {GemmIsa::avx2, GemmIsa::avx512, GemmIsa::avx512_bf16, GemmIsa::avx512_vnni, GemmIsa::amx}) {
+    const auto isas = host_isas();
+    if (std::find(isas.begin(), isas.end(), isa) != isas.end()) {
+      continue;
+    }
+    ++missing;
+    MESSAGE("this host has no " << std::string(to_string(isa))
+                                << ": its kernels are compiled in, but their tests could not run "
+                                   "here (amx is tested on the model)");
+    GemmOptions o;
+    o.isa = isa;
+    auto r = selected_isa(GemmDtype::int8, o);
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().kind == tpuctl::ErrorKind::usage);
+    CHECK(r.error().message.find(std::string("isa '") + to_string(isa) + "'") != std::string::npos);
+    CHECK(r.error().message.find("it has " + have) != std::string::npos);
+    std::vector<float> x(4, 1.0f), y(4);
+    CHECK_FALSE(gemm_f32(2, 2, 2, x.data(), 2, x.data(), 2, y.data(), 2, o).has_value());
+  }
+  if (missing == 0) {
+    MESSAGE("this host has every kernel family: nothing to refuse");
+  }
+}
+
+TEST_CASE("kernels::parse_gemm_isa reads back every name to_string gives") {
+  for (GemmIsa isa : {GemmIsa::auto_select, GemmIsa::portable, GemmIsa::avx2, GemmIsa::avx512,
+                      GemmIsa::avx512_bf16, GemmIsa::avx512_vnni, GemmIsa::amx}) {
+    CHECK(parse_gemm_isa(to_string(isa)).value() == isa);
+  }
+  auto bad = parse_gemm_isa("avx512_vnni");
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.error().message ==
+        "isa 'avx512_vnni' is not a kernel family (use auto, portable, avx2, avx512, "
+        "avx512-bf16, avx512-vnni or amx)");
 }
 
 TEST_SUITE_END();

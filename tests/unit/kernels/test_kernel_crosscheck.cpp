@@ -1,15 +1,17 @@
 // The two halves of the systolic kernel must agree: the cycle-stepped MXU simulator (the model
 // of what a TPU computes) and the fast CPU GEMM (what workers run). int8 bit-exactly, on many
-// random shapes, every dataflow, both micro-kernel families; bf16 within gate 1 of kernels.md
-// 6.3 for both, and the simulator bit-exact against the systolic summation order (gate 3).
-#include <doctest/doctest.h>
-
+// random shapes, every dataflow, every int8 kernel family of the host; bf16 within gate 1 of
+// kernels.md 6.3 for both, and the simulator bit-exact against the systolic summation order (gate
+// 3).
 #include <random>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "kernels/gemm.hpp"
 #include "kernels/reference_gemm.hpp"
 #include "kernels/systolic_sim.hpp"
+#include "tests/unit/kernels/test_gemm_helpers.hpp"
 
 using namespace tpuctl::kernels;
 
@@ -33,15 +35,16 @@ TEST_CASE("kernels: the fast int8 GEMM and the MXU simulator agree bit-exactly")
     }
     SimConfig config{ArrayShape{arr(rng), arr(rng)}, static_cast<Dataflow>(df(rng)),
                      CycleMode::scalesim};
-    std::vector<int32_t> sim(static_cast<size_t>(m * n)), fast(sim.size()), portable(sim.size());
+    std::vector<int32_t> sim(static_cast<size_t>(m * n)), fast(sim.size());
     CAPTURE(m);
     CAPTURE(n);
     CAPTURE(k);
     REQUIRE(simulate_gemm_s8(GemmShape{m, n, k}, a.data(), k, b.data(), n, sim.data(), n, config));
-    REQUIRE(gemm_s8(m, n, k, a.data(), k, b.data(), n, fast.data(), n, GemmOptions{2, false}));
-    REQUIRE(gemm_s8(m, n, k, a.data(), k, b.data(), n, portable.data(), n, GemmOptions{1, true}));
-    CHECK(sim == fast);
-    CHECK(sim == portable);
+    for (GemmIsa isa : tpuctl::test::gemm::dtype_paths(GemmDtype::int8)) {
+      CAPTURE(std::string(to_string(isa)));
+      REQUIRE(gemm_s8(m, n, k, a.data(), k, b.data(), n, fast.data(), n, GemmOptions{2, isa}));
+      CHECK(sim == fast);
+    }
   }
 }
 
@@ -61,10 +64,13 @@ TEST_CASE("kernels: the fast bf16 GEMM and the MXU simulator both pass gate 1") 
     int rows = arr(rng);
     SimConfig config{ArrayShape{rows, arr(rng)}, Dataflow::ws, CycleMode::scalesim};
     std::vector<float> sim(static_cast<size_t>(m * n)), fast(sim.size()), order(sim.size());
-    REQUIRE(simulate_gemm_bf16(GemmShape{m, n, k}, a.data(), k, b.data(), n, sim.data(), n, config));
+    REQUIRE(
+        simulate_gemm_bf16(GemmShape{m, n, k}, a.data(), k, b.data(), n, sim.data(), n, config));
     REQUIRE(gemm_bf16(m, n, k, a.data(), k, b.data(), n, fast.data(), n, GemmOptions{}));
     CHECK(check_gemm_bf16(m, n, k, a.data(), k, b.data(), n, sim.data(), n).passed);
-    CHECK(check_gemm_bf16(m, n, k, a.data(), k, b.data(), n, fast.data(), n).passed);
+    CHECK(check_gemm_bf16(m, n, k, a.data(), k, b.data(), n, fast.data(), n,
+                          bf16_subnormals(*selected_isa(GemmDtype::bf16)))
+              .passed);
     systolic_order_gemm_bf16(GemmShape{m, n, k}, a.data(), k, b.data(), n, order.data(), n, rows,
                              Dataflow::ws);
     CHECK(sim == order); // gate 3: bit-exact in the systolic summation order

@@ -27,7 +27,7 @@ TEST_CASE("provision::preflight_from_text reads back what preflight_to_json writ
   r.kernel.ran = true;
   r.kernel.ok = true;
   r.kernel.m = r.kernel.n = r.kernel.k = 64;
-  r.kernel.isa = "avx2_fma";
+  r.kernel.isa = "avx512-vnni";
   auto doc = preflight_to_json(r);
   CHECK(doc["ok"] == false);
   CHECK(doc["unreachable"][0]["worker"] == 3);
@@ -43,7 +43,7 @@ TEST_CASE("provision::preflight_from_text reads back what preflight_to_json writ
   CHECK(back->heard_from == std::vector<int>{0, 1, 3});
   CHECK(back->clock_ms == 1790000000123);
   CHECK(back->kernel.ran);
-  CHECK(back->kernel.isa == "avx2_fma");
+  CHECK(back->kernel.isa == "avx512-vnni");
   CHECK(preflight_problem(*back) ==
         "cannot reach worker 3 at 127.0.70.5:8476 (connection refused)");
 }
