@@ -2,10 +2,12 @@
 #include <filesystem>
 
 #include "cli/commands.hpp"
+#include "cli/compat.hpp"
 #include "cli/output.hpp"
 #include "cli/pool_view.hpp"
 #include "cli/qr_runtime.hpp"
 #include "cli/state_access.hpp"
+#include "cli/values.hpp"
 #include "provision/local_pool.hpp"
 #include "state/location.hpp"
 
@@ -38,10 +40,13 @@ void add_local_up(CLI::App& group, Registry& registry) {
         }
         Json j = pool_view_json(result.view);
         j["sshd_started"] = result.started;
-        emit(ctx, j, [&](std::ostream& os, const Json&) { print_pool_view(os, result.view); });
+        TPUCTL_TRY(
+            emit(ctx, j, [&](std::ostream& os, const Json&) { print_pool_view(os, result.view); }));
         return 0;
       });
-  cmd->add_option("--hosts", o->up.hosts, "number of hosts (default 8)")->type_name("N");
+  cmd->add_option("--hosts", o->up.hosts, "number of hosts (default 8)")
+      ->type_name("N")
+      ->check(count_in(1, 4096));
   cmd->add_option("--generation", o->up.generation, "TPU generation (default v5e)")
       ->type_name("GEN");
   cmd->add_option("--chips-per-host", o->chips_per_host, "chips on each host (default 4)")
@@ -53,7 +58,8 @@ void add_local_up(CLI::App& group, Registry& registry) {
                   "first loopback address; host i listens on base+i (default 127.0.0.2)")
       ->type_name("ADDR");
   cmd->add_option("--port", o->up.port, "the port every sshd listens on (default 2222)")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(port_number());
   cmd->footer("The pool is named by --pool (default 'local'). Each sshd has its own host key; "
               "one client key\nand a known_hosts file for the pool live under the state "
               "directory. Your ~/.ssh is not touched.\n");
@@ -62,12 +68,17 @@ void add_local_up(CLI::App& group, Registry& registry) {
 void add_local_down(CLI::App& group, Registry& registry) {
   auto force = std::make_shared<bool>(false);
   CLI::App* cmd = registry.add(
-      group, "local-down", "stop a local pool's sshd servers and delete the pool",
+      group, "local-down", "stop a local pool's sshd servers, delete the pool and its files",
       [force](Context& ctx) -> Expected<int> {
         TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
-        std::string pool = ctx.globals.pool.empty() ? "local" : ctx.globals.pool;
+        // The pool every command uses: --pool, TPUCTL_POOL, the config's, else the only one.
+        TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
         TPUCTL_TRY_ASSIGN(auto result, provision::local_down(*store, pool, *force));
-        emit(ctx, Json{{"pool", pool}, {"hosts", result.hosts}, {"sshd_stopped", result.stopped}});
+        TPUCTL_TRY(emit(
+            ctx, Json{{"pool", pool},
+                      {"hosts", result.hosts},
+                      {"sshd_stopped", result.stopped},
+                      {"removed_dir", result.removed.empty() ? Json() : Json(result.removed)}}));
         return 0;
       });
   cmd->add_flag("--force", *force, "also when hosts are claimed by queued resources");

@@ -38,7 +38,7 @@ void add_info(CLI::App& group, Registry& registry) {
                           {"writable", i.writable},
                           {"revision", pools.revision},
                           {"pools", pools.records.size()}};
-                 emit(ctx, out);
+                 TPUCTL_TRY(emit(ctx, out));
                  return 0;
                });
 }
@@ -80,7 +80,7 @@ Expected<int> run_migrate(Context& ctx, const MigrateFlags& f) {
            {"claims", report.claims},
            {"events", report.events},
            {"target_revision", report.target_revision}};
-  emit(ctx, out, [](std::ostream& os, const Json& r) { os << migrated_text(r); });
+  TPUCTL_TRY(emit(ctx, out, [](std::ostream& os, const Json& r) { os << migrated_text(r); }));
   return 0;
 }
 
@@ -103,7 +103,6 @@ void add_migrate(CLI::App& group, Registry& registry) {
 } // namespace
 
 void setup_state(CLI::App& group, Registry& registry) {
-  group.require_subcommand(1);
   add_info(group, registry);
   add_migrate(group, registry);
 }

@@ -184,9 +184,9 @@ Expected<LocalDownResult> local_down(state::StateStore& store, const std::string
   LocalDownResult result;
   result.hosts = static_cast<int>(view.hosts.size());
   if (!addrs.empty()) {
-    std::string root = view.info.local.value("root", std::string());
+    const std::string dir = view.info.local.value("root", std::string());
     TPUCTL_TRY_ASSIGN(auto sshd, remote::create_local_sshd_pool(sshd_options(
-                                     root, addrs, view.info.local.value("port", 2222))));
+                                     dir, addrs, view.info.local.value("port", 2222))));
     for (auto& host : sshd.hosts) {
       if (remote::running_local_sshd_pid(host) != 0) {
         ++result.stopped;
@@ -195,6 +195,19 @@ Expected<LocalDownResult> local_down(state::StateStore& store, const std::string
     TPUCTL_TRY(remote::stop_local_sshd_pool(sshd));
   }
   TPUCTL_TRY(delete_pool(store, pool, true));
+  // Only a directory local-up made (STATE_DIR/local-pools/NAME): a damaged record naming any
+  // other path removes nothing.
+  const fs::path root = view.info.local.value("root", std::string());
+  if (!root.empty() && root.filename() == pool && root.parent_path().filename() == "local-pools") {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+    if (ec) {
+      return Error(ErrorKind::failure, "local pool '" + pool + "' is deleted, but its directory '" +
+                                           root.string() +
+                                           "' could not be removed: " + ec.message());
+    }
+    result.removed = root.string();
+  }
   return result;
 }
 

@@ -35,10 +35,13 @@ Expected<LocalUpResult> local_up(state::StateStore& store, const LocalUpOptions&
 struct LocalDownResult {
   int stopped = 0;
   int hosts = 0;
+  std::string removed; // the pool's directory, removed with its keys, configs and agents
 };
 
-// Stops every sshd of the local pool by PID and deletes the pool's records. Refused while hosts
-// are claimed unless `force`. Errors: not_found, or usage when the pool is not a local pool.
+// Stops every sshd of the local pool by PID, deletes the pool's records and removes its
+// directory (local-pools/NAME/ under the state directory: host and client keys, known_hosts,
+// sshd configs, each host's workdir with the agents). Refused while hosts are claimed unless
+// `force`. Errors: not_found, or usage when the pool is not a local pool.
 Expected<LocalDownResult> local_down(state::StateStore& store, const std::string& pool, bool force);
 
 // "127.0.0.2" + 3 -> "127.0.0.5". Error (usage) when the result leaves 127.0.0.0/8.

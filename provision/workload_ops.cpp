@@ -1,5 +1,6 @@
 #include "provision/workload_ops.hpp"
 
+#include <algorithm>
 #include <signal.h>
 #include <thread>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include "provision/cluster.hpp"
 #include "provision/reconcile.hpp"
 #include "provision/workload_remote.hpp"
+#include "remote/fanout.hpp"
 #include "topology/accelerator_type.hpp"
 #include "util/strings.hpp"
 
@@ -257,6 +259,9 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   wl.container.app = !r.app_files.empty();
   wl.created_at_ms = now_of(o);
   TPUCTL_TRY_ASSIGN(auto plans, plan_workload(store, wl)); // ACTIVE, environment valid
+  for (const auto& p : plans) {
+    TPUCTL_TRY(remote::check_command_length(launch_command(wl, p))); // before anything is stored
+  }
   wl.workers = pending_workers(plans, 0);
   if (!wl.container.image.empty()) {
     say(o, "asking " + std::to_string(plans.size()) + " workers for docker or podman");
@@ -363,12 +368,26 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
   while (!(cancel && cancel->cancelled())) {
     TPUCTL_TRY_ASSIGN(auto observations, poll_workers(wl, *plans, o.ssh));
     const int64_t now = now_of(o);
+    // The slices that still exist: a worker whose slice was deleted (tpu-vm delete --force) is
+    // lost, and the failure says so rather than only that its process ended.
+    std::optional<std::vector<std::string>> nodes;
+    if (auto qr = load_queued_resource(store, pool, wl.queued_resource); qr) {
+      nodes = qr->node_ids;
+    } else if (qr.error().kind == ErrorKind::not_found) {
+      nodes = std::vector<std::string>{};
+    }
     std::vector<WorkloadWorker> before = wl.workers;
     Decision d;
     auto step =
         mutate(store, pool, name, true, [&](Workload& w) -> std::optional<std::vector<state::Op>> {
           for (size_t i = 0; i < w.workers.size() && i < observations.size(); ++i) {
             observe(w.workers[i], observations[i], w.restarts, w.attempt_started_ms, now, o.policy);
+            auto& x = w.workers[i];
+            if (nodes && std::find(nodes->begin(), nodes->end(), x.node) == nodes->end() &&
+                x.state != WorkerState::succeeded) {
+              x.state = WorkerState::lost;
+              x.detail = "its slice '" + x.node + "' was deleted";
+            }
           }
           d = decide(w, now);
           if (d.verdict == Verdict::succeeded) {

@@ -25,7 +25,7 @@ QrEnv::QrEnv(int hosts, const std::string& address_base, const std::string& shap
 }
 
 QrEnv::~QrEnv() {
-  run({"pool", "local-down"});
+  run({"--pool", "local", "pool", "local-down"});
   for (int pid : processes_with_marker(dir.path().string())) {
     ::kill(pid, SIGKILL);
   }

@@ -1,0 +1,155 @@
+#include "cli/workload_view.hpp"
+
+#include <map>
+
+#include "cli/qr_view.hpp"
+#include "util/strings.hpp"
+
+namespace tpuctl::cli {
+
+using provision::WorkerState;
+using provision::WorkloadState;
+
+Json workload_worker_json(const provision::WorkloadWorker& w) {
+  return Json{{"node", w.node},
+              {"slice", w.slice},
+              {"worker", w.worker},
+              {"host", w.host},
+              {"state", std::string(to_string(w.state))},
+              {"exit_code", w.exit_code >= 0 ? Json(w.exit_code) : Json()},
+              {"attempt", w.attempt},
+              {"last_heartbeat", time_json(w.last_heartbeat_ms)},
+              {"last_contact", time_json(w.last_contact_ms)},
+              {"detail", w.detail}};
+}
+
+Json workload_json(const provision::Workload& w) {
+  // The stored record (provision::to_json) with its unix-millisecond times as RFC 3339 text,
+  // the monitor's lease left out, workers as workload_worker_json, and the counts added.
+  const Json stored(provision::to_json(w));
+  const std::map<std::string, std::pair<std::string, int64_t>> times = {
+      {"created_at_ms", {"created_at", w.created_at_ms}},
+      {"started_at_ms", {"started_at", w.started_at_ms}},
+      {"attempt_started_ms", {"attempt_started_at", w.attempt_started_ms}},
+      {"finished_at_ms", {"finished_at", w.finished_at_ms}}};
+  Json j = Json::object();
+  for (auto it = stored.begin(); it != stored.end(); ++it) {
+    if (auto t = times.find(it.key()); t != times.end()) {
+      j[t->second.first] = time_json(t->second.second);
+    } else if (it.key() != "monitor" && it.key() != "workers") {
+      j[it.key()] = it.value();
+    }
+  }
+  Json workers = Json::array();
+  int running = 0;
+  for (const auto& x : w.workers) {
+    workers.push_back(workload_worker_json(x));
+    running += x.state == WorkerState::running ? 1 : 0;
+  }
+  j["running"] = running;
+  j["worker_count"] = static_cast<int>(w.workers.size());
+  j["workers"] = std::move(workers);
+  return j;
+}
+
+const std::vector<Column> k_workload_columns = {{"NAME", "name"},
+                                                {"CLUSTER", "cluster"},
+                                                {"STATE", "state"},
+                                                {"RUNNING", "running"},
+                                                {"WORKER_COUNT", "worker_count"},
+                                                {"RESTARTS", "restarts"},
+                                                {"CREATED_AT", "created_at"}};
+
+void print_workload(std::ostream& os, const provision::Workload& w) {
+  os << "workload " << w.name << " on cluster " << w.cluster << ": " << to_string(w.state);
+  if (w.restarts > 0) {
+    os << " (restarts " << w.restarts << "/" << w.max_restarts << ")";
+  }
+  os << "\ncommand: " << util::printable(w.command) << "\n";
+  if (!w.message.empty()) {
+    os << (w.state == WorkloadState::failed ? "error: " : "") << w.message << "\n";
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& x : w.workers) {
+    const Json j = workload_worker_json(x);
+    rows.push_back({x.node, std::to_string(x.slice), std::to_string(x.worker), x.host,
+                    std::string(to_string(x.state)), cell_text(j["exit_code"]),
+                    std::to_string(x.attempt), cell_text(j["last_heartbeat"]), x.detail});
+  }
+  os << render_table({"NODE", "SLICE", "WORKER", "HOST", "STATE", "EXIT_CODE", "ATTEMPT",
+                      "LAST_HEARTBEAT", "DETAIL"},
+                     rows);
+}
+
+Json cluster_json(const provision::Cluster& c, const std::optional<provision::QueuedResource>& qr,
+                  const std::vector<provision::Workload>& workloads) {
+  Json slices = Json::array();
+  if (qr) {
+    slices = qr_json(*qr)["nodes"]; // node objects: {name, slice, workers}
+  }
+  Json wl = Json::array();
+  int running = 0;
+  for (const auto& w : workloads) {
+    wl.push_back(Json{{"name", w.name}, {"state", std::string(to_string(w.state))}});
+    running += provision::is_terminal(w.state) ? 0 : 1;
+  }
+  Json error; // null when none
+  std::string reason;
+  if (qr && qr->error) {
+    error = Json{{"code", qr->error->code}, {"message", qr->error->message}};
+  } else if (qr && !qr->pending_reason.empty() && qr->state != provision::QrState::active) {
+    reason = qr->pending_reason;
+  }
+  return Json{{"name", c.name},
+              {"pool", c.pool},
+              {"tpu_type", c.tpu_type},
+              {"num_slices", c.num_slices},
+              {"tier", std::string(to_string(c.tier))},
+              {"state", qr ? std::string(to_string(qr->state)) : "MISSING"},
+              {"queued_resource", c.queued_resource},
+              {"created_at", time_json(c.created_at_ms)},
+              {"running_workloads", running},
+              {"slices", slices},
+              {"workloads", wl},
+              {"reason", reason},
+              {"error", error}};
+}
+
+const std::vector<Column> k_cluster_columns = {{"NAME", "name"},
+                                               {"TPU_TYPE", "tpu_type"},
+                                               {"NUM_SLICES", "num_slices"},
+                                               {"TIER", "tier"},
+                                               {"STATE", "state"},
+                                               {"RUNNING_WORKLOADS", "running_workloads"},
+                                               {"CREATED_AT", "created_at"}};
+
+void print_cluster(std::ostream& os, const Json& j) {
+  os << "cluster " << cell_text(j["name"]) << " (" << cell_text(j["tpu_type"]) << " x "
+     << cell_text(j["num_slices"]) << ", " << cell_text(j["tier"]) << ") in pool "
+     << cell_text(j["pool"]) << ": " << cell_text(j["state"]) << "\n";
+  if (!j["error"].is_null()) {
+    os << "error: " << cell_text(j["error"]["code"]) << ": " << cell_text(j["error"]["message"])
+       << "\n";
+  } else if (!cell_text(j["reason"]).empty()) {
+    os << "waiting: " << cell_text(j["reason"]) << "\n";
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : j["slices"]) {
+    for (const auto& w : s["workers"]) {
+      rows.push_back({cell_text(w["node"]), cell_text(w["slice"]), cell_text(w["worker"]),
+                      cell_text(w["host"]), cell_text(w["address"])});
+    }
+  }
+  if (!rows.empty()) {
+    os << render_table({"NODE", "SLICE", "WORKER", "HOST", "ADDRESS"}, rows);
+  }
+  if (!j["workloads"].empty()) {
+    std::vector<std::vector<std::string>> wrows;
+    for (const auto& w : j["workloads"]) {
+      wrows.push_back({cell_text(w["name"]), cell_text(w["state"])});
+    }
+    os << render_table({"WORKLOAD", "STATE"}, wrows);
+  }
+}
+
+} // namespace tpuctl::cli
