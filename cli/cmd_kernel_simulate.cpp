@@ -6,7 +6,6 @@
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
-#include "cli/values.hpp"
 #include "kernels/systolic_model.hpp"
 #include "util/strings.hpp"
 
@@ -221,14 +220,9 @@ void setup_kernel_simulate(CLI::App& group, Registry& registry) {
                         [&](std::ostream& os, const Json&) { print_table(os, req, r); }));
         return 0;
       });
-  o->m_opt =
-      cmd->add_option("--m", o->m, "rows of A and C")->type_name("M")->check(count_in(1, 1 << 30));
-  o->n_opt = cmd->add_option("--n", o->n, "columns of B and C")
-                 ->type_name("N")
-                 ->check(count_in(1, 1 << 30));
-  o->k_opt = cmd->add_option("--k", o->k, "the reduction dimension")
-                 ->type_name("K")
-                 ->check(count_in(1, 1 << 30));
+  o->m_opt = cmd->add_option("--m", o->m, "rows of A and C")->type_name("M");
+  o->n_opt = cmd->add_option("--n", o->n, "columns of B and C")->type_name("N");
+  o->k_opt = cmd->add_option("--k", o->k, "the reduction dimension")->type_name("K");
   cmd->add_option("--array", o->array, "systolic array rows x columns (default 128x128)")
       ->type_name("RxC");
   cmd->add_option("--dataflow", o->dataflow,

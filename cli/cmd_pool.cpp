@@ -61,7 +61,8 @@ void add_create(CLI::App& group, Registry& registry) {
       ->required()
       ->type_name("GEN");
   cmd->add_option("--chips-per-host", o->chips_per_host, "chips on each host (default 4)")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(count_in(1, 1024));
   cmd->add_option("--shape", o->shape,
                   "the pool's extent in chips, e.g. 8x4 or 4x4x4 (default: the generation's pod)")
       ->type_name("CHIPS");

@@ -50,7 +50,8 @@ void add_local_up(CLI::App& group, Registry& registry) {
   cmd->add_option("--generation", o->up.generation, "TPU generation (default v5e)")
       ->type_name("GEN");
   cmd->add_option("--chips-per-host", o->chips_per_host, "chips on each host (default 4)")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(count_in(1, 1024));
   cmd->add_option("--shape", o->up.shape,
                   "the pool's extent in chips (default: a compact block for --hosts)")
       ->type_name("CHIPS");
