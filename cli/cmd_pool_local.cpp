@@ -83,6 +83,9 @@ void add_local_down(CLI::App& group, Registry& registry) {
         return 0;
       });
   cmd->add_flag("--force", *force, "also when hosts are claimed by queued resources");
+  cmd->footer("Takes the pool --pool names, else the only pool (as every command does). Removes\n"
+              "the pool's directory under the state directory (local-pools/NAME/: host and\n"
+              "client keys, known_hosts, sshd configs, each host's workdir with the agents).");
 }
 
 } // namespace
