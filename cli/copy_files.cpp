@@ -112,7 +112,7 @@ Expected<int> copy_files(Context& ctx, const std::vector<remote::SshTarget>& tar
                             [](const auto& r) { return r.outcome == remote::Outcome::ok; });
     summary.push_back(Json{{"source", c.local.string()},
                            {"destination", c.remote},
-                           {"host_count", results.size()},
+                           {"hosts", results.size()},
                            {"copied_count", ok}});
     if (guard.interrupted()) {
       break;
@@ -122,7 +122,7 @@ Expected<int> copy_files(Context& ctx, const std::vector<remote::SshTarget>& tar
     TPUCTL_TRY(emit_list(ctx, summary,
                          {{"SOURCE", "source"},
                           {"DESTINATION", "destination"},
-                          {"HOST_COUNT", "host_count"},
+                          {"HOSTS", "hosts"},
                           {"COPIED_COUNT", "copied_count"}}));
   }
   return status;

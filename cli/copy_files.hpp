@@ -21,7 +21,7 @@ struct CopyReport {
 };
 
 // Copies `sources` to `dest` on every target, reporting per `report`; the summary has one row
-// per file (source, destination, host_count, copied_count). `dest` is a directory when it
+// per file (source, destination, hosts, copied_count). `dest` is a directory when it
 // ends in '/' or there are several sources (or any directory source); with `recurse`, a
 // directory source is copied with its tree under dest/<its name>/, otherwise it is refused.
 // Returns the broadcast exit status (0, a host's status, 128+N on signal N). Errors: usage for a

@@ -60,7 +60,7 @@ const std::vector<RecordFields>& record_fields() {
        "node, slice, worker (null for pool ssh), host, index, outcome, exit_code, signal, error "
        "({code, message}), duration_ms, stdout, stderr; scp adds source, destination"},
       {"copy",
-       "to the workers, per file: source, destination, host_count, copied_count; from them, per "
+       "to the workers, per file: source, destination, hosts, copied_count; from them, per "
        "file and worker: node, slice, worker, host, source, destination, copied"},
       {"workload",
        "name, pool, uid, cluster, queued_resource, state, command, env ({name, value}), "

@@ -390,7 +390,7 @@ TEST_CASE("ssh --worker=all: each worker sees its own id, the same hostnames and
   auto copied = env.run_json({"scp", tree.string(), "s1:" + dest, "--worker=all", "--recurse"});
   REQUIRE(copied.size() == 2);
   for (const auto& row : copied) {
-    CHECK(row["host_count"] == 4);
+    CHECK(row["hosts"] == 4);
     CHECK(row["copied_count"] == 4);
   }
   CHECK(tpuctl::test::read_file(env.dir.path() / "copied" / "model" / "shards" / "0.bin").size() ==
