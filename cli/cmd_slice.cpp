@@ -67,15 +67,13 @@ Expected<int> print_dry_run(Context& ctx, const std::vector<provision::WorkerPla
   Json rows = Json::array();
   for (size_t i = 0; i < plans.size(); ++i) {
     const auto& p = plans[i];
-    rows.push_back(Json{{"node", p.node},
-                        {"slice", p.node_index},
-                        {"worker", p.worker},
-                        {"host", p.host},
-                        {"address", p.target.address},
-                        {"port", p.target.port},
-                        {"user", p.target.user},
-                        {"command", jobs[i].command},
-                        {"ssh", ssh_line(p.target, jobs[i].command, tty)}});
+    Json row = plan_json(p);
+    row["address"] = p.target.address;
+    row["port"] = p.target.port;
+    row["user"] = p.target.user;
+    row["command"] = jobs[i].command;
+    row["ssh"] = ssh_line(p.target, jobs[i].command, tty);
+    rows.push_back(std::move(row));
   }
   if (!ctx.machine_format()) {
     for (const auto& r : rows) {
@@ -114,13 +112,10 @@ Expected<int> run_into_files(Context& ctx, const std::vector<provision::WorkerPl
   ctx.stderr_stream() << failure_report(results, "workers");
   Json rows = Json::array();
   for (const auto& r : results) {
-    const auto& p = plans[r.index];
-    rows.push_back(Json{{"node", p.node},
-                        {"slice", p.node_index},
-                        {"worker", p.worker},
-                        {"host", p.host},
-                        {"exit_status", host_exit_status(r)},
-                        {"log", names[r.index]}});
+    Json row = plan_json(plans[r.index]);
+    row["exit_status"] = host_exit_status(r);
+    row["log"] = names[r.index];
+    rows.push_back(std::move(row));
   }
   TPUCTL_TRY(emit_list(ctx, rows,
                        {{"NODE", "node"},

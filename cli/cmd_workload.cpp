@@ -10,6 +10,7 @@
 #include "cli/compat.hpp"
 #include "cli/fanout_output.hpp"
 #include "cli/output.hpp"
+#include "cli/slice_flags.hpp"
 #include "cli/ssh_flags.hpp"
 #include "cli/state_access.hpp"
 #include "cli/values.hpp"
@@ -64,11 +65,9 @@ Status print_launch_plan(Context& ctx, const Workload& wl,
                          const std::vector<provision::WorkerPlan>& plans) {
   Json rows = Json::array();
   for (const auto& p : plans) {
-    rows.push_back(Json{{"node", p.node},
-                        {"slice", p.node_index},
-                        {"worker", p.worker},
-                        {"host", p.host},
-                        {"command", provision::launch_command(wl, p)}});
+    Json row = plan_json(p);
+    row["command"] = provision::launch_command(wl, p);
+    rows.push_back(std::move(row));
   }
   Json j{{"name", wl.name}, {"uid", wl.uid}, {"dry_run", true}, {"workers", rows}};
   if (!wl.container.image.empty()) {
@@ -186,11 +185,8 @@ void print_log_chunk(std::string& partial, const std::string& text, bool flush,
 void print_log_line(Context& ctx, FanoutOutput mode, const provision::WorkerPlan& p, bool prefix,
                     std::string_view line) {
   if (mode == FanoutOutput::jsonl) {
-    Json j{{"node", p.node},
-           {"slice", p.node_index},
-           {"worker", p.worker},
-           {"host", p.host},
-           {"line", std::string(line)}};
+    Json j = plan_json(p);
+    j["line"] = std::string(line);
     *ctx.out << j.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
   } else if (prefix) {
     *ctx.out << prefixed_line(provision::worker_label(p), line);

@@ -190,15 +190,11 @@ Expected<int> fetch_files(Context& ctx, const std::vector<FetchSource>& sources,
     int s = guard.interrupted() ? guard.exit_status() : broadcast_exit_status(results);
     status = status ? status : s;
     for (const auto& r : results) {
-      const JobIdentity& id = sources[r.index].identity;
-      const bool on_slice = !id.node.empty();
-      summary.push_back(Json{{"node", on_slice ? Json(id.node) : Json()},
-                             {"slice", on_slice ? Json(id.slice) : Json()},
-                             {"worker", on_slice ? Json(id.worker) : Json()},
-                             {"host", id.host.empty() ? r.host : id.host},
-                             {"source", path},
-                             {"destination", jobs[r.index].local_path.string()},
-                             {"copied", r.succeeded()}});
+      Json row = identity_json(&sources[r.index].identity, r.host);
+      row["source"] = path;
+      row["destination"] = jobs[r.index].local_path.string();
+      row["copied"] = r.succeeded();
+      summary.push_back(std::move(row));
     }
     if (guard.interrupted()) {
       break;

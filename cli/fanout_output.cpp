@@ -53,14 +53,17 @@ std::string prefixed_line(std::string_view host, std::string_view text) {
   return line;
 }
 
+Json identity_json(const JobIdentity* id, const std::string& host) {
+  const bool on_slice = id != nullptr && !id->node.empty();
+  return Json{{"node", on_slice ? Json(id->node) : Json()},
+              {"slice", on_slice ? Json(id->slice) : Json()},
+              {"worker", on_slice ? Json(id->worker) : Json()},
+              {"host", id != nullptr && !id->host.empty() ? id->host : host}};
+}
+
 std::string jsonl_record(const remote::HostResult& r, const JobIdentity* id,
                          const nlohmann::ordered_json* extra) {
-  const bool on_slice = id != nullptr && !id->node.empty();
-  Json j;
-  j["node"] = on_slice ? Json(id->node) : Json();
-  j["slice"] = on_slice ? Json(id->slice) : Json();
-  j["worker"] = on_slice ? Json(id->worker) : Json();
-  j["host"] = id != nullptr && !id->host.empty() ? id->host : r.host;
+  Json j = identity_json(id, r.host);
   j["index"] = r.index;
   const std::string outcome(remote::to_string(r.outcome));
   j["outcome"] = outcome;

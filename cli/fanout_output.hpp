@@ -35,6 +35,11 @@ struct JobIdentity {
   std::string host;
 };
 
+// {node, slice, worker, host}: how every output names a job's worker, the first fields of each
+// worker row (node, slice and worker null outside a slice; `host` when the identity names none).
+// Never fails.
+nlohmann::ordered_json identity_json(const JobIdentity* identity, const std::string& host);
+
 // One host as a JSON object on one line (no newline), fields exactly: node, slice, worker (null
 // outside a slice), host (the pool host's name), index (the job's position in the fan-out),
 // outcome, exit_code (null unless the remote command exited by itself), signal (name or null),

@@ -92,6 +92,11 @@ JobIdentity job_identity(const provision::WorkerPlan& p) {
   return JobIdentity{p.node, p.node_index, p.worker, p.host};
 }
 
+nlohmann::ordered_json plan_json(const provision::WorkerPlan& p) {
+  const JobIdentity id = job_identity(p);
+  return identity_json(&id, p.host);
+}
+
 std::vector<JobIdentity> job_identities(const std::vector<provision::WorkerPlan>& plans) {
   std::vector<JobIdentity> out;
   out.reserve(plans.size());

@@ -73,6 +73,8 @@ std::string worker_file_name(const std::vector<provision::WorkerPlan>& plans,
 // node, worker and host alike on every slice. Never fail.
 std::vector<JobIdentity> job_identities(const std::vector<provision::WorkerPlan>& plans);
 JobIdentity job_identity(const provision::WorkerPlan& plan);
+// identity_json() of a plan: {node, slice, worker, host}, to which a row adds its own fields.
+nlohmann::ordered_json plan_json(const provision::WorkerPlan& plan);
 remote::SshTarget labelled_target(const provision::WorkerPlan& plan);
 
 // Declares `cmd` as the ssh (cmd_slice.cpp) or scp (cmd_slice_scp.cpp) of `shape` and binds it.
