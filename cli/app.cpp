@@ -14,6 +14,7 @@
 #include "cli/reference_text.hpp"
 #include "cli/ssh_flags.hpp"
 #include "cli/usage_errors.hpp"
+#include "cli/values.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
 
@@ -261,8 +262,16 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     return k_exit_usage;
   }
 
+  // Every bad value of the command line and every bad global flag, each on its own line.
+  ErrorList problems;
+  if (auto entry = check_entry_values(*app); !entry) {
+    problems.add(entry.error());
+  }
   if (auto valid = validate_globals(ctx, command_path(deepest_parsed(*app))); !valid) {
-    return report(err, valid.error());
+    problems.add(valid.error());
+  }
+  if (!problems.empty()) {
+    return report(err, problems.combined());
   }
   if (auto compatible = apply_compat(ctx, compat); !compatible) {
     return report(err, compatible.error());

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cli/registry.hpp"
+#include "cli/values.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::cli {
@@ -137,6 +138,12 @@ std::string describe_parse_error(const CLI::App& root, const CLI::ParseError& e)
       value = between(what, "The value ", " is not an allowed value");
     }
     if (!name.empty()) {
+      // A flag with an entry check says what it wants as it would of any other bad value.
+      if (const CLI::Option* opt = find_option(where, name); opt != nullptr) {
+        if (std::string why = entry_message(*opt, value); !why.empty()) {
+          return opt->get_name() + ": " + why + help_hint;
+        }
+      }
       return "'" + util::printable(value) + "' is not a valid value for " + name +
              takes(where, name) + help_hint;
     }

@@ -281,6 +281,12 @@ TEST_CASE("consistency: counts, durations, deadlines, sizes and request ids are 
     return s.run(args);
   };
   CHECK(contains(one_error(with({"--node-count", "0"})), "--node-count: '0' is not a count"));
+  // Every bad value at once, a line each.
+  auto two = with({"--node-count", "0", "--max-run-duration", "0s"});
+  CHECK(two.exit_code == 2);
+  CHECK(lines(two.err).size() == 2);
+  CHECK(contains(two.err, "--node-count: '0'"));
+  CHECK(contains(two.err, "--max-run-duration: '0s'"));
   CHECK(contains(one_error(with({"--node-count", "-2"})), "--node-count"));
   CHECK(contains(one_error(with({"--valid-until-duration", "0s"})), "longer than 0"));
   CHECK(contains(one_error(with({"--max-run-duration", "0"})), "longer than 0"));
