@@ -10,6 +10,11 @@
 #include "cli/config.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/list_filter.hpp"
+#include "cli/output.hpp"
+#include "cli/reference_text.hpp"
+#include "cli/ssh_flags.hpp"
+#include "cli/usage_errors.hpp"
+#include "cli/values.hpp"
 #include "util/log.hpp"
 #include "util/strings.hpp"
 
@@ -23,7 +28,8 @@ constexpr const char* k_description =
 void add_global_flags(CLI::App& app, GlobalOptions& g) {
   const char* group = "Global flags";
   app.add_option("--format", g.format,
-                 "output format: table (default), json, yaml, or value(FIELD,...) for lists")
+                 "output format: table (default), json, yaml, value(F,...), table(F,...), "
+                 "csv(F,...) or none")
       ->type_name("FORMAT")
       ->group(group);
   app.add_flag("-q,--quiet", g.quiet, "no progress or notices on stderr")->group(group);
@@ -82,7 +88,10 @@ std::unique_ptr<CLI::App> build_app(Registry& registry, GlobalOptions& globals,
   auto app = std::make_unique<CLI::App>(k_description, "tpuctl");
   app->fallthrough(); // global flags may follow the command words
   app->require_subcommand(0, 1);
-  app->footer("Run 'tpuctl COMMAND --help' for a command's flags. Exit status: see README.md.\n");
+  app->footer("Run 'tpuctl help COMMAND' (or 'tpuctl COMMAND --help') for a command's flags and\n"
+              "the fields it prints (json, yaml, --filter, --sort-by and value(...) take them);\n"
+              "'man tpuctl' for more.\n\n" +
+              exit_status_text());
   add_global_flags(*app, globals);
   for (const auto& row : command_table()) {
     if (!only_group.empty() && row.name != only_group) {
@@ -99,136 +108,32 @@ std::unique_ptr<CLI::App> build_app(Registry& registry, GlobalOptions& globals,
                   "--verbosity, --log-file, --state, --pool\n");
     row.setup(*group, registry);
   }
+  add_field_footers(*app);
   return app;
 }
 
-// Every name (and alias) of the subcommands of `app`.
-std::vector<std::string> subcommand_names(const CLI::App& app) {
-  std::vector<std::string> names;
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
-    if (sub->get_group().empty()) {
-      continue; // hidden
-    }
-    names.push_back(sub->get_name());
-    for (const auto& a : sub->get_aliases()) {
-      names.push_back(a);
-    }
-  }
-  return names;
-}
-
-// Every long flag usable at `app` (its own and, through fallthrough, its parents').
-std::vector<std::string> flag_names(const CLI::App& app) {
-  std::vector<std::string> names;
-  for (const CLI::App* a = &app; a; a = a->get_parent()) {
-    for (const CLI::Option* opt : a->get_options()) {
-      for (const auto& l : opt->get_lnames()) {
-        names.push_back("--" + l);
-      }
-    }
-  }
-  return names;
-}
-
-std::string suggestion(const std::string& word, const std::vector<std::string>& candidates) {
-  auto best = util::nearest(word, candidates, 1);
-  return best.empty() ? "" : "; did you mean '" + best.front() + "'?";
-}
-
-std::string lower_first(std::string s) {
-  if (!s.empty() && s[0] >= 'A' && s[0] <= 'Z' && !(s.size() > 1 && s[1] >= 'A' && s[1] <= 'Z')) {
-    s[0] = static_cast<char>(s[0] - 'A' + 'a');
-  }
-  return s;
-}
-
-// Rewrites a CLI11 parse error into tpuctl's message style: what is wrong, the offending value,
-// and how to fix it.
-std::vector<std::string> describe_parse_error(const CLI::App& root, const CLI::ParseError& e) {
-  const CLI::App& where = deepest_parsed(root);
-  std::string path = command_path(where);
-  std::string help_hint = " (see '" + path + " --help')";
-  std::vector<std::string> lines;
-
-  std::vector<std::string> extras = where.remaining();
-  if (extras.empty()) {
-    extras = root.remaining(true);
-  }
-  // A missing positional next to an unknown flag: most likely a value starting with '-' (a
-  // name such as '-rf'), which is never taken as a value; name it rather than the positional.
-  const bool required = dynamic_cast<const CLI::RequiredError*>(&e) != nullptr &&
-                        std::any_of(extras.begin(), extras.end(),
-                                    [](const std::string& w) { return util::starts_with(w, "-"); });
-  if (dynamic_cast<const CLI::ExtrasError*>(&e) || required) {
-    for (const auto& word : extras) {
-      if (util::starts_with(word, "-")) {
-        std::string flag = word.substr(0, word.find('='));
-        lines.push_back("unknown flag '" + flag + "' for '" + path + "'" +
-                        suggestion(flag, flag_names(where)) + help_hint);
-      } else if (!subcommand_names(where).empty()) {
-        lines.push_back("unknown command '" + word + "' for '" + path + "'" +
-                        suggestion(word, subcommand_names(where)) + help_hint);
-      } else {
-        lines.push_back("unexpected argument '" + word + "' for '" + path + "'" + help_hint);
-      }
-    }
-    if (!lines.empty()) {
-      return lines;
-    }
-  }
-  std::string what = e.what();
-  if (what.find("subcommand is required") != std::string::npos ||
-      what.find("A subcommand") != std::string::npos) {
-    return {"'" + path + "' needs a command: " + util::join(subcommand_names(where), ", ") +
-            help_hint};
-  }
-  return {lower_first(what) + help_hint};
-}
-
-Status validate_globals(Context& ctx) {
+// Checks the global flags of `command` (its path, "tpuctl qr list"), every problem reported.
+Status validate_globals(Context& ctx, const std::string& command) {
   ErrorList problems;
-  const std::string& f = ctx.globals.format;
-  if (f == "table") {
-    ctx.format = Format::table;
-  } else if (f == "json") {
-    ctx.format = Format::json;
-  } else if (f == "yaml") {
-    ctx.format = Format::yaml;
-  } else if (f == "none") {
-    // gcloud's --format=none: the command runs, its result is not printed.
-    static std::ostream null_stream(nullptr);
-    ctx.format = Format::json;
-    ctx.out = &null_stream;
-  } else if (f == "default") {
-    ctx.format = Format::table;
-  } else if (util::starts_with(f, "value") || util::starts_with(f, "table") ||
-             util::starts_with(f, "csv")) {
-    auto fields = parse_value_format(f);
-    if (!fields) {
-      problems.add(fields.error());
-    } else if (fields->empty()) {
-      problems.add(ErrorKind::usage, "--format: '" + f +
-                                         "' is not an output format (use table, "
-                                         "json, yaml, value(FIELD,...), table(FIELD,...), "
-                                         "csv(FIELD,...) or none)");
-    } else {
-      ctx.format = Format::value;
-      ctx.value_fields = *fields;
-      ctx.value_table = util::starts_with(f, "table");
-      ctx.value_csv = util::starts_with(f, "csv");
-      ctx.value_heading = f.find("no-heading") == std::string::npos;
-    }
-  } else if (f == "dotenv") {
-    ctx.format = Format::table; // `tpuctl env` only: its table form is the dotenv text
-  } else if (f == "jsonl") {
-    ctx.format = Format::json; // `qr list --watch` only: one JSON object per line
-    ctx.json_lines = true;
+  if (auto spec = parse_format(ctx.globals.format); !spec) {
+    problems.add(spec.error());
+  } else if (!spec->only_for.empty() && spec->only_for != command) {
+    problems.add(usage_error("--format " + ctx.globals.format + " is for '" + spec->only_for +
+                             "' only; '" + command +
+                             "' prints table, json, yaml, value(...), table(...), csv(...) or "
+                             "none"));
   } else {
-    problems.add(ErrorKind::usage,
-                 "--format: '" + f +
-                     "' is not an output format (use table, json, yaml, value(FIELD,...), "
-                     "table(FIELD,...), csv(FIELD,...) or none; "
-                     "dotenv for tpuctl env, jsonl for qr list --watch)");
+    ctx.format = spec->format;
+    ctx.value_fields = spec->value_fields;
+    ctx.value_table = spec->value_table;
+    ctx.value_csv = spec->value_csv;
+    ctx.value_heading = spec->value_heading;
+    ctx.json_lines = spec->json_lines;
+    if (spec->none) {
+      // gcloud's --format=none: the command runs, its result is not printed.
+      static std::ostream null_stream(nullptr);
+      ctx.out = &null_stream;
+    }
   }
   if (!ctx.globals.limit.empty() && ctx.globals.limit != "unlimited") {
     if (auto n = util::parse_int(ctx.globals.limit, "--limit", 1); !n) {
@@ -282,7 +187,7 @@ int exit_code_for(ErrorKind kind) {
   case ErrorKind::timeout:
     return k_exit_timeout;
   case ErrorKind::interrupted:
-    return k_exit_interrupted;
+    return interrupted_exit_status(); // 130 for SIGINT, 143 for SIGTERM
   case ErrorKind::partial:
     return k_exit_partial;
   }
@@ -323,6 +228,18 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     out << app->help();
     return k_exit_ok;
   }
+  if (args[1] == "help") {
+    // `tpuctl help [COMMAND...]`: that command's --help (git's and gcloud's form).
+    const auto target =
+        find_help_target(*app, std::vector<std::string>(args.begin() + 2, args.end()));
+    if (target.app == nullptr) {
+      err << "tpuctl: error: " << target.error << "\n";
+      return k_exit_usage;
+    }
+    const CLI::App* parent = target.app->get_parent();
+    out << target.app->help(parent != nullptr ? command_path(*parent) : "");
+    return k_exit_ok;
+  }
   if (args[1] == "__complete") {
     return run_complete(*app, args, out);
   }
@@ -334,8 +251,11 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   if (!agent_only) {
     add_compat(*app, registry, compat);
   }
-  const std::vector<std::string> words =
+  std::vector<std::string> words =
       agent_only ? args : take_compat_flags(*app, normalize_aliases(args), compat);
+  if (words.size() > 1 && words[1] == "--version") {
+    words[1] = "version"; // gcloud's `--version` right after the program name
+  }
   std::vector<const char*> argv;
   for (const auto& a : words) {
     argv.push_back(a.c_str());
@@ -349,21 +269,27 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     out << app->help("", CLI::AppFormatMode::All);
     return k_exit_ok;
   } catch (const CLI::ParseError& e) {
-    for (const auto& line : describe_parse_error(*app, e)) {
-      err << "tpuctl: error: " << line << "\n";
-    }
+    err << "tpuctl: error: " << util::escape_controls(describe_parse_error(*app, e)) << "\n";
     return k_exit_usage;
   }
 
-  if (auto valid = validate_globals(ctx); !valid) {
-    return report(err, valid.error());
+  // Every bad value of the command line and every bad global flag, each on its own line.
+  ErrorList problems;
+  if (auto entry = check_entry_values(*app); !entry) {
+    problems.add(entry.error());
+  }
+  if (auto valid = validate_globals(ctx, command_path(deepest_parsed(*app))); !valid) {
+    problems.add(valid.error());
+  }
+  if (!problems.empty()) {
+    return report(err, problems.combined());
   }
   if (auto compatible = apply_compat(ctx, compat); !compatible) {
     return report(err, compatible.error());
   }
   const Runner* runner = registry.find(*app);
   if (!runner) {
-    out << deepest_parsed(*app).help();
+    out << app->help(); // the chosen group's help, as --help prints it
     return k_exit_ok;
   }
   try {

@@ -114,7 +114,7 @@ Json spmd_json(const agent::SpmdResult& r) {
                            {"gops", rounded(rep.gops, 1e2)},
                            {"mfu", rounded(rep.peak_gops > 0 ? rep.gops / rep.peak_gops : 0, 1e4)},
                            {"checksum_ok", rep.checksum_ok},
-                           {"error", rep.error}});
+                           {"error", error_json("", rep.error)}});
     }
     j["peers"] = peers;
   }
@@ -152,12 +152,11 @@ void spmd_table(std::ostream& out, const Json& j) {
                     std::to_string(p["worker"].get<int>()), p["host"].get<std::string>(),
                     fixed(p["compute_ms"].get<double>(), 3), fixed(p["comm_ms"].get<double>(), 3),
                     fixed(p["gops"].get<double>(), 2),
-                    p["error"].get<std::string>().empty()
-                        ? (p["checksum_ok"].get<bool>() ? "ok" : "FAILED")
-                        : "error: " + p["error"].get<std::string>()});
+                    p["error"].is_null() ? (p["checksum_ok"].get<bool>() ? "ok" : "FAILED")
+                                         : "error: " + cell_text(p["error"]["message"])});
   }
   out << render_table(
-      {"process", "slice", "worker", "host", "compute_ms", "comm_ms", "gops", "checksum"}, rows);
+      {"PROCESS", "SLICE", "WORKER", "HOST", "COMPUTE_MS", "COMM_MS", "GOPS", "CHECKSUM"}, rows);
   out << "aggregate " << fixed(j["aggregate_gops"].get<double>(), 2) << " GOP/s over "
       << j["processes"].get<int>() << " processes: parallel "
       << fixed(j["parallel_ms"].get<double>(), 3)
@@ -184,10 +183,10 @@ void add_supervise(CLI::App& group, Registry& registry) {
                           util::parse_duration(sf->heartbeat, "--heartbeat-interval"));
         TPUCTL_TRY_ASSIGN(o.kill_grace, util::parse_duration(sf->kill_grace, "--kill-grace"));
         TPUCTL_TRY_ASSIGN(auto started, agent::start_supervised(o));
-        emit(ctx, Json{{"supervisor_pid", started.supervisor_pid},
-                       {"pid", started.pid},
-                       {"dir", started.dir},
-                       {"attempt", o.attempt}});
+        TPUCTL_TRY(emit(ctx, Json{{"supervisor_pid", started.supervisor_pid},
+                                  {"pid", started.pid},
+                                  {"dir", started.dir},
+                                  {"attempt", o.attempt}}));
         return 0;
       });
   supervise->add_option("--dir", sf->options.dir, "the workload's directory on this worker")
@@ -207,7 +206,7 @@ void add_supervise(CLI::App& group, Registry& registry) {
   CLI::App* status = registry.add(group, "supervise-status",
                                   "print a supervised command's status, heartbeat and liveness",
                                   [dir](Context& ctx) -> Expected<int> {
-                                    emit(ctx, agent::supervised_status(*dir));
+                                    TPUCTL_TRY(emit(ctx, agent::supervised_status(*dir)));
                                     return 0;
                                   });
   status->add_option("--dir", *dir, "the workload's directory on this worker")
@@ -249,12 +248,11 @@ struct ServeFileFlags {
 } // namespace
 
 void setup_agent(CLI::App& group, Registry& registry) {
-  group.require_subcommand(1);
   auto workdir = std::make_shared<std::string>(".");
   CLI::App* probe =
       registry.add(group, "probe", "print this host's facts (cores, memory, SIMD, disk, clock)",
                    [workdir](Context& ctx) -> Expected<int> {
-                     emit(ctx, facts_json(agent::probe_local_host(*workdir)));
+                     TPUCTL_TRY(emit(ctx, facts_json(agent::probe_local_host(*workdir))));
                      return 0;
                    });
   probe->add_option("--workdir", *workdir, "directory whose free space is reported")
@@ -289,7 +287,7 @@ void setup_agent(CLI::App& group, Registry& registry) {
                               << std::flush;
         }
         TPUCTL_TRY_ASSIGN(auto result, agent::run_preflight(o));
-        emit(ctx, provision::preflight_to_json(result));
+        TPUCTL_TRY(emit(ctx, provision::preflight_to_json(result)));
         return result.ok() ? 0 : 1;
       });
   preflight->add_option("--worker", pf->worker, "this worker's index in --hostnames")
@@ -332,7 +330,7 @@ void setup_agent(CLI::App& group, Registry& registry) {
         if (serve->stop) {
           const bool stopped =
               agent::stop_file_server(serve->bind, serve->port, std::chrono::milliseconds(1000));
-          emit(ctx, Json{{"stopped", stopped}});
+          TPUCTL_TRY(emit(ctx, Json{{"stopped", stopped}}));
           return 0; // nothing to stop is not an error: it may have ended by itself
         }
         if (serve->file.empty()) {
@@ -347,13 +345,14 @@ void setup_agent(CLI::App& group, Registry& registry) {
         TPUCTL_TRY_ASSIGN(o.timeout, util::parse_duration(serve->timeout, "--timeout"));
         TPUCTL_TRY_ASSIGN(auto r, agent::serve_file(o));
         if (o.background) {
-          emit(ctx, Json{{"listening", agent::join_host_port(o.host, o.port)}, {"pid", r.pid}});
+          TPUCTL_TRY(emit(
+              ctx, Json{{"listening", agent::join_host_port(o.host, o.port)}, {"pid", r.pid}}));
           return 0;
         }
-        emit(ctx, Json{{"served", r.served},
-                       {"failed", r.failed},
-                       {"clients", o.clients},
-                       {"stopped", r.stopped}});
+        TPUCTL_TRY(emit(ctx, Json{{"served", r.served},
+                                  {"failed", r.failed},
+                                  {"clients", o.clients},
+                                  {"stopped", r.stopped}}));
         return r.ok(o.clients) ? 0 : 1;
       });
   serve_cmd->add_option("--file", serve->file, "the file to send")->type_name("PATH");
@@ -392,7 +391,7 @@ void setup_agent(CLI::App& group, Registry& registry) {
         const char* corrupt = std::getenv("TPUCTL_DEBUG_CORRUPT_RESULT");
         o.corrupt = corrupt && std::string(corrupt) == "1";
         TPUCTL_TRY_ASSIGN(auto result, agent::run_spmd_matmul(o, agent::read_spmd_env()));
-        emit(ctx, spmd_json(result), spmd_table);
+        TPUCTL_TRY(emit(ctx, spmd_json(result), spmd_table));
         return result.ok() ? 0 : 1;
       });
   spmd->add_option("--m", sf->m, "rows of A and C")->required()->type_name("M");

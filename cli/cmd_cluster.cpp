@@ -7,7 +7,9 @@
 #include "cli/qr_runtime.hpp"
 #include "cli/qr_view.hpp"
 #include "cli/state_access.hpp"
+#include "cli/values.hpp"
 #include "cli/workload_runtime.hpp"
+#include "cli/workload_view.hpp"
 #include "provision/cluster.hpp"
 #include "provision/pools.hpp"
 #include "provision/qr_ops.hpp"
@@ -39,77 +41,6 @@ struct ClusterFlags {
   std::string timeout;
   SshFlags ssh;
 };
-
-std::string cluster_state(const std::optional<QueuedResource>& qr) {
-  return qr ? std::string(to_string(qr->state)) : "MISSING";
-}
-
-Json cluster_json(const Cluster& c, const std::optional<QueuedResource>& qr,
-                  const std::vector<provision::Workload>& workloads) {
-  Json slices = Json::array();
-  if (qr) {
-    for (const auto& n : qr->nodes) {
-      Json workers = Json::array();
-      for (const auto& w : n.workers) {
-        workers.push_back(Json{{"worker", w.worker}, {"host", w.host}, {"address", w.address}});
-      }
-      slices.push_back(Json{{"node", n.id}, {"workers", workers}});
-    }
-  }
-  Json wl = Json::array();
-  int running = 0;
-  for (const auto& w : workloads) {
-    wl.push_back(Json{{"name", w.name}, {"state", std::string(to_string(w.state))}});
-    running += provision::is_terminal(w.state) ? 0 : 1;
-  }
-  Json j{{"name", c.name},
-         {"pool", c.pool},
-         {"tpu_type", c.tpu_type},
-         {"num_slices", c.num_slices},
-         {"tier", std::string(to_string(c.tier))},
-         {"on_preemption", qr ? std::string(to_string(qr->on_preemption)) : std::string()},
-         {"state", cluster_state(qr)},
-         {"queued_resource", c.queued_resource},
-         {"created_at", util::format_timestamp(c.created_at_ms)},
-         {"running_workloads", running},
-         {"slices", slices},
-         {"workloads", wl}};
-  if (qr && qr->error) {
-    j["error"] = qr->error->code + ": " + qr->error->message;
-  } else if (qr && !qr->pending_reason.empty() && qr->state != QrState::active) {
-    j["reason"] = qr->pending_reason;
-  }
-  return j;
-}
-
-void print_cluster(std::ostream& os, const Json& j) {
-  os << "cluster " << cell_text(j["name"]) << " (" << cell_text(j["tpu_type"]) << " x "
-     << cell_text(j["num_slices"]) << ", " << cell_text(j["tier"]) << ") in pool "
-     << cell_text(j["pool"]) << ": " << cell_text(j["state"]) << "\n";
-  if (j.contains("error")) {
-    os << "error: " << cell_text(j["error"]) << "\n";
-  }
-  if (j.contains("reason")) {
-    os << "waiting: " << cell_text(j["reason"]) << "\n";
-  }
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& s : j["slices"]) {
-    for (const auto& w : s["workers"]) {
-      rows.push_back({cell_text(s["node"]), cell_text(w["worker"]), cell_text(w["host"]),
-                      cell_text(w["address"])});
-    }
-  }
-  if (!rows.empty()) {
-    os << render_table({"SLICE", "WORKER", "HOST", "ADDRESS"}, rows);
-  }
-  if (!j["workloads"].empty()) {
-    std::vector<std::vector<std::string>> wrows;
-    for (const auto& w : j["workloads"]) {
-      wrows.push_back({cell_text(w["name"]), cell_text(w["state"])});
-    }
-    os << render_table({"WORKLOAD", "STATE"}, wrows);
-  }
-}
 
 Expected<Json> describe_json(state::StateStore& store, const Cluster& c) {
   TPUCTL_TRY_ASSIGN(auto qr, provision::cluster_queued_resource(store, c));
@@ -164,31 +95,32 @@ Expected<int> run_create(Context& ctx, const ClusterFlags& f) {
   auto carried = carry_on(ctx, *store, created.second, f.async, timeout, drive, f.ssh, what);
   // What exists is shown whatever happens next; the queued resource alone when the cluster's
   // full description cannot be read.
-  auto show = [&]() -> Json {
-    auto j = describe_json(*store, cluster);
-    if (!j) {
-      j = qr_json(carried.qr);
-    }
-    emit(ctx, *j, j->contains("num_slices") ? TableRenderer(print_cluster) : TableRenderer());
-    return *j;
+  Json j;
+  auto show = [&]() -> Status {
+    auto described = describe_json(*store, cluster);
+    j = described ? *described : qr_json(carried.qr);
+    return emit(ctx, j, j.contains("num_slices") ? TableRenderer(print_cluster) : TableRenderer());
   };
   if (carried.failed) {
     if (!carried.gone) {
-      show();
+      (void)show();
     }
     return *carried.failed;
   }
   if (!carried.done && !carried.gone) {
-    show();
+    TPUCTL_TRY(show());
     return Error(ErrorKind::capacity,
                  "cluster '" + f.name + "' is still " + std::string(to_string(carried.qr.state)) +
                      " after --timeout " + f.timeout +
                      " (its slices stay queued; see 'tpuctl cluster describe " + f.name + "')");
   }
-  Json j = show();
+  TPUCTL_TRY(show());
   if (!f.async && j["state"] != "ACTIVE") {
     return Error(ErrorKind::failure, "cluster '" + f.name + "' is " + cell_text(j["state"]) +
-                                         (j.contains("error") ? ": " + cell_text(j["error"]) : ""));
+                                         (!j.contains("error") || j["error"].is_null()
+                                              ? ""
+                                              : ": " + cell_text(j["error"]["code"]) + ": " +
+                                                    cell_text(j["error"]["message"])));
   }
   return 0;
 }
@@ -200,22 +132,9 @@ Expected<int> run_list(Context& ctx) {
   Json rows = Json::array();
   for (const auto& c : clusters) {
     TPUCTL_TRY_ASSIGN(auto j, describe_json(*store, c));
-    rows.push_back(Json{{"name", j["name"]},
-                        {"tpu_type", j["tpu_type"]},
-                        {"num_slices", j["num_slices"]},
-                        {"tier", j["tier"]},
-                        {"state", j["state"]},
-                        {"running_workloads", j["running_workloads"]},
-                        {"created_at", j["created_at"]}});
+    rows.push_back(std::move(j)); // every field, so --filter can use any
   }
-  TPUCTL_TRY(emit_list(ctx, rows,
-                       {{"name", "name"},
-                        {"tpu type", "tpu_type"},
-                        {"slices", "num_slices"},
-                        {"tier", "tier"},
-                        {"state", "state"},
-                        {"workloads", "running_workloads"},
-                        {"created", "created_at"}}));
+  TPUCTL_TRY(emit_list(ctx, rows, k_cluster_columns, cluster_json(Cluster{}, std::nullopt, {})));
   return 0;
 }
 
@@ -225,7 +144,7 @@ Expected<int> run_describe(Context& ctx, const ClusterFlags& f) {
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto cluster, provision::load_cluster(*store, pool, name));
   TPUCTL_TRY_ASSIGN(auto j, describe_json(*store, cluster));
-  emit(ctx, j, print_cluster);
+  TPUCTL_TRY(emit(ctx, j, print_cluster));
   return 0;
 }
 
@@ -282,17 +201,16 @@ Expected<int> run_delete(Context& ctx, const ClusterFlags& given) {
   }
   TPUCTL_TRY(reconcile_and_spawn(ctx, *store)); // freed hosts may start waiting requests
   Json j{{"name", cluster.name}, {"pool", pool}, {"deleted", true}};
-  emit(ctx, j, [&](std::ostream& os, const Json&) {
+  TPUCTL_TRY(emit(ctx, j, [&](std::ostream& os, const Json&) {
     os << "deleted cluster '" << cluster.name << "' (" << workloads.size()
        << " workload(s), queued resource '" << cluster.queued_resource << "')\n";
-  });
+  }));
   return 0;
 }
 
 } // namespace
 
 void setup_cluster(CLI::App& group, Registry& registry) {
-  group.require_subcommand(1);
   auto f = std::make_shared<ClusterFlags>();
   CLI::App* create = registry.add(group, "create",
                                   "create a cluster of N slices through a queued resource; wait "
@@ -307,7 +225,8 @@ void setup_cluster(CLI::App& group, Registry& registry) {
       ->required()
       ->type_name("TYPE");
   create->add_option("--num-slices", f->num_slices, "slices (default 1); MEGASCALE_* spans them")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(count_in(1, provision::k_max_cluster_slices));
   create->add_flag("--on-demand", f->on_demand, "standard tier (the default): never preempted");
   create->add_flag("--reserved", f->reserved, "reserved tier: queued before everything else");
   create
@@ -323,8 +242,9 @@ void setup_cluster(CLI::App& group, Registry& registry) {
                    "workloads resume when it is ACTIVE again; suspend: it stays SUSPENDED")
       ->type_name("P");
   create->add_flag("--async", f->async, "return at once; a background tpuctl carries it on");
-  create->add_option("--timeout", f->timeout, "stop waiting after this long (exit 3)")
-      ->type_name("D");
+  create->add_option("--timeout", f->timeout, "stop waiting after this long (exit 3; 0: no limit)")
+      ->type_name("D")
+      ->check(timeout_duration());
   add_ssh_policy_flags(*create, f->ssh);
   create->footer("Waits until the cluster's slices are ACTIVE (exit 0) or FAILED (exit 1),\n"
                  "printing each state on stderr.\n\nExamples:\n"
@@ -349,8 +269,10 @@ void setup_cluster(CLI::App& group, Registry& registry) {
   remove->add_option("--cluster", del->flag_name, "the cluster (xpk's form of NAME)")
       ->type_name("NAME");
   remove->add_flag("--force", del->force, "stop running workloads first (else refused)");
-  remove->add_option("--timeout", del->timeout, "stop waiting after this long (exit 3)")
-      ->type_name("D");
+  remove
+      ->add_option("--timeout", del->timeout, "stop waiting after this long (exit 3; 0: no limit)")
+      ->type_name("D")
+      ->check(timeout_duration());
   add_ssh_policy_flags(*remove, del->ssh);
 }
 

@@ -1,7 +1,9 @@
 // tpuctl completion bash|zsh, and the hidden `tpuctl __complete -- WORDS...` the scripts call.
 // Live values come straight from the store (no reconciliation, no drivers): completion must be
 // fast and must never change anything.
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include "cli/commands.hpp"
 #include "cli/completion.hpp"
@@ -32,7 +34,26 @@ std::string global_value(const std::vector<std::string>& words, const std::strin
   return v ? v : "";
 }
 
-std::vector<std::string> live_values(const std::vector<std::string>& words, LiveKind kind) {
+// The queued resource `subject` names: itself, one of its nodes, or a workload's (or cluster's)
+// request. nullopt when none.
+std::optional<provision::TargetNodes> subject_target(state::StateStore& s, const std::string& pool,
+                                                     const std::string& subject) {
+  if (subject.empty()) {
+    return std::nullopt;
+  }
+  if (auto t = provision::resolve_target(s, pool, subject)) {
+    return *t;
+  }
+  if (auto w = provision::load_workload(s, pool, subject)) {
+    if (auto t = provision::resolve_target(s, pool, w->queued_resource)) {
+      return *t;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> live_values(const std::vector<std::string>& words, LiveKind kind,
+                                     const std::string& subject) {
   std::vector<std::string> out;
   auto store = state::open_store(global_value(words, "--state", "TPUCTL_STATE"));
   if (!store) {
@@ -88,6 +109,30 @@ std::vector<std::string> live_values(const std::vector<std::string>& words, Live
       }
     }
     break;
+  case LiveKind::subject_nodes:
+    if (auto t = subject_target(s, *pool, subject)) {
+      // gcloud's indices first, then the node ids.
+      for (size_t i = 0; i < t->qr.node_ids.size(); ++i) {
+        out.push_back(std::to_string(i));
+      }
+      out.insert(out.end(), t->qr.node_ids.begin(), t->qr.node_ids.end());
+      out.push_back("all");
+    }
+    break;
+  case LiveKind::subject_workers:
+    if (auto t = subject_target(s, *pool, subject)) {
+      size_t workers = 0;
+      for (const auto& n : t->qr.nodes) {
+        workers = std::max(workers, n.workers.size());
+      }
+      for (size_t w = 0; w < workers; ++w) {
+        out.push_back(std::to_string(w));
+      }
+      if (workers > 1) {
+        out.push_back("0-" + std::to_string(workers - 1));
+      }
+    }
+    break;
   case LiveKind::pools:
     break;
   }
@@ -107,7 +152,9 @@ int run_complete(const CLI::App& root, const std::vector<std::string>& args, std
   if (words.empty()) {
     words.push_back("");
   }
-  auto candidates = complete(root, words, [&](LiveKind kind) { return live_values(words, kind); });
+  auto candidates = complete(root, words, [&](LiveKind kind, const std::string& subject) {
+    return live_values(words, kind, subject);
+  });
   for (const auto& c : candidates) {
     out << c.value;
     if (!c.description.empty()) {
@@ -119,7 +166,6 @@ int run_complete(const CLI::App& root, const std::vector<std::string>& args, std
 }
 
 void setup_completion(CLI::App& group, Registry& registry) {
-  group.require_subcommand(1);
   registry.add(group, "bash", "print the bash completion script (needs bash-completion)",
                [](Context& ctx) -> Expected<int> {
                  *ctx.out << bash_script();

@@ -20,7 +20,6 @@ Expected<Config> current() {
 } // namespace
 
 void setup_config(CLI::App& group, Registry& registry) {
-  group.require_subcommand(1);
   auto f = std::make_shared<ConfigFlags>();
   CLI::App* set = registry.add(
       group, "set", "set a default (checked like its flag)", [f](Context& ctx) -> Expected<int> {
@@ -30,14 +29,16 @@ void setup_config(CLI::App& group, Registry& registry) {
           if (!ctx.globals.quiet) {
             *ctx.err << "tpuctl: notice: config " << f->key << " ignored: " << why << "\n";
           }
-          emit(ctx, Json{{"key", f->key}, {"ignored", true}}, [](std::ostream&, const Json&) {});
+          TPUCTL_TRY(emit(ctx, Json{{"key", f->key}, {"ignored", true}},
+                          [](std::ostream&, const Json&) {}));
           return 0;
         }
         TPUCTL_TRY(c.set(f->key, f->value));
         TPUCTL_TRY(c.save());
-        emit(ctx, Json{{"key", f->key}, {"value", f->value}}, [&](std::ostream& os, const Json&) {
-          os << "set " << f->key << " = " << f->value << " in " << c.path() << "\n";
-        });
+        TPUCTL_TRY(emit(ctx, Json{{"key", f->key}, {"value", f->value}},
+                        [&](std::ostream& os, const Json&) {
+                          os << "set " << f->key << " = " << f->value << " in " << c.path() << "\n";
+                        }));
         return 0;
       });
   set->add_option("KEY", f->key, "a key (see 'tpuctl config list')")->required();
@@ -57,8 +58,8 @@ void setup_config(CLI::App& group, Registry& registry) {
                                                               "'tpuctl config set " +
                                                               g->key + " VALUE')");
                      }
-                     emit(ctx, Json{{"key", g->key}, {"value", *v}},
-                          [&](std::ostream& os, const Json&) { os << *v << "\n"; });
+                     TPUCTL_TRY(emit(ctx, Json{{"key", g->key}, {"value", *v}},
+                                     [&](std::ostream& os, const Json&) { os << *v << "\n"; }));
                      return 0;
                    });
   get->add_option("KEY", g->key, "a key")->required();
@@ -70,8 +71,8 @@ void setup_config(CLI::App& group, Registry& registry) {
         u->key = canonical_config_key(u->key);
         TPUCTL_TRY(c.unset(u->key));
         TPUCTL_TRY(c.save());
-        emit(ctx, Json{{"key", u->key}, {"unset", true}},
-             [&](std::ostream& os, const Json&) { os << "unset " << u->key << "\n"; });
+        TPUCTL_TRY(emit(ctx, Json{{"key", u->key}, {"unset", true}},
+                        [&](std::ostream& os, const Json&) { os << "unset " << u->key << "\n"; }));
         return 0;
       });
   unset->add_option("KEY", u->key, "a key")->required();

@@ -8,6 +8,7 @@
 #include "cli/output.hpp"
 #include "cli/qr_runtime.hpp"
 #include "cli/state_access.hpp"
+#include "cli/values.hpp"
 #include "provision/driver.hpp"
 #include "provision/pools.hpp"
 #include "util/strings.hpp"
@@ -69,11 +70,14 @@ void setup_controller(CLI::App& group, Registry& registry) {
             break;
           }
         }
-        emit(ctx, Json{{"carried", total}},
-             [&](std::ostream& os, const Json&) { os << "carried " << total << " request(s)\n"; });
-        return guard.interrupted() ? 130 : 0;
+        TPUCTL_TRY(emit(ctx, Json{{"carried", total}}, [&](std::ostream& os, const Json&) {
+          os << "carried " << total << " request(s)\n";
+        }));
+        return guard.interrupted() ? guard.exit_status() : 0;
       });
-  run->add_option("--interval", f->interval, "time between passes (default 2s)")->type_name("D");
+  run->add_option("--interval", f->interval, "time between passes (default 2s)")
+      ->type_name("D")
+      ->check(positive_duration());
   run->add_flag("--once", f->once, "one pass, then exit");
   add_ssh_policy_flags(*run, f->ssh);
   run->footer("Every tpuctl command already reconciles the pools it touches; run a controller\n"

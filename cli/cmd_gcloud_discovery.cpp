@@ -48,12 +48,12 @@ void add_accelerator_types(CLI::App& group, Registry& registry) {
                    [type](Context& ctx) -> Expected<int> {
                      TPUCTL_TRY_ASSIGN(auto t, topology::parse_accelerator_type(*type));
                      Json doc = accelerator_type_json(t);
-                     emit(ctx, doc, [&](std::ostream& os, const Json&) {
+                     TPUCTL_TRY(emit(ctx, doc, [&](std::ostream& os, const Json&) {
                        os << "name: " << t.name << "\ntype: " << t.name
                           << "\naccelerator_configs:\n"
                           << "- topology: " << t.topology()
                           << "\n  type: " << config_type(*t.generation) << "\n";
-                     });
+                     }));
                      return 0;
                    });
   d->add_option("ACCELERATOR_TYPE", *type, "e.g. v5litepod-16, v4-32, v5p-4x4x4")->required();
@@ -108,7 +108,7 @@ void setup_locations(CLI::App& group, Registry& registry) {
                      TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
                      TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, *name));
                      TPUCTL_TRY_ASSIGN(auto view, provision::load_pool(*store, pool));
-                     emit(ctx, location_json(view.info));
+                     TPUCTL_TRY(emit(ctx, location_json(view.info)));
                      return 0;
                    });
   d->add_option("LOCATION", *name, "a pool's name")->required();

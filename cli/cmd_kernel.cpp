@@ -8,7 +8,6 @@ void setup_kernel_simulate(CLI::App& group, Registry& registry);
 void setup_kernel_run(CLI::App& group, Registry& registry);
 
 void setup_kernel(CLI::App& group, Registry& registry) {
-  group.require_subcommand(1);
   setup_kernel_simulate(group, registry);
   setup_kernel_run(group, registry);
 }

@@ -286,7 +286,7 @@ Expected<int> run_kernel_run(Context& ctx, const RunFlags& f) {
   if (r.checked && !r.check.passed) {
     return mismatch_error(*dtype, f.m, f.n, r.check);
   }
-  emit(ctx, result_json(*dtype, f.m, f.n, f.k, f.threads, f.reps, r));
+  TPUCTL_TRY(emit(ctx, result_json(*dtype, f.m, f.n, f.k, f.threads, f.reps, r)));
   return 0;
 }
 

@@ -216,7 +216,8 @@ void setup_kernel_simulate(CLI::App& group, Registry& registry) {
         TPUCTL_TRY_ASSIGN(Request req, parse_request(*o));
         TPUCTL_TRY_ASSIGN(kernels::CycleReport r,
                           kernels::model_gemm(req.gemm, req.array, req.dataflow, req.mode));
-        emit(ctx, report_json(r), [&](std::ostream& os, const Json&) { print_table(os, req, r); });
+        TPUCTL_TRY(emit(ctx, report_json(r),
+                        [&](std::ostream& os, const Json&) { print_table(os, req, r); }));
         return 0;
       });
   o->m_opt = cmd->add_option("--m", o->m, "rows of A and C")->type_name("M");

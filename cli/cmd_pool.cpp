@@ -12,6 +12,7 @@
 #include "cli/output.hpp"
 #include "cli/pool_view.hpp"
 #include "cli/state_access.hpp"
+#include "cli/values.hpp"
 #include "provision/pools.hpp"
 #include "util/hostlist.hpp"
 
@@ -52,7 +53,7 @@ void add_create(CLI::App& group, Registry& registry) {
                           provision::make_pool_layout(o->generation, o->chips_per_host, o->shape));
         TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx, Access::create));
         TPUCTL_TRY_ASSIGN(auto pool, provision::create_pool(*store, o->name, layout));
-        emit(ctx, pool_summary_json(pool, 0));
+        TPUCTL_TRY(emit(ctx, pool_summary_json(pool, 0)));
         return 0;
       });
   cmd->add_option("NAME", o->name, "pool name")->required();
@@ -60,7 +61,8 @@ void add_create(CLI::App& group, Registry& registry) {
       ->required()
       ->type_name("GEN");
   cmd->add_option("--chips-per-host", o->chips_per_host, "chips on each host (default 4)")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(count_in(1, 1024));
   cmd->add_option("--shape", o->shape,
                   "the pool's extent in chips, e.g. 8x4 or 4x4x4 (default: the generation's pod)")
       ->type_name("CHIPS");
@@ -98,8 +100,8 @@ void add_describe(CLI::App& group, Registry& registry) {
         TPUCTL_TRY_ASSIGN(auto pool, name->empty() ? resolve_pool(ctx, *store)
                                                    : provision::resolve_pool_name(*store, *name));
         TPUCTL_TRY_ASSIGN(auto view, provision::load_pool(*store, pool));
-        emit(ctx, pool_view_json(view),
-             [&](std::ostream& os, const Json&) { print_pool_view(os, view); });
+        TPUCTL_TRY(emit(ctx, pool_view_json(view),
+                        [&](std::ostream& os, const Json&) { print_pool_view(os, view); }));
         return 0;
       });
   cmd->add_option("NAME", *name, "pool name (default: --pool, or the only pool)");
@@ -114,7 +116,7 @@ void add_delete(CLI::App& group, Registry& registry) {
                      TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
                      TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(*store, *name));
                      TPUCTL_TRY(provision::delete_pool(*store, pool, *force));
-                     emit(ctx, Json{{"deleted", pool}});
+                     TPUCTL_TRY(emit(ctx, Json{{"name", pool}, {"deleted", true}}));
                      return 0;
                    });
   cmd->add_option("NAME", *name, "pool name")->required();
@@ -157,7 +159,7 @@ void add_add_hosts(CLI::App& group, Registry& registry) {
         for (const auto& h : added) {
           rows.push_back(host_json(h, ""));
         }
-        TPUCTL_TRY(emit_list(ctx, rows, k_host_columns));
+        TPUCTL_TRY(emit_list(ctx, rows, k_host_columns, host_json({}, "")));
         return 0;
       });
   cmd->add_option("SPEC", o->specs, "hosts: [user@]host[:port], e.g. node[01-16] or 10.0.0.[1-4]")
@@ -168,7 +170,8 @@ void add_add_hosts(CLI::App& group, Registry& registry) {
       ->type_name("U");
   cmd->add_option("--port", o->port, "SSH port (default 22)")
       ->type_name("N")
-      ->check(CLI::Range(1, 65535));
+      ->check(CLI::Range(1, 65535))
+      ->check(port_number());
   cmd->add_option("--identity-file", o->identity_file, "private key for these hosts")
       ->type_name("F");
   cmd->add_option("--workdir", o->workdir, "where tpuctl writes on the hosts (default ~/.tpuctl)")
@@ -201,7 +204,7 @@ void add_remove_hosts(CLI::App& group, Registry& registry) {
                                  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
                                  TPUCTL_TRY_ASSIGN(auto pool, pool_name(ctx, *store));
                                  TPUCTL_TRY(provision::remove_hosts(*store, pool, names));
-                                 emit(ctx, Json{{"removed", names}});
+                                 TPUCTL_TRY(emit(ctx, Json{{"removed", names}}));
                                  return 0;
                                });
   cmd->add_option("HOST", *hosts, "host names, with ranges such as node[01-16]")->required();
@@ -212,7 +215,8 @@ void add_hosts_list(CLI::App& group, Registry& registry) {
     TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
     TPUCTL_TRY_ASSIGN(auto pool, pool_name(ctx, *store));
     TPUCTL_TRY_ASSIGN(auto view, provision::load_pool(*store, pool));
-    TPUCTL_TRY(emit_list(ctx, pool_view_json(view)["host_list"], k_host_columns));
+    TPUCTL_TRY(
+        emit_list(ctx, pool_view_json(view)["host_list"], k_host_columns, host_json({}, "")));
     return 0;
   });
 }
@@ -233,7 +237,7 @@ void add_drain(CLI::App& group, Registry& registry) {
     for (const auto& h : changed) {
       rows.push_back(host_json(h, ""));
     }
-    TPUCTL_TRY(emit_list(ctx, rows, k_host_columns));
+    TPUCTL_TRY(emit_list(ctx, rows, k_host_columns, host_json({}, "")));
     return 0;
   };
   CLI::App* drain = registry.add(
@@ -274,7 +278,7 @@ void add_import(CLI::App& group, Registry& registry) {
         for (const auto& h : added) {
           rows.push_back(host_json(h, ""));
         }
-        TPUCTL_TRY(emit_list(ctx, rows, k_host_columns));
+        TPUCTL_TRY(emit_list(ctx, rows, k_host_columns, host_json({}, "")));
         return 0;
       });
   cmd->add_option("FILE", *file, "JSON inventory: {\"pool\": {...}?, \"hosts\": [...]}")
@@ -284,7 +288,6 @@ void add_import(CLI::App& group, Registry& registry) {
 } // namespace
 
 void setup_pool(CLI::App& group, Registry& registry) {
-  group.require_subcommand(1);
   add_create(group, registry);
   add_list(group, registry);
   add_describe(group, registry);

@@ -2,10 +2,12 @@
 #include <filesystem>
 
 #include "cli/commands.hpp"
+#include "cli/compat.hpp"
 #include "cli/output.hpp"
 #include "cli/pool_view.hpp"
 #include "cli/qr_runtime.hpp"
 #include "cli/state_access.hpp"
+#include "cli/values.hpp"
 #include "provision/local_pool.hpp"
 #include "state/location.hpp"
 
@@ -38,14 +40,18 @@ void add_local_up(CLI::App& group, Registry& registry) {
         }
         Json j = pool_view_json(result.view);
         j["sshd_started"] = result.started;
-        emit(ctx, j, [&](std::ostream& os, const Json&) { print_pool_view(os, result.view); });
+        TPUCTL_TRY(
+            emit(ctx, j, [&](std::ostream& os, const Json&) { print_pool_view(os, result.view); }));
         return 0;
       });
-  cmd->add_option("--hosts", o->up.hosts, "number of hosts (default 8)")->type_name("N");
+  cmd->add_option("--hosts", o->up.hosts, "number of hosts (default 8)")
+      ->type_name("N")
+      ->check(count_in(1, 4096));
   cmd->add_option("--generation", o->up.generation, "TPU generation (default v5e)")
       ->type_name("GEN");
   cmd->add_option("--chips-per-host", o->chips_per_host, "chips on each host (default 4)")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(count_in(1, 1024));
   cmd->add_option("--shape", o->up.shape,
                   "the pool's extent in chips (default: a compact block for --hosts)")
       ->type_name("CHIPS");
@@ -53,7 +59,8 @@ void add_local_up(CLI::App& group, Registry& registry) {
                   "first loopback address; host i listens on base+i (default 127.0.0.2)")
       ->type_name("ADDR");
   cmd->add_option("--port", o->up.port, "the port every sshd listens on (default 2222)")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(port_number());
   cmd->footer("The pool is named by --pool (default 'local'). Each sshd has its own host key; "
               "one client key\nand a known_hosts file for the pool live under the state "
               "directory. Your ~/.ssh is not touched.\n");
@@ -61,39 +68,50 @@ void add_local_up(CLI::App& group, Registry& registry) {
 
 void add_local_down(CLI::App& group, Registry& registry) {
   auto force = std::make_shared<bool>(false);
-  CLI::App* cmd =
-      registry.add(group, "local-down", "stop a local pool's sshd servers and delete the pool",
-                   [force](Context& ctx) -> Expected<int> {
-                     std::string pool = ctx.globals.pool.empty() ? "local" : ctx.globals.pool;
-                     TPUCTL_TRY_ASSIGN(auto dir, state_dir(ctx));
-                     auto store = open_state(ctx, Drivers::none);
-                     Expected<provision::LocalDownResult> result = Error();
-                     if (store) {
-                       result = provision::local_down(**store, pool, *force, dir);
-                     } else if (state::has_reason(store.error(), state::reason::k_no_store) ||
-                                state::has_reason(store.error(), state::reason::k_store_replaced)) {
-                       // No store to ask: the servers are found from the disk.
-                       result = provision::local_down_from_disk(pool, dir);
-                       if (result && result->stopped == 0) {
-                         return store.error();
-                       }
-                     } else {
-                       return store.error();
-                     }
-                     TPUCTL_TRY(result);
-                     if (result->from_disk && !ctx.globals.quiet) {
-                       ctx.stderr_stream()
-                           << "tpuctl: notice: the state store has no local pool '" << pool
-                           << "': stopped the " << result->stopped
-                           << " sshd servers found running from " << result->root << "\n";
-                     }
-                     emit(ctx, Json{{"pool", pool},
-                                    {"hosts", result->hosts},
-                                    {"sshd_stopped", result->stopped},
-                                    {"found_from_disk", result->from_disk}});
-                     return 0;
-                   });
+  CLI::App* cmd = registry.add(
+      group, "local-down", "stop a local pool's sshd servers, delete the pool and its files",
+      [force](Context& ctx) -> Expected<int> {
+        TPUCTL_TRY_ASSIGN(auto dir, state_dir(ctx));
+        std::string pool = ctx.globals.pool.empty() ? "local" : ctx.globals.pool;
+        auto store = open_state(ctx, Drivers::none);
+        Expected<provision::LocalDownResult> result = Error();
+        if (store) {
+          // The pool every command uses: --pool, TPUCTL_POOL, the config's, else the only one
+          // (else "local", whose servers may still be found from the disk).
+          if (auto resolved = resolve_pool(ctx, **store)) {
+            pool = *resolved;
+          } else if (resolved.error().kind != ErrorKind::not_found) {
+            return resolved.error();
+          }
+          result = provision::local_down(**store, pool, *force, dir);
+        } else if (state::has_reason(store.error(), state::reason::k_no_store) ||
+                   state::has_reason(store.error(), state::reason::k_store_replaced)) {
+          // No store to ask: the servers are found from the disk.
+          result = provision::local_down_from_disk(pool, dir);
+          if (result && result->stopped == 0) {
+            return store.error();
+          }
+        } else {
+          return store.error();
+        }
+        TPUCTL_TRY(result);
+        if (result->from_disk && !ctx.globals.quiet) {
+          ctx.stderr_stream() << "tpuctl: notice: the state store has no local pool '" << pool
+                              << "': stopped the " << result->stopped
+                              << " sshd servers found running from " << result->root << "\n";
+        }
+        TPUCTL_TRY(emit(
+            ctx, Json{{"pool", pool},
+                      {"hosts", result->hosts},
+                      {"sshd_stopped", result->stopped},
+                      {"found_from_disk", result->from_disk},
+                      {"removed_dir", result->removed.empty() ? Json() : Json(result->removed)}}));
+        return 0;
+      });
   cmd->add_flag("--force", *force, "also when hosts are claimed by queued resources");
+  cmd->footer("Takes the pool --pool names, else the only pool (as every command does). Removes\n"
+              "the pool's directory under the state directory (local-pools/NAME/: host and\n"
+              "client keys, known_hosts, sshd configs, each host's workdir with the agents).");
 }
 
 } // namespace

@@ -72,7 +72,7 @@ Expected<Selection> select_hosts(Context& ctx, const std::string& spec) {
 
 int finish_broadcast(const InterruptGuard& guard, const std::vector<remote::HostResult>& results) {
   if (guard.interrupted()) {
-    return 130;
+    return guard.exit_status();
   }
   return broadcast_exit_status(results);
 }
@@ -196,7 +196,7 @@ void add_check(CLI::App& group, Registry& registry) {
                    {"memory_total_mib", nullptr},
                    {"disk_free_mib", nullptr},
                    {"units", Json::array()},
-                   {"error", r.error}};
+                   {"error", error_json(std::string(remote::to_string(r.outcome)), r.error)}};
           if (r.outcome == remote::Outcome::ok) {
             std::vector<std::string> parts;
             std::string out = r.out;

@@ -12,6 +12,7 @@
 #include "cli/qr_runtime.hpp"
 #include "cli/qr_view.hpp"
 #include "cli/state_access.hpp"
+#include "cli/values.hpp"
 #include "provision/pools.hpp"
 #include "provision/qr_ops.hpp"
 #include "util/strings.hpp"
@@ -214,7 +215,7 @@ Expected<int> run_create(Context& ctx, const CreateFlags& f) {
     j["dry_run"] = true;
     j["fits_now"] = outcome.dry_run_placement.has_value();
     j["why"] = outcome.why;
-    emit(ctx, j, [&](std::ostream& os, const Json&) {
+    TPUCTL_TRY(emit(ctx, j, [&](std::ostream& os, const Json&) {
       os << "dry run: queued resource '" << outcome.qr.id << "' (" << outcome.qr.accelerator_type
          << ", " << outcome.qr.node_ids.size() << " node(s)) in pool '" << pool << "'\n";
       if (!outcome.dry_run_placement) {
@@ -229,7 +230,7 @@ Expected<int> run_create(Context& ctx, const CreateFlags& f) {
         }
         os << render_table({"WORKER", "HOST", "ADDRESS"}, rows);
       }
-    });
+    }));
     return 0;
   }
   if (outcome.existed && !ctx.globals.quiet) {
@@ -244,12 +245,13 @@ Expected<int> run_create(Context& ctx, const CreateFlags& f) {
   }
   if (carried.failed) {
     if (!carried.gone) {
-      emit(ctx, qr_json(last), [&](std::ostream& os, const Json&) { print_qr(os, last); });
+      (void)emit(ctx, qr_json(last), [&](std::ostream& os, const Json&) { print_qr(os, last); });
     }
     return *carried.failed;
   }
   if (!carried.done) {
-    emit(ctx, qr_json(last), [&](std::ostream& os, const Json&) { print_qr(os, last); });
+    TPUCTL_TRY(
+        emit(ctx, qr_json(last), [&](std::ostream& os, const Json&) { print_qr(os, last); }));
     return Error(ErrorKind::capacity, "queued resource '" + f.id + "' is still " +
                                           std::string(to_string(last.state)) + " after --timeout " +
                                           f.timeout +
@@ -257,7 +259,7 @@ Expected<int> run_create(Context& ctx, const CreateFlags& f) {
                                           "'tpuctl qr wait " +
                                           f.id + " --for=state=ACTIVE')");
   }
-  emit(ctx, qr_json(last), [&](std::ostream& os, const Json&) { print_qr(os, last); });
+  TPUCTL_TRY(emit(ctx, qr_json(last), [&](std::ostream& os, const Json&) { print_qr(os, last); }));
   if (!f.async && last.state == QrState::failed) {
     return Error(ErrorKind::failure,
                  "queued resource '" + f.id + "' FAILED: " +
@@ -299,7 +301,8 @@ void add_qr_create(CLI::App& group, Registry& registry, bool tpu_vm) {
         ->each([f](const std::string&) { f->node_id_given = true; });
     cmd->add_option("--node-count", f->node_count,
                     "N nodes PREFIX-0..N-1, all or nothing (multislice)")
-        ->type_name("N");
+        ->type_name("N")
+        ->check(count_in(1, 1024));
     cmd->add_option("--node-prefix", f->node_prefix, "node name prefix (default: the QR id)")
         ->type_name("P")
         ->each([f](const std::string&) { f->node_prefix_given = true; });
@@ -322,17 +325,20 @@ void add_qr_create(CLI::App& group, Registry& registry, bool tpu_vm) {
       ->type_name("MODEL");
   cmd->add_option("--valid-until-duration", f->valid_until_duration,
                   "fail if not placed within this long (e.g. 30m)")
-      ->type_name("D");
+      ->type_name("D")
+      ->check(positive_duration());
   cmd->add_option("--valid-until-time", f->valid_until_time, "fail if not placed by this time")
       ->type_name("RFC3339");
   cmd->add_option("--valid-after-duration", f->valid_after_duration,
                   "do not place before this long")
-      ->type_name("D");
+      ->type_name("D")
+      ->check(timeout_duration());
   cmd->add_option("--valid-after-time", f->valid_after_time, "do not place before this time")
       ->type_name("RFC3339");
   cmd->add_option("--max-run-duration", f->max_run_duration,
                   "suspend the slice after it has been ACTIVE this long")
-      ->type_name("D");
+      ->type_name("D")
+      ->check(positive_duration());
   cmd->add_option("--on-preemption", f->on_preemption,
                   "suspend (default, as gcloud): a preempted slice stays SUSPENDED; requeue: it "
                   "goes back to the queue in its place")
@@ -346,8 +352,10 @@ void add_qr_create(CLI::App& group, Registry& registry, bool tpu_vm) {
       ->type_name("ID");
   cmd->add_flag("--async", f->async, "return at once; a background tpuctl carries it on");
   cmd->add_flag("--dry-run", f->dry_run, "show which hosts would become workers; change nothing");
-  cmd->add_option("--timeout", f->timeout, "without --async: stop waiting after this long (exit 3)")
-      ->type_name("D");
+  cmd->add_option("--timeout", f->timeout,
+                  "without --async: stop waiting after this long (exit 3; 0: no limit)")
+      ->type_name("D")
+      ->check(timeout_duration());
   add_ssh_policy_flags(*cmd, f->ssh);
   cmd->footer("Without --async, waits until the request is ACTIVE (exit 0) or FAILED (exit 1),\n"
               "printing each state on stderr. A request the pool could never hold is refused at\n"
@@ -399,19 +407,17 @@ void add_list(CLI::App& group, Registry& registry) {
         });
         Json rows = Json::array();
         for (const auto& q : all) {
-          Json row = qr_json(q); // every field, so --filter can use any (labels.team=...)
-          if (!ctx.machine_format()) {
-            row.update(qr_row(q)); // the table's cells: node count, reason
-          }
-          rows.push_back(std::move(row));
+          rows.push_back(qr_json(q)); // every field, so --filter can use any (labels.team=...)
         }
-        TPUCTL_TRY(emit_list(ctx, rows, k_qr_columns));
+        TPUCTL_TRY(emit_list(ctx, rows, k_qr_columns, qr_json(QueuedResource{})));
         return 0;
       });
   cmd->add_flag("--watch", f->watch,
                 "print each state change as it happens (--format jsonl: one JSON object a line)");
-  cmd->add_option("--timeout", f->timeout, "with --watch: stop after this long (default: never)")
-      ->type_name("DURATION");
+  cmd->add_option("--timeout", f->timeout,
+                  "with --watch: stop after this long (default, or 0: never)")
+      ->type_name("DURATION")
+      ->check(timeout_duration());
   cmd->footer("Filter with the global --filter (e.g. --filter 'state=ACTIVE AND "
               "labels.team=ml') and print fields with --format 'value(id,state)'.");
 }
@@ -424,7 +430,8 @@ void add_describe(CLI::App& group, Registry& registry) {
         TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
         TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
         TPUCTL_TRY_ASSIGN(auto qr, provision::load_queued_resource(*store, pool, *id));
-        emit(ctx, qr_json(qr), [&](std::ostream& os, const Json&) { print_qr(os, qr); });
+        TPUCTL_TRY(
+            emit(ctx, qr_json(qr), [&](std::ostream& os, const Json&) { print_qr(os, qr); }));
         return 0;
       });
   cmd->add_option("QR_ID", *id, "the queued resource")->required();

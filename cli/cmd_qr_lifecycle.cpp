@@ -5,6 +5,7 @@
 #include "cli/qr_runtime.hpp"
 #include "cli/qr_view.hpp"
 #include "cli/state_access.hpp"
+#include "cli/values.hpp"
 #include "provision/pools.hpp"
 #include "provision/qr_ops.hpp"
 #include "util/strings.hpp"
@@ -51,9 +52,9 @@ Expected<int> run_delete(Context& ctx, const LifecycleFlags& f) {
          {"pool", pool},
          {"deleted", !deleting || !f.async},
          {"state", deleting && f.async ? "DELETING" : "DELETED"}};
-  emit(ctx, j, [&](std::ostream& os, const Json&) {
+  TPUCTL_TRY(emit(ctx, j, [&](std::ostream& os, const Json&) {
     os << (deleting && f.async ? "deleting" : "deleted") << " queued resource '" << f.id << "'\n";
-  });
+  }));
   return 0;
 }
 
@@ -80,7 +81,7 @@ Expected<int> run_reset(Context& ctx, const LifecycleFlags& f) {
     }
     qr = *followed.qr;
   }
-  emit(ctx, qr_json(qr), [&](std::ostream& os, const Json&) { print_qr(os, qr); });
+  TPUCTL_TRY(emit(ctx, qr_json(qr), [&](std::ostream& os, const Json&) { print_qr(os, qr); }));
   return 0;
 }
 
@@ -108,7 +109,13 @@ Expected<int> run_wait(Context& ctx, const LifecycleFlags& f) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
-  TPUCTL_TRY(provision::load_queued_resource(*store, pool, f.id)); // not_found at once
+  if (auto existing = provision::load_queued_resource(*store, pool, f.id); !existing) {
+    // Already gone: waiting for its deletion is done at once (kubectl wait --for=delete);
+    // waiting for a state is not_found at once.
+    if (!cond.for_delete || existing.error().kind != ErrorKind::not_found) {
+      return existing.error();
+    }
+  }
   auto done = [&](const std::optional<QueuedResource>& q) {
     if (!q) {
       return true;
@@ -121,15 +128,15 @@ Expected<int> run_wait(Context& ctx, const LifecycleFlags& f) {
   TPUCTL_TRY_ASSIGN(auto followed, follow(ctx, *store, pool, f.id, done, timeout, drive, f.ssh));
   if (!followed.qr) {
     if (cond.for_delete) {
-      emit(ctx, Json{{"id", f.id}, {"deleted", true}},
-           [&](std::ostream& os, const Json&) { os << "'" << f.id << "' is gone\n"; });
+      TPUCTL_TRY(emit(ctx, Json{{"id", f.id}, {"deleted", true}},
+                      [&](std::ostream& os, const Json&) { os << "'" << f.id << "' is gone\n"; }));
       return 0;
     }
     return Error(ErrorKind::not_found, "queued resource '" + f.id + "' was deleted while waiting",
                  "not_found");
   }
   const QueuedResource& qr = *followed.qr;
-  emit(ctx, qr_json(qr), [&](std::ostream& os, const Json&) { print_qr(os, qr); });
+  TPUCTL_TRY(emit(ctx, qr_json(qr), [&](std::ostream& os, const Json&) { print_qr(os, qr); }));
   if (!followed.done) {
     return Error(ErrorKind::capacity, "timed out after " + f.timeout + ": '" + f.id + "' is " +
                                           std::string(to_string(qr.state)) + ", not " +
@@ -153,7 +160,9 @@ void add_qr_lifecycle(CLI::App& group, Registry& registry) {
   d->add_option("QR_ID", del->id, "the queued resource")->required();
   d->add_flag("--force", del->force, "also delete live nodes: kill their processes, free hosts");
   d->add_flag("--async", del->async, "return at once; a background tpuctl finishes it");
-  d->add_option("--timeout", del->timeout, "stop waiting after this long (exit 3)")->type_name("D");
+  d->add_option("--timeout", del->timeout, "stop waiting after this long (exit 3; 0: no limit)")
+      ->type_name("D")
+      ->check(timeout_duration());
   add_ssh_policy_flags(*d, del->ssh);
 
   auto reset = std::make_shared<LifecycleFlags>();
@@ -161,8 +170,9 @@ void add_qr_lifecycle(CLI::App& group, Registry& registry) {
                              [reset](Context& ctx) { return run_reset(ctx, *reset); });
   r->add_option("QR_ID", reset->id, "the queued resource")->required();
   r->add_flag("--async", reset->async, "return at once");
-  r->add_option("--timeout", reset->timeout, "stop waiting after this long (exit 3)")
-      ->type_name("D");
+  r->add_option("--timeout", reset->timeout, "stop waiting after this long (exit 3; 0: no limit)")
+      ->type_name("D")
+      ->check(timeout_duration());
   add_ssh_policy_flags(*r, reset->ssh);
 
   auto wait = std::make_shared<LifecycleFlags>();
@@ -171,10 +181,13 @@ void add_qr_lifecycle(CLI::App& group, Registry& registry) {
   w->add_option("QR_ID", wait->id, "the queued resource")->required();
   w->add_option("--for", wait->for_condition, "state=STATE (default state=ACTIVE) or delete")
       ->type_name("COND");
-  w->add_option("--timeout", wait->timeout, "give up after this long: exit 3")->type_name("D");
+  w->add_option("--timeout", wait->timeout, "give up after this long: exit 3 (0: no limit)")
+      ->type_name("D")
+      ->check(timeout_duration());
   add_ssh_policy_flags(*w, wait->ssh);
   w->footer("Exit status: 0 when the condition holds, 3 on timeout, 1 when the request reaches\n"
-            "FAILED instead, 4 when it does not exist (or is deleted while waiting).\n"
+            "FAILED instead, 4 when it does not exist (or is deleted while waiting);\n"
+            "--for delete succeeds at once for a request that is already gone.\n"
             "While waiting, this process applies due transitions and carries the request on.");
 }
 

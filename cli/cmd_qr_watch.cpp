@@ -15,11 +15,16 @@ Json event_json(const state::Event& e) {
       e.detail.is_object() && e.detail.contains("reason") && e.detail["reason"].is_string()
           ? e.detail["reason"].get<std::string>()
           : "";
-  return Json{{"revision", e.revision}, {"time", util::format_timestamp(e.time_ms)},
-              {"pool", e.pool},         {"queued_resource", e.subject},
-              {"type", e.type},         {"from", e.from_state},
-              {"to", e.to_state},       {"initiator", std::string(state::to_string(e.initiator))},
-              {"reason", reason},       {"error", e.to_state == "FAILED" ? reason : ""}};
+  return Json{{"revision", e.revision},
+              {"time", time_json(e.time_ms)},
+              {"pool", e.pool},
+              {"queued_resource", e.subject},
+              {"type", e.type},
+              {"from", e.from_state},
+              {"to", e.to_state},
+              {"initiator", std::string(state::to_string(e.initiator))},
+              {"reason", reason},
+              {"error", e.to_state == "FAILED" ? error_json("FAILED", reason) : Json()}};
 }
 
 void print_event(const Context& ctx, const state::Event& e) {
@@ -28,7 +33,7 @@ void print_event(const Context& ctx, const state::Event& e) {
   if (ctx.machine_format()) {
     out << j.dump() << "\n";
   } else {
-    out << j["time"].get<std::string>() << "  " << e.subject << "  "
+    out << cell_text(j["time"]) << "  " << e.subject << "  "
         << (e.from_state.empty() ? "" : e.from_state + " -> ") << e.to_state << "  "
         << j["initiator"].get<std::string>()
         << (j["reason"].get<std::string>().empty() ? "" : "  " + j["reason"].get<std::string>())

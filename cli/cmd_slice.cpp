@@ -67,14 +67,13 @@ Expected<int> print_dry_run(Context& ctx, const std::vector<provision::WorkerPla
   Json rows = Json::array();
   for (size_t i = 0; i < plans.size(); ++i) {
     const auto& p = plans[i];
-    rows.push_back(Json{{"node", p.node},
-                        {"worker", p.worker},
-                        {"host", p.host},
-                        {"address", p.target.address},
-                        {"port", p.target.port},
-                        {"user", p.target.user},
-                        {"command", jobs[i].command},
-                        {"ssh", ssh_line(p.target, jobs[i].command, tty)}});
+    Json row = plan_json(p);
+    row["address"] = p.target.address;
+    row["port"] = p.target.port;
+    row["user"] = p.target.user;
+    row["command"] = jobs[i].command;
+    row["ssh"] = ssh_line(p.target, jobs[i].command, tty);
+    rows.push_back(std::move(row));
   }
   if (!ctx.machine_format()) {
     for (const auto& r : rows) {
@@ -82,7 +81,8 @@ Expected<int> print_dry_run(Context& ctx, const std::vector<provision::WorkerPla
     }
     return 0;
   }
-  TPUCTL_TRY(emit_list(ctx, rows, {{"node", "node"}, {"worker", "worker"}, {"ssh", "ssh"}}));
+  TPUCTL_TRY(emit_list(ctx, rows,
+                       {{"NODE", "node"}, {"WORKER", "worker"}, {"HOST", "host"}, {"SSH", "ssh"}}));
   return 0;
 }
 
@@ -94,7 +94,7 @@ Expected<int> run_into_files(Context& ctx, const std::vector<provision::WorkerPl
   std::vector<std::shared_ptr<std::ofstream>> files;
   std::vector<std::string> names;
   for (size_t i = 0; i < jobs.size(); ++i) {
-    names.push_back((fs::path(dir) / (worker_label(plans, plans[i]) + ".log")).string());
+    names.push_back((fs::path(dir) / (worker_file_name(plans, plans[i]) + ".log")).string());
     auto file = std::make_shared<std::ofstream>(names.back(), std::ios::binary | std::ios::trunc);
     if (!*file) {
       return Error(ErrorKind::failure, "cannot write '" + names.back() + "'");
@@ -109,23 +109,21 @@ Expected<int> run_into_files(Context& ctx, const std::vector<provision::WorkerPl
   InterruptGuard guard(token);
   TPUCTL_TRY_ASSIGN(auto results, remote::run_fanout(jobs, options, {}, &token));
   files.clear(); // flushed and closed
-  ctx.stderr_stream() << failure_report(results);
+  ctx.stderr_stream() << failure_report(results, "workers");
   Json rows = Json::array();
   for (const auto& r : results) {
-    const auto& p = plans[r.index];
-    rows.push_back(Json{{"node", p.node},
-                        {"worker", p.worker},
-                        {"host", p.host},
-                        {"exit_status", host_exit_status(r)},
-                        {"log", names[r.index]}});
+    Json row = plan_json(plans[r.index]);
+    row["exit_status"] = host_exit_status(r);
+    row["log"] = names[r.index];
+    rows.push_back(std::move(row));
   }
   TPUCTL_TRY(emit_list(ctx, rows,
-                       {{"node", "node"},
-                        {"worker", "worker"},
-                        {"host", "host"},
-                        {"exit", "exit_status"},
-                        {"log", "log"}}));
-  return guard.interrupted() ? 130 : broadcast_exit_status(results);
+                       {{"NODE", "node"},
+                        {"WORKER", "worker"},
+                        {"HOST", "host"},
+                        {"EXIT_STATUS", "exit_status"},
+                        {"LOG", "log"}}));
+  return guard.interrupted() ? guard.exit_status() : broadcast_exit_status(results);
 }
 
 Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
@@ -153,10 +151,7 @@ Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
   std::vector<remote::Job> jobs;
   for (const auto& p : plans) {
     remote::Job job;
-    job.target = p.target;
-    if (plans.size() > 1 && p.node != plans.front().node) {
-      job.target.name = p.node + "/" + (p.target.name.empty() ? p.target.address : p.target.name);
-    }
+    job.target = labelled_target(p);
     job.command = provision::env_command_prefix(p.env, p.agent_dir) +
                   (command.empty() ? "exec \"${SHELL:-/bin/sh}\" -l" : command);
     job.index = jobs.size();
@@ -171,7 +166,7 @@ Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
   if (!f.output_directory.empty()) {
     return run_into_files(ctx, plans, std::move(jobs), options, f.output_directory);
   }
-  return run_broadcast(ctx, jobs, options, mode, f.ssh.stdin_broadcast);
+  return run_broadcast(ctx, jobs, options, mode, f.ssh.stdin_broadcast, job_identities(plans));
 }
 
 Expected<int> run_env(Context& ctx, const SliceFlags& f) {
@@ -186,7 +181,8 @@ Expected<int> run_env(Context& ctx, const SliceFlags& f) {
   for (const auto& [k, v] : p.env) {
     vars[k] = v;
   }
-  emit(ctx, vars, [&](std::ostream& os, const Json&) { os << provision::to_dotenv(p.env); });
+  TPUCTL_TRY(
+      emit(ctx, vars, [&](std::ostream& os, const Json&) { os << provision::to_dotenv(p.env); }));
   return 0;
 }
 

@@ -67,14 +67,18 @@ Expected<int> run_scp(Context& ctx, const SliceFlags& f) {
   flags.target = dest_remote ? dest_remote->target : remote_target;
   TPUCTL_TRY_ASSIGN(auto target, split_user_target(flags.target));
   TPUCTL_TRY_ASSIGN(auto options, ssh_options(f.ssh));
+  TPUCTL_TRY_ASSIGN(auto mode, parse_fanout_output(f.ssh.output));
+  if (mode == FanoutOutput::grouped) {
+    return usage_error("--output grouped is for ssh; scp reports with prefixed (default) or jsonl");
+  }
   TPUCTL_TRY_ASSIGN(auto plans, plan_slice_workers(ctx, flags, target, false));
   if (dest_remote) {
     std::vector<remote::SshTarget> targets;
     for (const auto& p : plans) {
-      targets.push_back(p.target);
+      targets.push_back(labelled_target(p));
     }
     return copy_files(ctx, targets, sources, dest_remote->path.empty() ? "~/" : dest_remote->path,
-                      f.recurse, options);
+                      f.recurse, options, CopyReport{mode, job_identities(plans)});
   }
   if (f.recurse) {
     return usage_error("--recurse copies directories to the workers only; from them, name "
@@ -82,9 +86,9 @@ Expected<int> run_scp(Context& ctx, const SliceFlags& f) {
   }
   std::vector<FetchSource> from;
   for (const auto& p : plans) {
-    from.push_back({p.target, worker_label(plans, p)});
+    from.push_back({labelled_target(p), worker_file_name(plans, p), job_identity(p)});
   }
-  return fetch_files(ctx, from, remote_paths, dest, options);
+  return fetch_files(ctx, from, remote_paths, dest, options, mode);
 }
 
 } // namespace
@@ -103,6 +107,11 @@ void setup_slice_scp(CLI::App& cmd, Registry& registry, SliceShape shape) {
   add_selection_flags(cmd, *f);
   cmd.add_flag("--recurse", f->recurse, "copy directories with their whole tree (to the workers)");
   add_ssh_flags(cmd, f->ssh, false);
+  cmd.add_option("--output", f->ssh.output,
+                 "prefixed (default: failures as [NODE/WORKER@HOST], then a summary) or jsonl "
+                 "(one object per worker and file)")
+      ->type_name("MODE")
+      ->group("SSH");
   const std::string name = shape == SliceShape::queued_resource ? "tpuctl queued-resources scp"
                            : shape == SliceShape::tpu_vm        ? "tpuctl tpu-vm scp"
                                                                 : "tpuctl scp";

@@ -41,7 +41,7 @@ void add_info(CLI::App& group, Registry& registry) {
                           {"read_only_because", i.read_only_because},
                           {"revision", pools.revision},
                           {"pools", pools.records.size()}};
-                 emit(ctx, out);
+                 TPUCTL_TRY(emit(ctx, out));
                  return 0;
                });
 }
@@ -87,10 +87,10 @@ Expected<int> run_migrate(Context& ctx, const MigrateFlags& f) {
   Json out{{"from", from_loc.url()}, {"to", to_loc.url()}};
   out.update(copied_json(report));
   out["target_revision"] = report.target_revision;
-  emit(ctx, out, [](std::ostream& os, const Json& r) {
+  TPUCTL_TRY(emit(ctx, out, [](std::ostream& os, const Json& r) {
     os << "copied " << copied_text(r) << " from " << r["from"].get<std::string>() << " to "
        << r["to"].get<std::string>() << "\n";
-  });
+  }));
   return 0;
 }
 
@@ -127,12 +127,12 @@ void add_backup(CLI::App& group, Registry& registry) {
                               {"from", store->info().location},
                               {"revision", report.source_revision},
                               {"copied", copied_json(report.copied)}};
-                     emit(ctx, out, [](std::ostream& os, const Json& r) {
+                     TPUCTL_TRY(emit(ctx, out, [](std::ostream& os, const Json& r) {
                        os << "backed up " << copied_text(r["copied"]) << " of "
                           << r["from"].get<std::string>() << " (revision "
                           << r["revision"].get<int64_t>() << ") to " << r["file"].get<std::string>()
                           << "\n";
-                     });
+                     }));
                      return 0;
                    });
   cmd->add_option("FILE", f->file, "the backup file to write (an SQLite tpuctl store)")->required();
@@ -153,14 +153,14 @@ void add_restore(CLI::App& group, Registry& registry) {
                  {"to", store->info().location},
                  {"replaced_pools", report.replaced_pools},
                  {"copied", copied_json(report.copied)}};
-        emit(ctx, out, [](std::ostream& os, const Json& r) {
+        TPUCTL_TRY(emit(ctx, out, [](std::ostream& os, const Json& r) {
           os << "restored " << copied_text(r["copied"]) << " from " << r["file"].get<std::string>()
              << " into " << r["to"].get<std::string>();
           if (r["replaced_pools"].get<size_t>() > 0) {
             os << ", replacing its " << r["replaced_pools"].get<size_t>() << " pools";
           }
           os << "\n";
-        });
+        }));
         return 0;
       });
   cmd->add_option("FILE", f->file, "a backup written by 'tpuctl state backup'")->required();
@@ -215,7 +215,6 @@ void add_check(CLI::App& group, Registry& registry) {
 } // namespace
 
 void setup_state(CLI::App& group, Registry& registry) {
-  group.require_subcommand(1);
   add_info(group, registry);
   add_migrate(group, registry);
   add_backup(group, registry);

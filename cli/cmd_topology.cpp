@@ -12,6 +12,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "cli/values.hpp"
 #include "topology/accelerator_type.hpp"
 #include "topology/mesh.hpp"
 #include "topology/torus.hpp"
@@ -174,10 +175,10 @@ Expected<int> run_list(Context& ctx, const std::string& generation) {
 
 Expected<int> run_describe(Context& ctx, const SliceArgs& args) {
   TPUCTL_TRY_ASSIGN(AcceleratorType t, resolve_slice(args));
-  emit(ctx, describe_json(t), [&t](std::ostream& os, const Json& data) {
+  TPUCTL_TRY(emit(ctx, describe_json(t), [&t](std::ostream& os, const Json& data) {
     print_key_values(os, data);
     print_host_grid(os, t);
-  });
+  }));
   return 0;
 }
 
@@ -324,8 +325,9 @@ Expected<int> run_mesh(Context& ctx, const MeshArgs& args) {
             {"shape", mesh.shape},
             {"axes", axes},
             {"devices", nest(mesh.devices, mesh.shape, 0, next)}};
-  emit(ctx, data,
-       [&](std::ostream& os, const Json&) { print_mesh(os, mesh, *slice, request.num_slices); });
+  TPUCTL_TRY(emit(ctx, data, [&](std::ostream& os, const Json&) {
+    print_mesh(os, mesh, *slice, request.num_slices);
+  }));
   return 0;
 }
 
@@ -361,8 +363,8 @@ void setup_topology(CLI::App& group, Registry& registry) {
       ->type_name("NAME,...");
   mesh->add_option("--num-slices", mesh_args->num_slices,
                    "slices joined over DCN, stacked on the first axis (default 1)")
-      ->type_name("N");
-  group.require_subcommand(1);
+      ->type_name("N")
+      ->check(count_in(1, 1024));
 }
 
 } // namespace tpuctl::cli

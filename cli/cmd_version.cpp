@@ -14,11 +14,11 @@ Json version_info() {
 
 void setup_version(CLI::App& group, Registry& registry) {
   registry.bind(group, [](Context& ctx) -> Expected<int> {
-    emit(ctx, version_info(), [](std::ostream& os, const Json& v) {
+    TPUCTL_TRY(emit(ctx, version_info(), [](std::ostream& os, const Json& v) {
       os << "tpuctl " << v["version"].get<std::string>() << " (commit "
          << v["git_commit"].get<std::string>() << ", " << v["build_type"].get<std::string>() << ", "
          << v["compiler"].get<std::string>() << ")\n";
-    });
+    }));
     return 0;
   });
 }

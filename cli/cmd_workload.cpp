@@ -8,10 +8,14 @@
 
 #include "cli/commands.hpp"
 #include "cli/compat.hpp"
+#include "cli/fanout_output.hpp"
 #include "cli/output.hpp"
+#include "cli/slice_flags.hpp"
 #include "cli/ssh_flags.hpp"
 #include "cli/state_access.hpp"
+#include "cli/values.hpp"
 #include "cli/workload_runtime.hpp"
+#include "cli/workload_view.hpp"
 #include "cli/workload_xpk.hpp"
 #include "provision/pools.hpp"
 #include "provision/slice_workers.hpp"
@@ -57,82 +61,32 @@ Expected<std::string> workload_name(const WorkloadFlags& f) {
   return positional_or_flag(f.name, f.flag_name, "workload", "W or --workload W");
 }
 
-std::string time_text(int64_t ms) {
-  return ms > 0 ? util::format_timestamp(ms) : "";
-}
-
-Json workload_json(const Workload& w) {
-  Json j = Json(provision::to_json(w));
-  j.erase("monitor");
-  j.erase("time"); // the monitor's bookkeeping; "goodput" is what it adds up to
-  j["goodput"] =
-      provision::to_json(provision::goodput_of(w, state::to_unix_ms(state::system_clock()())));
-  j["created_at"] = time_text(w.created_at_ms);
-  j["started_at"] = time_text(w.started_at_ms);
-  j["finished_at"] = time_text(w.finished_at_ms);
-  for (auto& x : j["workers"]) {
-    x["last_heartbeat"] = time_text(x["last_heartbeat_ms"].get<int64_t>());
-  }
-  return j;
-}
-
-int running_workers(const Workload& w) {
-  int n = 0;
-  for (const auto& x : w.workers) {
-    n += x.state == provision::WorkerState::running ? 1 : 0;
-  }
-  return n;
-}
-
-void print_workload(std::ostream& os, const Workload& w) {
-  os << "workload " << w.name << " on cluster " << w.cluster << ": " << to_string(w.state);
-  if (w.restarts > 0) {
-    os << " (restarts " << w.restarts << "/" << w.max_restarts << ")";
-  }
-  if (w.recoveries > 0) {
-    os << " (recovered " << w.recoveries << "x)";
-  }
-  os << "\ncommand: " << util::printable(w.command) << "\n";
-  if (!w.message.empty()) {
-    os << (w.state == WorkloadState::failed ? "error: " : "") << w.message << "\n";
-  }
-  os << goodput_line(provision::goodput_of(w, state::to_unix_ms(state::system_clock()()))) << "\n";
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& x : w.workers) {
-    rows.push_back({x.node, std::to_string(x.worker), x.host, std::string(to_string(x.state)),
-                    x.exit_code >= 0 ? std::to_string(x.exit_code) : "", std::to_string(x.attempt),
-                    time_text(x.last_heartbeat_ms), x.detail});
-  }
-  os << render_table(
-      {"SLICE", "WORKER", "HOST", "STATE", "EXIT", "ATTEMPT", "LAST HEARTBEAT", "DETAIL"}, rows);
-}
-
 // --dry-run: what each worker would run, and nothing started.
-void print_launch_plan(Context& ctx, const Workload& wl,
-                       const std::vector<provision::WorkerPlan>& plans) {
+Status print_launch_plan(Context& ctx, const Workload& wl,
+                         const std::vector<provision::WorkerPlan>& plans) {
   Json rows = Json::array();
   for (const auto& p : plans) {
-    rows.push_back(Json{{"node", p.node},
-                        {"worker", p.worker},
-                        {"host", p.host},
-                        {"command", provision::launch_command(wl, p)}});
+    Json row = plan_json(p);
+    row["command"] = provision::launch_command(wl, p);
+    rows.push_back(std::move(row));
   }
   Json j{{"name", wl.name}, {"uid", wl.uid}, {"dry_run", true}, {"workers", rows}};
   if (!wl.container.image.empty()) {
     j["container"] = Json{{"image", wl.container.image}, {"runtime", wl.container.runtime}};
   }
-  emit(ctx, j, [&](std::ostream& os, const Json&) {
+  TPUCTL_TRY(emit(ctx, j, [&](std::ostream& os, const Json&) {
     os << "dry run: workload '" << wl.name << "' would start on " << plans.size()
        << " workers of cluster " << wl.cluster
        << (wl.container.image.empty()
                ? ""
                : " in image " + wl.container.image + " (" + wl.container.runtime + ")")
        << ":\n";
-    for (const auto& r : rows) {
-      os << cell_text(r["node"]) << "/" << cell_text(r["worker"]) << " " << cell_text(r["host"])
-         << ": " << r["command"].get<std::string>() << "\n";
+    for (size_t i = 0; i < plans.size(); ++i) {
+      os << provision::worker_label(plans[i]) << ": " << rows[i]["command"].get<std::string>()
+         << "\n";
     }
-  });
+  }));
+  return tpuctl::ok();
 }
 
 Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
@@ -161,7 +115,7 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto wl, provision::create_workload(*store, r, options));
   if (f.dry_run) {
     TPUCTL_TRY_ASSIGN(auto plans, provision::plan_workload(*store, wl));
-    print_launch_plan(ctx, wl, plans);
+    TPUCTL_TRY(print_launch_plan(ctx, wl, plans));
     if (!wl.message.empty()) {
       return Error(ErrorKind::failure, wl.message); // the refusal a real create would meet
     }
@@ -170,7 +124,8 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   if (!provision::is_terminal(wl.state)) {
     ensure_monitor(ctx, wl, f.ssh);
   }
-  emit(ctx, workload_json(wl), [&](std::ostream& os, const Json&) { print_workload(os, wl); });
+  TPUCTL_TRY(
+      emit(ctx, workload_json(wl), [&](std::ostream& os, const Json&) { print_workload(os, wl); }));
   if (wl.state == WorkloadState::failed) {
     return Error(ErrorKind::failure, "workload '" + wl.name + "' FAILED: " + wl.message);
   }
@@ -193,22 +148,9 @@ Expected<int> run_list(Context& ctx, const WorkloadFlags& f) {
     if (!matches(filter, w)) {
       continue;
     }
-    rows.push_back(Json{
-        {"name", w.name},
-        {"cluster", w.cluster},
-        {"state", std::string(to_string(w.state))},
-        {"workers", std::to_string(running_workers(w)) + "/" + std::to_string(w.workers.size())},
-        {"restarts", w.restarts},
-        {"created_at", time_text(w.created_at_ms)},
-        {"message", w.message}});
+    rows.push_back(workload_json(w));
   }
-  TPUCTL_TRY(emit_list(ctx, rows,
-                       {{"name", "name"},
-                        {"cluster", "cluster"},
-                        {"state", "state"},
-                        {"running", "workers"},
-                        {"restarts", "restarts"},
-                        {"created", "created_at"}}));
+  TPUCTL_TRY(emit_list(ctx, rows, k_workload_columns, workload_json(Workload{})));
   return 0;
 }
 
@@ -218,32 +160,52 @@ Expected<int> run_describe(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto wl, provision::load_workload(*store, pool, name));
   ensure_monitor(ctx, wl, f.ssh);
-  emit(ctx, workload_json(wl), [&](std::ostream& os, const Json&) { print_workload(os, wl); });
+  TPUCTL_TRY(
+      emit(ctx, workload_json(wl), [&](std::ostream& os, const Json&) { print_workload(os, wl); }));
   return 0;
 }
 
-// Prints the complete lines of `text` (the rest stays in `partial`), prefixed when several
-// workers are shown.
-void print_log_chunk(Context& ctx, const std::string& prefix, std::string& partial,
-                     const std::string& text, bool flush) {
+// Prints the complete lines of `text` (the rest stays in `partial`; all of it when `flush`)
+// through `print`.
+void print_log_chunk(std::string& partial, const std::string& text, bool flush,
+                     const std::function<void(std::string_view)>& print) {
   partial += text;
   size_t start = 0;
   for (size_t nl = partial.find('\n'); nl != std::string::npos; nl = partial.find('\n', start)) {
-    *ctx.out << prefix << std::string_view(partial).substr(start, nl - start) << "\n";
+    print(std::string_view(partial).substr(start, nl - start));
     start = nl + 1;
   }
   partial.erase(0, start);
   if (flush && !partial.empty()) {
-    *ctx.out << prefix << partial << "\n";
+    print(partial);
     partial.clear();
   }
-  ctx.out->flush();
+}
+
+// One log line as --output wants it: prefixed "[NODE/WORKER@HOST] line" (no prefix when one
+// worker is shown), or jsonl {node, slice, worker, host, line}.
+void print_log_line(Context& ctx, FanoutOutput mode, const provision::WorkerPlan& p, bool prefix,
+                    std::string_view line) {
+  if (mode == FanoutOutput::jsonl) {
+    Json j = plan_json(p);
+    j["line"] = std::string(line);
+    *ctx.out << j.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+  } else if (prefix) {
+    *ctx.out << prefixed_line(provision::worker_label(p), line);
+  } else {
+    *ctx.out << line << "\n";
+  }
 }
 
 Expected<int> run_logs(Context& ctx, const WorkloadFlags& given) {
   WorkloadFlags f = given;
   TPUCTL_TRY_ASSIGN(f.name, workload_name(given));
   TPUCTL_TRY_ASSIGN(auto options, ssh_options(f.ssh));
+  TPUCTL_TRY_ASSIGN(auto mode, parse_fanout_output(f.ssh.output));
+  if (mode == FanoutOutput::grouped) {
+    return usage_error("--output grouped is for ssh; workload logs prints prefixed (default) or "
+                       "jsonl");
+  }
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto wl, provision::load_workload(*store, pool, f.name));
@@ -282,16 +244,17 @@ Expected<int> run_logs(Context& ctx, const WorkloadFlags& given) {
       const auto& p = plans[r.index];
       if (!r.succeeded()) {
         if (!ctx.globals.quiet) {
-          *ctx.err << "tpuctl: " << p.node << "/" << p.worker << ": cannot read the log: "
+          *ctx.err << "tpuctl: " << provision::worker_label(p) << ": cannot read the log: "
                    << (r.error.empty() ? std::string(remote::to_string(r.outcome)) : r.error)
                    << "\n";
         }
         continue;
       }
       offsets[r.index] += r.out.size();
-      const std::string prefix =
-          plans.size() > 1 ? "[" + p.node + "/" + std::to_string(p.worker) + "] " : "";
-      print_log_chunk(ctx, prefix, partial[r.index], r.out, finished);
+      print_log_chunk(partial[r.index], r.out, finished, [&](std::string_view line) {
+        print_log_line(ctx, mode, p, plans.size() > 1, line);
+      });
+      ctx.out->flush();
     }
     if (finished || cancel.cancelled()) {
       break;
@@ -300,7 +263,7 @@ Expected<int> run_logs(Context& ctx, const WorkloadFlags& given) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
-  return cancel.cancelled() ? 130 : 0;
+  return cancel.cancelled() ? guard.exit_status() : 0;
 }
 
 // Waits until workload `name` has ended (a monitor is run here when nobody watches it).
@@ -354,7 +317,8 @@ Expected<int> run_wait(Context& ctx, const WorkloadFlags& f) {
     return Error(ErrorKind::capacity,
                  "workload '" + name + "' has not ended after --timeout " + f.timeout);
   }
-  emit(ctx, workload_json(*wl), [&](std::ostream& os, const Json&) { print_workload(os, *wl); });
+  TPUCTL_TRY(emit(ctx, workload_json(*wl),
+                  [&](std::ostream& os, const Json&) { print_workload(os, *wl); }));
   if (wl->state == WorkloadState::failed) {
     return Error(ErrorKind::failure, "workload '" + name + "' FAILED: " + wl->message);
   }
@@ -385,13 +349,9 @@ Expected<int> wait_for_job(Context& ctx, const WorkloadFlags& f) {
              << f.timeout << "\n";
     return 124;
   }
-  Json rows = Json::array({Json{{"name", (*wl)->name},
-                                {"cluster", (*wl)->cluster},
-                                {"state", std::string(to_string((*wl)->state))},
-                                {"message", (*wl)->message}}});
   TPUCTL_TRY(emit_list(
-      ctx, rows,
-      {{"name", "name"}, {"cluster", "cluster"}, {"state", "state"}, {"message", "message"}}));
+      ctx, Json::array({workload_json(**wl)}),
+      {{"NAME", "name"}, {"CLUSTER", "cluster"}, {"STATE", "state"}, {"MESSAGE", "message"}}));
   if ((*wl)->state != WorkloadState::succeeded) {
     *ctx.err << "tpuctl: error: workload '" << f.wait_for << "' " << to_string((*wl)->state) << ": "
              << (*wl)->message << "\n";
@@ -439,19 +399,19 @@ Expected<int> run_delete(Context& ctx, const WorkloadFlags& f) {
                         {"pool", pool},
                         {"deleted", true},
                         {"state", std::string(to_string(deleted.workload.state))},
-                        {"workers", deleted.workload.workers.size()},
+                        {"worker_count", deleted.workload.workers.size()},
                         {"unreachable", deleted.unreachable}});
   }
   if (rows.size() == 1 && (!f.name.empty() || !f.flag_name.empty())) {
-    Json j = rows.at(0);
-    j.erase("workers");
-    emit(ctx, j, [&](std::ostream& os, const Json&) {
+    TPUCTL_TRY(emit(ctx, rows.at(0), [&](std::ostream& os, const Json&) {
       os << "deleted workload '" << names[0] << "' (was " << cell_text(rows[0]["state"])
-         << "): its processes on " << cell_text(rows[0]["workers"]) << " workers are stopped\n";
-    });
+         << "): its processes on " << cell_text(rows[0]["worker_count"])
+         << " workers are stopped\n";
+    }));
     return 0;
   }
-  TPUCTL_TRY(emit_list(ctx, rows, {{"deleted", "name"}, {"was", "state"}, {"workers", "workers"}}));
+  TPUCTL_TRY(emit_list(ctx, rows,
+                       {{"NAME", "name"}, {"STATE", "state"}, {"WORKER_COUNT", "worker_count"}}));
   return 0;
 }
 
@@ -469,7 +429,6 @@ Expected<int> run_monitor(Context& ctx, const WorkloadFlags& f) {
 } // namespace
 
 void setup_workload(CLI::App& group, Registry& registry) {
-  group.require_subcommand(1);
   auto c = std::make_shared<WorkloadFlags>();
   CLI::App* create =
       registry.add(group, "create", "run a command on every worker of a cluster at once, detached",
@@ -484,7 +443,8 @@ void setup_workload(CLI::App& group, Registry& registry) {
   create
       ->add_option("--max-restarts", c->max_restarts,
                    "restart every worker together up to R times on a failure (default 0)")
-      ->type_name("R");
+      ->type_name("R")
+      ->check(count_in(0, 1000));
   create->add_option("--env", c->env, "add KEY=VALUE to every worker's environment (repeatable)")
       ->type_name("K=V");
   create
@@ -497,8 +457,11 @@ void setup_workload(CLI::App& group, Registry& registry) {
                    "any (default): one failing worker stops the others; all: fail once every "
                    "worker has ended")
       ->type_name("P");
-  create->add_option("--timeout", c->timeout, "fail the workload after it ran this long")
-      ->type_name("D");
+  create
+      ->add_option("--timeout", c->timeout,
+                   "fail the workload after it ran this long (0: no limit)")
+      ->type_name("D")
+      ->check(timeout_duration());
   create
       ->add_option("--env-file", c->env_file,
                    "VAR=value lines (VAR alone: this shell's value) added to the environment")
@@ -508,7 +471,8 @@ void setup_workload(CLI::App& group, Registry& registry) {
                    "checked against the cluster's type (xpk's form; optional here)")
       ->type_name("TYPE");
   create->add_option("--num-slices", c->num_slices, "checked against the cluster's slices")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(count_in(1, 1024));
   const char* image = "Container image";
   create->add_option("--docker-image", c->docker_image, "run the command in this image, as is")
       ->type_name("IMAGE")
@@ -556,8 +520,10 @@ void setup_workload(CLI::App& group, Registry& registry) {
   list->add_option("--wait-for-job-completion", l->wait_for,
                    "wait until W ends: exit 0 SUCCEEDED, 125 FAILED, 124 timed out, 1 no such W")
       ->type_name("W");
-  list->add_option("--timeout", l->timeout, "with --wait-for-job-completion: seconds, or 5m")
-      ->type_name("T");
+  list->add_option("--timeout", l->timeout,
+                   "with --wait-for-job-completion: seconds, or 5m (0: no limit)")
+      ->type_name("T")
+      ->check(timeout_duration());
 
   auto d = std::make_shared<WorkloadFlags>();
   CLI::App* describe =
@@ -578,6 +544,10 @@ void setup_workload(CLI::App& group, Registry& registry) {
       ->type_name("W");
   logs->add_option("--node", g->node, "all (default) or one slice's node id")->type_name("ID");
   logs->add_flag("--follow,-f", g->follow, "keep printing until the workload has ended");
+  logs->add_option("--output", g->ssh.output,
+                   "prefixed (default: [NODE/WORKER@HOST] line when several workers) or jsonl "
+                   "(one object a line: node, slice, worker, host, line)")
+      ->type_name("MODE");
   add_ssh_policy_flags(*logs, g->ssh);
 
   auto w = std::make_shared<WorkloadFlags>();
@@ -586,8 +556,9 @@ void setup_workload(CLI::App& group, Registry& registry) {
   wait->add_option("W", w->name, "the workload (or --workload W)");
   wait->add_option("--workload", w->flag_name, "the workload (xpk's form of W)")->type_name("W");
   wait->add_option("--cluster", w->cluster, "accepted for xpk's form")->type_name("C");
-  wait->add_option("--timeout", w->timeout, "stop waiting after this long (exit 3)")
-      ->type_name("D");
+  wait->add_option("--timeout", w->timeout, "stop waiting after this long (exit 3; 0: no limit)")
+      ->type_name("D")
+      ->check(timeout_duration());
   add_ssh_policy_flags(*wait, w->ssh);
 
   auto x = std::make_shared<WorkloadFlags>();

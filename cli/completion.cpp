@@ -59,40 +59,82 @@ std::string group_of(const CLI::App& app) {
 // What a positional or a flag value names, from its declared name and the command's group.
 std::optional<LiveKind> live_kind(const CLI::App& app, const std::string& name) {
   const std::string group = group_of(app);
-  if (name == "pool" || (group == "pool" && name == "NAME")) {
+  if (name == "pool" || (group == "pool" && name == "NAME") || name == "LOCATION") {
     return LiveKind::pools;
   }
   if (name == "cluster" || (group == "cluster" && name == "NAME")) {
     return LiveKind::clusters;
   }
-  if (group == "workload" && name == "W") {
+  if ((group == "workload" && name == "W") || name == "workload" ||
+      name == "wait-for-job-completion") {
     return LiveKind::workloads;
   }
-  if (name == "QR_ID") {
+  if (name == "QR_ID" && app.get_name() != "create") {
     return LiveKind::queued_resources;
   }
   if (name == "TARGET" || name == "NODE" || name == "NODE_ID") {
     return LiveKind::nodes;
   }
-  if (name == "HOST" || name == "HOSTS") {
+  if (name == "HOST" || name == "HOSTS" || name == "hosts") {
     return LiveKind::hosts;
+  }
+  if (name == "node") {
+    return LiveKind::subject_nodes;
+  }
+  if (name == "worker") {
+    return LiveKind::subject_workers;
   }
   return std::nullopt;
 }
 
-// The values for the option `opt` (fixed first, else live).
+// Whether an option takes a path: by its value's name (PATH, FILE, DIR, K=FILE) or, for a
+// positional, its name (FILE, PATHS). "" when not, else the marker.
+std::string path_marker(const CLI::Option& opt) {
+  const std::string type = opt.get_type_name();
+  const std::string name = opt.get_name();
+  if (type == "DIR") {
+    return k_dirs_marker;
+  }
+  if (type == "PATH" || type == "FILE" || type == "K=FILE" || name == "FILE" || name == "PATHS") {
+    return k_files_marker;
+  }
+  return "";
+}
+
+// The values for the option `opt` given `typed` so far (fixed first, else live, else file
+// names), `subject` being what the command is about.
 std::vector<Candidate> option_values(const CLI::App& app, const CLI::Option& opt,
+                                     const std::string& typed, const std::string& subject,
                                      const LiveValues& live) {
   std::vector<Candidate> out;
   const std::string name = opt.get_lnames().empty() ? opt.get_name() : opt.get_lnames().front();
+  if (opt.get_type_name() == "K=FILE") {
+    // --metadata-from-file KEY=PATH: the key first, then a file name after '='.
+    if (typed.find('=') == std::string::npos) {
+      return {{"startup-script=", "the script every worker runs after provisioning"}};
+    }
+    return {{std::string(k_files_marker) + "\t" + typed.substr(0, typed.find('=') + 1), ""}};
+  }
+  if (const std::string marker = path_marker(opt); !marker.empty()) {
+    out.push_back({marker, ""});
+    if (name == "PATHS" && live && group_of(app) != "pool") {
+      // scp's remote side: TARGET: for every queued resource and node.
+      for (auto& v : live(LiveKind::nodes, subject)) {
+        out.push_back({v + ":", ""});
+      }
+    }
+    return out;
+  }
   for (auto& v : fixed_values(name)) {
     out.push_back({v, ""});
   }
-  if (out.empty()) {
-    if (auto kind = live_kind(app, name); kind && live) {
-      for (auto& v : live(*kind)) {
-        out.push_back({v, ""});
-      }
+  if (name == "worker") {
+    out.clear(); // all first, then each worker of the subject, then the list and range forms
+    out.push_back({"all", "every worker"});
+  }
+  if (auto kind = live_kind(app, name); kind && live && (out.empty() || name == "worker")) {
+    for (auto& v : live(*kind, subject)) {
+      out.push_back({v, ""});
     }
   }
   return out;
@@ -101,10 +143,29 @@ std::vector<Candidate> option_values(const CLI::App& app, const CLI::Option& opt
 std::vector<Candidate> with_prefix(std::vector<Candidate> all, const std::string& typed,
                                    const std::string& prepend = "") {
   std::vector<Candidate> out;
+  std::vector<std::string> seen;
   for (auto& c : all) {
+    if (c.value == k_files_marker || c.value == k_dirs_marker ||
+        util::starts_with(c.value, std::string(k_files_marker) + "\t")) {
+      out.insert(out.begin(), c); // the shell filters file names itself
+      continue;
+    }
     std::string value = prepend + c.value;
-    if (util::starts_with(value, typed)) {
+    if (util::starts_with(value, typed) &&
+        std::find(seen.begin(), seen.end(), value) == seen.end()) {
+      seen.push_back(value);
       out.push_back({value, c.description});
+    }
+  }
+  return out;
+}
+
+// Every topology of the catalogue once, in catalogue order ("2x2", "4x4x4").
+std::vector<std::string> topologies() {
+  std::vector<std::string> out;
+  for (const auto& t : topology::catalogue()) {
+    if (std::find(out.begin(), out.end(), t.topology()) == out.end()) {
+      out.push_back(t.topology());
     }
   }
   return out;
@@ -114,7 +175,7 @@ std::vector<Candidate> with_prefix(std::vector<Candidate> all, const std::string
 
 std::vector<std::string> fixed_values(std::string_view name) {
   if (name == "format") {
-    return {"table", "json", "yaml"};
+    return {"table", "json", "yaml", "none"};
   }
   if (name == "verbosity") {
     return {"debug", "info", "warning", "error", "none"};
@@ -123,24 +184,45 @@ std::vector<std::string> fixed_values(std::string_view name) {
     std::vector<std::string> out;
     for (const auto& g : topology::generations()) {
       out.emplace_back(g.name);
+      if (g.type_prefix != g.name) {
+        out.emplace_back(g.type_prefix); // gcloud's --type v5litepod
+      }
     }
     return out;
   }
-  if (name == "accelerator-type" || name == "tpu-type") {
+  if (name == "accelerator-type" || name == "tpu-type" || name == "TYPE" ||
+      name == "ACCELERATOR_TYPE") {
     std::vector<std::string> out;
     for (const auto& t : topology::catalogue()) {
       out.push_back(t.name);
     }
     return out;
   }
+  if (name == "topology") {
+    return topologies();
+  }
+  if (name == "for") {
+    std::vector<std::string> out{"delete"};
+    for (const char* s : {"ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "ACTIVE",
+                          "SUSPENDING", "SUSPENDED", "FAILED", "DELETING"}) {
+      out.push_back(std::string("state=") + s);
+    }
+    return out;
+  }
+  if (name == "KEY") {
+    return {"pool",
+            "state",
+            "format",
+            "ssh.user",
+            "ssh.identity_file",
+            "ssh.batch_size",
+            "ssh.strict_host_key_checking"};
+  }
   if (name == "dataflow") {
     return {"ws", "os", "is"};
   }
   if (name == "dtype") {
     return {"int8", "bf16", "fp32"};
-  }
-  if (name == "worker") {
-    return {"all"};
   }
   if (name == "output") {
     return {"prefixed", "grouped", "jsonl"};
@@ -155,7 +237,19 @@ std::vector<std::string> fixed_values(std::string_view name) {
     return {"any", "all"};
   }
   if (name == "provisioning-model") {
-    return {"standard", "spot", "flex-start"};
+    return {"standard", "spot", "flex-start", "reservation-bound"};
+  }
+  if (name == "container-runtime") {
+    return {"auto", "docker", "podman"};
+  }
+  if (name == "filter-by-status") {
+    return {"EVERYTHING", "RUNNING", "QUEUED", "FINISHED", "FAILED", "SUCCESSFUL"};
+  }
+  if (name == "batch-size") {
+    return {"all", "64"};
+  }
+  if (name == "mode") {
+    return {"scalesim", "tpu"};
   }
   return {};
 }
@@ -165,16 +259,22 @@ std::vector<Candidate> complete(const CLI::App& root, const std::vector<std::str
   const std::string typed = words.empty() ? "" : words.back();
   const CLI::App* app = &root;
   const CLI::Option* pending = nullptr; // a flag whose value comes next
-  size_t positionals = 0;
+  std::vector<std::string> given;       // the current command's positionals so far
+  std::string subject;                  // what it is about: its first positional, or a flag's
   bool options_ended = false;
   for (size_t i = 0; i + 1 < words.size(); ++i) {
     const std::string& w = words[i];
     if (pending) {
+      const auto& names = pending->get_lnames();
+      if (!names.empty() && (names.front() == "workload" || names.front() == "cluster") &&
+          subject.empty()) {
+        subject = w;
+      }
       pending = nullptr;
       continue;
     }
     if (options_ended) {
-      ++positionals;
+      given.push_back(w);
       continue;
     }
     if (w == "--") {
@@ -185,24 +285,45 @@ std::vector<Candidate> complete(const CLI::App& root, const std::vector<std::str
       const CLI::Option* opt = find_option(*app, w.substr(0, w.find('=')));
       if (opt && takes_value(opt) && w.find('=') == std::string::npos) {
         pending = opt;
+      } else if (opt && w.find('=') != std::string::npos && subject.empty() &&
+                 (util::starts_with(w, "--workload=") || util::starts_with(w, "--cluster="))) {
+        subject = w.substr(w.find('=') + 1);
       }
       continue;
     }
     if (const CLI::App* sub = find_subcommand(*app, w)) {
       app = sub;
-      positionals = 0;
+      given.clear();
       continue;
     }
-    ++positionals;
+    given.push_back(w);
+    if (given.size() == 1) {
+      // scp's first path names its target before the ':' ("qr-1:~/x"); others name it whole.
+      const auto colon = w.find(':');
+      subject = colon == std::string::npos || w.find('/') < colon ? w : w.substr(0, colon);
+      if (const auto at = subject.find('@'); at != std::string::npos) {
+        subject = subject.substr(at + 1); // [USER@]TARGET
+      }
+    }
   }
   if (pending) {
-    return with_prefix(option_values(*app, *pending, live), typed);
+    return with_prefix(option_values(*app, *pending, typed, subject, live), typed);
   }
   if (util::starts_with(typed, "--") && typed.find('=') != std::string::npos) {
     const std::string flag = typed.substr(0, typed.find('='));
     const CLI::Option* opt = find_option(*app, flag);
-    return opt ? with_prefix(option_values(*app, *opt, live), typed, flag + "=")
-               : std::vector<Candidate>{};
+    if (opt == nullptr) {
+      return {};
+    }
+    auto values = option_values(*app, *opt, typed.substr(flag.size() + 1), subject, live);
+    for (auto& v : values) {
+      if (v.value == k_files_marker || v.value == k_dirs_marker) {
+        v.value += "\t" + flag + "=";
+      } else if (util::starts_with(v.value, std::string(k_files_marker) + "\t")) {
+        v.value.insert(std::string(k_files_marker).size() + 1, flag + "=");
+      }
+    }
+    return with_prefix(values, typed, flag + "=");
   }
   std::vector<Candidate> out;
   if (util::starts_with(typed, "-")) {
@@ -236,19 +357,29 @@ std::vector<Candidate> complete(const CLI::App& root, const std::vector<std::str
       positional.push_back(opt);
     }
   }
-  if (positionals < positional.size()) {
-    const CLI::Option* opt = positional[positionals];
-    if (auto kind = live_kind(*app, opt->get_name()); kind && live) {
-      for (auto& v : live(*kind)) {
-        out.push_back({v, ""});
-      }
-    }
+  const CLI::Option* at = nullptr;
+  if (given.size() < positional.size()) {
+    at = positional[given.size()];
   } else if (!positional.empty() && positional.back()->get_items_expected_max() > 1) {
-    if (auto kind = live_kind(*app, positional.back()->get_name()); kind && live) {
-      for (auto& v : live(*kind)) {
+    at = positional.back();
+  }
+  if (at != nullptr && at->get_name() == "VALUE" && !given.empty()) {
+    // config set KEY VALUE: the values of that key's flag.
+    const std::string key = given.front() == "ssh.strict_host_key_checking"
+                                ? "strict-host-key-checking"
+                            : given.front() == "ssh.batch_size" ? "batch-size"
+                                                                : given.front();
+    for (auto& v : fixed_values(key)) {
+      out.push_back({v, ""});
+    }
+    if (key == "pool" && live) {
+      for (auto& v : live(LiveKind::pools, "")) {
         out.push_back({v, ""});
       }
     }
+  } else if (at != nullptr) {
+    auto values = option_values(*app, *at, typed, subject, live);
+    out.insert(out.end(), values.begin(), values.end());
   }
   return with_prefix(out, typed);
 }
@@ -267,6 +398,17 @@ _tpuctl() {
   candidates=($("${words[0]}" __complete -- "${words[@]:1:cword}" 2>/dev/null))
   COMPREPLY=()
   local c
+  # ":files" or ":dirs" first (TAB, then what precedes the path in the word): file names.
+  if [[ ${candidates[0]} == :files* || ${candidates[0]} == :dirs* ]]; then
+    local pre= kind=-f
+    [[ ${candidates[0]} == *$'\t'* ]] && pre=${candidates[0]#*$'\t'}
+    [[ ${candidates[0]} == :dirs* ]] && kind=-d
+    for c in $(compgen $kind -- "${cur#"$pre"}"); do
+      COMPREPLY+=("$pre$c")
+    done
+    compopt -o filenames 2>/dev/null
+    candidates=("${candidates[@]:1}")
+  fi
   for c in "${candidates[@]}"; do
     COMPREPLY+=("${c%%$'\t'*}")
   done
@@ -292,6 +434,13 @@ _tpuctl() {
   local -a lines values descriptions
   local line
   lines=("${(@f)$(${words[1]} __complete -- "${(@)words[2,CURRENT]}" 2>/dev/null)}")
+  # ":files" or ":dirs" first (TAB, then what precedes the path in the word): file names.
+  if [[ ${lines[1]} == :files* || ${lines[1]} == :dirs* ]]; then
+    [[ ${lines[1]} == *$'\t'* ]] && compset -P '*='
+    if [[ ${lines[1]} == :dirs* ]]; then _files -/; else _files; fi
+    lines=("${(@)lines[2,-1]}")
+    (( ${#lines} )) || return 0
+  fi
   for line in "${lines[@]}"; do
     [[ -z $line ]] && continue
     values+=("${line%%$'\t'*}")

@@ -20,18 +20,37 @@ struct Candidate {
   std::string description; // may be empty
 };
 
-// What the store holds, asked for lazily (only when a candidate list needs it).
-enum class LiveKind { pools, hosts, queued_resources, nodes, clusters, workloads };
-using LiveValues = std::function<std::vector<std::string>(LiveKind)>;
+// What the store holds, asked for lazily (only when a candidate list needs it). `subject_nodes`
+// and `subject_workers` are about the command's subject (its TARGET, QR, NODE or workload, or
+// --workload/--cluster): the node ids (and indices) of that request, and its worker indices.
+enum class LiveKind {
+  pools,
+  hosts,
+  queued_resources,
+  nodes,
+  clusters,
+  workloads,
+  subject_nodes,
+  subject_workers
+};
+using LiveValues =
+    std::function<std::vector<std::string>(LiveKind kind, const std::string& subject)>;
+
+// What the shell completes itself: a first candidate ":files" (or ":dirs"), optionally followed
+// by a TAB and the part of the word before the path ("--log-file=", "startup-script="), asks the
+// script for file (directory) names; candidates after it are offered too.
+inline constexpr const char* k_files_marker = ":files";
+inline constexpr const char* k_dirs_marker = ":dirs";
 
 // The candidates for the last element of `words` (the words after `tpuctl`, the last one being
-// the word under the cursor, possibly empty), filtered by its prefix, in a stable order.
+// the word under the cursor, possibly empty), filtered by its prefix, in a stable order, each
+// value once.
 std::vector<Candidate> complete(const CLI::App& root, const std::vector<std::string>& words,
                                 const LiveValues& live);
 
-// The fixed values a flag takes (empty when it takes free text or a live value): --format,
-// --generation, --accelerator-type, --dataflow, --worker, ... Exposed so a test can check each
-// one against the flag's real parser.
+// The fixed values a flag (or a positional, by its name: TYPE, KEY) takes (empty when it takes
+// free text or a live value): --format, --generation, --accelerator-type, --topology, --for,
+// --dataflow, config keys, ... Exposed so a test can check each one against the real parser.
 std::vector<std::string> fixed_values(std::string_view long_name);
 
 // The scripts `tpuctl completion bash|zsh` print (also completions/tpuctl.bash, _tpuctl).

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/list_filter.hpp"
+#include "cli/output.hpp"
 #include "provision/pools.hpp"
 #include "state/location.hpp"
 #include "util/private_files.hpp"
@@ -106,15 +107,18 @@ Status validate_config_value(const std::string& key, const std::string& value) {
     return loc ? tpuctl::ok() : Status(loc.error());
   }
   if (key == "format") {
-    if (value == "table" || value == "json" || value == "yaml") {
-      return tpuctl::ok();
+    // What --format takes, less the forms only one command prints (a default for every
+    // command would make all the others fail).
+    auto spec = parse_format(value);
+    if (!spec) {
+      return bad("is not an output format (table, json, yaml, value(F,...), table(F,...), "
+                 "csv(F,...) or none)");
     }
-    auto fields = parse_value_format(value);
-    if (!fields) {
-      return fields.error();
+    if (!spec->only_for.empty()) {
+      return bad("is printed by '" + spec->only_for + "' only: give it there as --format " + value +
+                 " (a default must suit every command: table, json, yaml, ...)");
     }
-    return fields->empty() ? bad("is not an output format (table, json, yaml or value(F,...))")
-                           : tpuctl::ok();
+    return tpuctl::ok();
   }
   if (key == "ssh.batch_size") {
     if (util::to_lower(value) == "all") {

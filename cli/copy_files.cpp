@@ -74,7 +74,8 @@ Expected<std::vector<FileCopy>> plan_copies(const std::vector<std::string>& sour
 
 Expected<int> copy_files(Context& ctx, const std::vector<remote::SshTarget>& targets,
                          const std::vector<std::string>& sources, const std::string& dest,
-                         bool recurse, const remote::SshOptions& options) {
+                         bool recurse, const remote::SshOptions& options,
+                         const CopyReport& report) {
   if (sources.empty() || dest.empty()) {
     return usage_error("give at least one SRC and a DEST (e.g. a.txt ~/data/)");
   }
@@ -87,7 +88,8 @@ Expected<int> copy_files(Context& ctx, const std::vector<remote::SshTarget>& tar
   for (const auto& c : copies) {
     remote::PushOptions push;
     push.local_path = c.local;
-    FanoutPrinter printer(FanoutOutput::prefixed, ctx.stdout_stream(), ctx.stderr_stream());
+    FanoutPrinter printer(report.mode, ctx.stdout_stream(), ctx.stderr_stream(), report.identities);
+    printer.set_extra(Json{{"source", c.local.string()}, {"destination", c.remote}});
     remote::FanoutCallbacks callbacks = printer.callbacks();
     size_t done = 0;
     auto printed = callbacks.on_host_done;
@@ -104,29 +106,31 @@ Expected<int> copy_files(Context& ctx, const std::vector<remote::SshTarget>& tar
     TPUCTL_TRY_ASSIGN(auto results, remote::push_file(remote::make_push_jobs(targets, c.remote),
                                                       push, options, callbacks, &token));
     printer.finish(results);
-    int s = guard.interrupted() ? 130 : broadcast_exit_status(results);
+    int s = guard.interrupted() ? guard.exit_status() : broadcast_exit_status(results);
     status = status ? status : s;
     auto ok = std::count_if(results.begin(), results.end(),
                             [](const auto& r) { return r.outcome == remote::Outcome::ok; });
     summary.push_back(Json{{"source", c.local.string()},
                            {"destination", c.remote},
                            {"hosts", results.size()},
-                           {"copied", ok}});
+                           {"copied_count", ok}});
     if (guard.interrupted()) {
       break;
     }
   }
-  TPUCTL_TRY(emit_list(ctx, summary,
-                       {{"source", "source"},
-                        {"destination", "destination"},
-                        {"hosts", "hosts"},
-                        {"copied", "copied"}}));
+  if (report.mode != FanoutOutput::jsonl) {
+    TPUCTL_TRY(emit_list(ctx, summary,
+                         {{"SOURCE", "source"},
+                          {"DESTINATION", "destination"},
+                          {"HOSTS", "hosts"},
+                          {"COPIED_COUNT", "copied_count"}}));
+  }
   return status;
 }
 
 Expected<int> fetch_files(Context& ctx, const std::vector<FetchSource>& sources,
                           const std::vector<std::string>& paths, const std::string& dest,
-                          const remote::SshOptions& options) {
+                          const remote::SshOptions& options, FanoutOutput mode) {
   if (sources.empty() || paths.empty() || dest.empty()) {
     return usage_error("give TARGET:PATH... and a local DEST (e.g. qr-1:~/out.json ./results/)");
   }
@@ -173,24 +177,38 @@ Expected<int> fetch_files(Context& ctx, const std::vector<FetchSource>& sources,
       }
       jobs.push_back({sources[i].target, path, local, i});
     }
-    FanoutPrinter printer(FanoutOutput::prefixed, ctx.stdout_stream(), ctx.stderr_stream());
+    std::vector<JobIdentity> identities;
+    for (const auto& src : sources) {
+      identities.push_back(src.identity);
+    }
+    FanoutPrinter printer(mode, ctx.stdout_stream(), ctx.stderr_stream(), identities);
+    printer.set_extra(Json{{"source", path}, {"destination", dest}});
     remote::FanoutCallbacks callbacks = printer.callbacks();
     callbacks.on_line = nullptr; // the lines are the file's bytes and its checksum
     TPUCTL_TRY_ASSIGN(auto results, remote::pull_file(jobs, options, callbacks, &token));
     printer.finish(results);
-    int s = guard.interrupted() ? 130 : broadcast_exit_status(results);
+    int s = guard.interrupted() ? guard.exit_status() : broadcast_exit_status(results);
     status = status ? status : s;
     for (const auto& r : results) {
-      summary.push_back(Json{{"source", sources[r.index].label + ":" + path},
-                             {"destination", jobs[r.index].local_path.string()},
-                             {"copied", r.succeeded()}});
+      Json row = identity_json(&sources[r.index].identity, r.host);
+      row["source"] = path;
+      row["destination"] = jobs[r.index].local_path.string();
+      row["copied"] = r.succeeded();
+      summary.push_back(std::move(row));
     }
     if (guard.interrupted()) {
       break;
     }
   }
-  TPUCTL_TRY(emit_list(
-      ctx, summary, {{"source", "source"}, {"destination", "destination"}, {"copied", "copied"}}));
+  if (mode != FanoutOutput::jsonl) {
+    TPUCTL_TRY(emit_list(ctx, summary,
+                         {{"NODE", "node"},
+                          {"WORKER", "worker"},
+                          {"HOST", "host"},
+                          {"SOURCE", "source"},
+                          {"DESTINATION", "destination"},
+                          {"COPIED", "copied"}}));
+  }
   return status;
 }
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.hpp"
+#include "cli/output.hpp"
 #include "remote/grouping.hpp"
 
 namespace tpuctl::cli {
@@ -52,20 +53,31 @@ std::string prefixed_line(std::string_view host, std::string_view text) {
   return line;
 }
 
-std::string jsonl_record(const remote::HostResult& r) {
-  nlohmann::ordered_json j;
-  j["host"] = r.host;
+Json identity_json(const JobIdentity* id, const std::string& host) {
+  const bool on_slice = id != nullptr && !id->node.empty();
+  return Json{{"node", on_slice ? Json(id->node) : Json()},
+              {"slice", on_slice ? Json(id->slice) : Json()},
+              {"worker", on_slice ? Json(id->worker) : Json()},
+              {"host", id != nullptr && !id->host.empty() ? id->host : host}};
+}
+
+std::string jsonl_record(const remote::HostResult& r, const JobIdentity* id,
+                         const nlohmann::ordered_json* extra) {
+  Json j = identity_json(id, r.host);
   j["index"] = r.index;
-  j["outcome"] = std::string(remote::to_string(r.outcome));
+  const std::string outcome(remote::to_string(r.outcome));
+  j["outcome"] = outcome;
   bool exited = r.outcome == remote::Outcome::ok || r.outcome == remote::Outcome::exit_code;
-  j["exit_code"] = exited ? nlohmann::ordered_json(r.exit_code) : nlohmann::ordered_json();
-  j["signal"] =
-      r.signal_name.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(r.signal_name);
-  j["error"] = r.error.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(r.error);
+  j["exit_code"] = exited ? Json(r.exit_code) : Json();
+  j["signal"] = r.signal_name.empty() ? Json() : Json(r.signal_name);
+  j["error"] = error_json(outcome, r.error);
   j["duration_ms"] = r.duration_ms;
   j["stdout"] = r.out;
   j["stderr"] = r.err;
-  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  if (extra != nullptr && extra->is_object()) {
+    j.update(*extra);
+  }
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 std::string grouped_text(const std::vector<remote::HostResult>& results, remote::Stream stream) {
@@ -115,7 +127,8 @@ int broadcast_exit_status(const std::vector<remote::HostResult>& results) {
   return k_exit_ok;
 }
 
-std::string failure_report(const std::vector<remote::HostResult>& results) {
+std::string failure_report(const std::vector<remote::HostResult>& results,
+                           const std::string& noun) {
   std::string details;
   size_t detail_lines = 0, failed = 0;
   // Reasons in order of first appearance, each with its hosts.
@@ -148,7 +161,7 @@ std::string failure_report(const std::vector<remote::HostResult>& results) {
                " more (--output=jsonl shows every host)\n";
   }
   std::string summary = "tpuctl: " + std::to_string(failed) + " of " +
-                        std::to_string(results.size()) + " hosts failed: ";
+                        std::to_string(results.size()) + " " + noun + " failed: ";
   for (size_t i = 0; i < by_reason.size(); ++i) {
     summary +=
         (i ? ", " : "") + remote::fold_hosts(by_reason[i].second) + " (" + by_reason[i].first + ")";
@@ -166,7 +179,7 @@ remote::FanoutCallbacks FanoutPrinter::callbacks() {
     };
   } else if (m_mode == FanoutOutput::jsonl) {
     cb.on_host_done = [this](const remote::HostResult& r) {
-      m_out << jsonl_record(r) << '\n';
+      m_out << jsonl_record(r, identity(r.index), m_extra.is_null() ? nullptr : &m_extra) << '\n';
       m_out.flush();
     };
   }
@@ -179,7 +192,7 @@ void FanoutPrinter::finish(const std::vector<remote::HostResult>& results) {
     m_out.flush();
     m_err << grouped_text(results, remote::Stream::err);
   }
-  m_err << failure_report(results);
+  m_err << failure_report(results, m_ids.empty() ? "hosts" : "workers");
   m_err.flush();
 }
 

@@ -9,6 +9,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/exit_codes.hpp"
+#include "cli/reference_text.hpp"
 #include "util/build_info.hpp"
 #include "util/strings.hpp"
 
@@ -184,24 +185,14 @@ std::string main_page(const CLI::App& root) {
   }
   os << ".SH GLOBAL FLAGS\n";
   write_options(os, root);
-  os << ".SH EXIT STATUS\n"
-     << ".TP\n.B 0\nsuccess.\n"
-     << ".TP\n.B " << k_exit_failure
-     << "\nthe operation failed (a workload FAILED, a store is unreachable).\n"
-     << ".TP\n.B " << k_exit_usage << "\nusage error or invalid input; nothing was changed.\n"
-     << ".TP\n.B " << k_exit_capacity << "\nno capacity for the request, or timed out waiting.\n"
-     << ".TP\n.B " << k_exit_not_found
-     << "\na named pool, host, queued resource, cluster or workload does not exist.\n"
-     << ".TP\n.B " << k_exit_auth << "\nauthentication or host-key failure.\n"
-     << ".TP\n.B " << k_exit_partial
-     << "\npartly done: what the command names (a queued resource and its state) was created "
-        "and exists, then a later step failed (say, the state store's disk filled up).\n"
-     << ".TP\n.B " << k_exit_timeout << "\na remote command timed out.\n"
-     << ".TP\n.B " << k_exit_interrupted
-     << "\ninterrupted (SIGINT); remote processes were killed.\n"
-     << ".TP\n.B " << k_exit_transport << "\na host could not be reached over SSH.\n"
-     << ".PP\nA broadcast (\\fBtpuctl ssh \\-\\-worker=all\\fR) exits with the first failing "
-        "worker's status.\n"
+  os << ".SH EXIT STATUS\n";
+  for (const auto& row : exit_status_rows()) {
+    os << ".TP\n.B " << row.code << "\n" << roff(row.meaning) << ".\n";
+  }
+  os << ".PP\nA broadcast (\\fBtpuctl ssh \\-\\-worker=all\\fR, \\fBscp\\fR, \\fBpool ssh\\fR) "
+        "exits "
+        "with the first failing worker's status: its exit code, 128+N for signal N, 124, 5 or "
+        "255.\n"
      << ".SH ENVIRONMENT\n"
      << ".TP\n.B TPUCTL_STATE\nthe state store URL, as \\fB\\-\\-state\\fR.\n"
      << ".TP\n.B TPUCTL_POOL\nthe pool, as \\fB\\-\\-pool\\fR.\n"
@@ -218,9 +209,10 @@ std::string main_page(const CLI::App& root) {
      << ".TP\n.I ~/.tpuctl/\non workers: the agent (content-addressed) and workload files.\n"
      << ".SH EXAMPLES\n.nf\n"
      << roff("# CI: create a slice, run the same program on every worker, always clean up\n"
+             "# (the trap is set first: the request is deleted on every path, a timeout too)\n"
              "set -e\n"
+             "trap 'tpuctl qr delete ci-$RUN --force --quiet 2>/dev/null' EXIT\n"
              "tpuctl qr create ci-$RUN --accelerator-type v5litepod-16 --timeout 30m\n"
-             "trap 'tpuctl qr delete ci-$RUN --force --quiet' EXIT\n"
              "tpuctl ssh ci-$RUN --worker=all --output jsonl -- ./test.sh > results.jsonl\n"
              "\n"
              "# branch on exit codes, read fields as json\n"

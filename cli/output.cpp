@@ -9,8 +9,61 @@
 #include "cli/list_filter.hpp"
 #include "cli/terminal.hpp"
 #include "util/strings.hpp"
+#include "util/time_text.hpp"
 
 namespace tpuctl::cli {
+
+Expected<FormatSpec> parse_format(const std::string& f) {
+  FormatSpec spec;
+  const auto refuse = [&] {
+    return usage_error("--format: '" + f +
+                       "' is not an output format (use table, json, yaml, value(FIELD,...), "
+                       "table(FIELD,...), csv(FIELD,...) or none; dotenv for tpuctl env, jsonl for "
+                       "qr list --watch)");
+  };
+  if (f == "table" || f == "default") {
+    spec.format = Format::table;
+  } else if (f == "json") {
+    spec.format = Format::json;
+  } else if (f == "yaml") {
+    spec.format = Format::yaml;
+  } else if (f == "none") {
+    spec.format = Format::json;
+    spec.none = true;
+  } else if (f == "dotenv") {
+    spec.format = Format::table; // `tpuctl env` only: its table form is the dotenv text
+    spec.only_for = "tpuctl env";
+  } else if (f == "jsonl") {
+    spec.format = Format::json; // `qr list --watch` only: one JSON object per line
+    spec.json_lines = true;
+    spec.only_for = "tpuctl queued-resources list";
+  } else if (util::starts_with(f, "value") || util::starts_with(f, "table") ||
+             util::starts_with(f, "csv")) {
+    TPUCTL_TRY_ASSIGN(auto fields, parse_value_format(f));
+    if (fields.empty()) {
+      return refuse();
+    }
+    spec.format = Format::value;
+    spec.value_fields = std::move(fields);
+    spec.value_table = util::starts_with(f, "table");
+    spec.value_csv = util::starts_with(f, "csv");
+    spec.value_heading = f.find("no-heading") == std::string::npos;
+  } else {
+    return refuse();
+  }
+  return spec;
+}
+
+Json error_json(const std::string& code, const std::string& message) {
+  if (message.empty()) {
+    return Json();
+  }
+  return Json{{"code", code.empty() ? Json() : Json(code)}, {"message", message}};
+}
+
+Json time_json(int64_t unix_ms) {
+  return unix_ms > 0 ? Json(util::format_timestamp_ms(unix_ms)) : Json();
+}
 
 std::string cell_text(const Json& value) {
   if (value.is_string()) {
@@ -112,8 +165,21 @@ static void print_value_rows(const Context& ctx, const Json& rows) {
   os.flush();
 }
 
-void emit(const Context& ctx, const Json& data, const TableRenderer& table) {
+namespace {
+Status check_fields(const std::vector<std::string>& wanted, const std::vector<std::string>& known,
+                    const std::string& flag);
+std::string value_flag(const Context& ctx);
+} // namespace
+
+Status emit(const Context& ctx, const Json& data, const TableRenderer& table) {
   std::ostream& os = ctx.stdout_stream();
+  if (ctx.format == Format::value && data.is_object()) {
+    std::vector<std::string> known;
+    for (auto it = data.begin(); it != data.end(); ++it) {
+      known.push_back(it.key());
+    }
+    TPUCTL_TRY(check_fields(ctx.value_fields, known, value_flag(ctx)));
+  }
   switch (ctx.format) {
   case Format::json:
     os << data.dump(2) << "\n";
@@ -137,6 +203,7 @@ void emit(const Context& ctx, const Json& data, const TableRenderer& table) {
     break;
   }
   os.flush();
+  return tpuctl::ok();
 }
 
 std::string render_table(const std::vector<std::string>& headers,
@@ -205,7 +272,8 @@ std::string render_table(const std::vector<std::string>& headers,
 namespace {
 
 // The top-level field names a list offers: its columns' and every row's keys.
-std::vector<std::string> known_fields(const Json& rows, const std::vector<Column>& columns) {
+std::vector<std::string> known_fields(const Json& rows, const std::vector<Column>& columns,
+                                      const Json& example) {
   std::vector<std::string> out;
   auto add = [&](const std::string& f) {
     if (std::find(out.begin(), out.end(), f) == out.end()) {
@@ -215,13 +283,17 @@ std::vector<std::string> known_fields(const Json& rows, const std::vector<Column
   for (const auto& c : columns) {
     add(c.field);
   }
-  for (const auto& row : rows) {
+  auto add_keys = [&](const Json& row) {
     if (row.is_object()) {
       for (auto it = row.begin(); it != row.end(); ++it) {
         add(it.key());
       }
     }
+  };
+  for (const auto& row : rows) {
+    add_keys(row);
   }
+  add_keys(example);
   return out;
 }
 
@@ -233,25 +305,54 @@ Status check_fields(const std::vector<std::string>& wanted, const std::vector<st
   for (const auto& key : wanted) {
     const auto alternates = gcloud_alternates(key);
     if (!has(key) && std::none_of(alternates.begin(), alternates.end(), has)) {
-      return usage_error(flag + ": this list has no field '" + key +
+      return usage_error(flag + ": this output has no field '" + key +
                          "' (fields: " + util::join(known, ", ") + ")");
     }
   }
   return tpuctl::ok();
 }
 
+std::string value_flag(const Context& ctx) {
+  return ctx.value_table ? "--format table(...)"
+         : ctx.value_csv ? "--format csv(...)"
+                         : "--format value(...)";
+}
+
 } // namespace
 
-Status emit_list(const Context& ctx, const Json& rows, const std::vector<Column>& columns) {
-  const std::vector<std::string> known = known_fields(rows, columns);
-  TPUCTL_TRY_ASSIGN(RowFilter filter, RowFilter::parse(ctx.globals.filter));
-  TPUCTL_TRY(check_fields(filter.keys(), known, "--filter"));
-  Json kept = Json::array();
-  for (const auto& row : rows) {
-    if (filter.matches(row)) {
-      kept.push_back(row);
+Status emit_list(const Context& ctx, const Json& rows, const std::vector<Column>& columns,
+                 const Json& example) {
+  // A column's header names its field too (--filter 'accelerator_type=v4-8' on a column shown
+  // as ACCELERATOR_TYPE whose field is `type`): filters, sorting and value(...) see each row
+  // with those names added; json and yaml print the row as it is.
+  std::vector<std::pair<std::string, std::string>> aliases; // header (lower case), field
+  for (const auto& c : columns) {
+    const std::string h = util::to_lower(c.header);
+    if (h != c.field && h.find_first_of(" .[") == std::string::npos) {
+      aliases.emplace_back(h, c.field);
     }
   }
+  std::vector<std::pair<Json, const Json*>> items; // (view, row)
+  for (const auto& row : rows) {
+    Json view = row;
+    for (const auto& [h, f] : aliases) {
+      if (view.is_object() && !view.contains(h)) {
+        view[h] = field_of(row, f);
+      }
+    }
+    items.emplace_back(std::move(view), &row);
+  }
+  std::vector<std::string> known = known_fields(rows, columns, example);
+  for (const auto& [h, f] : aliases) {
+    if (std::find(known.begin(), known.end(), h) == known.end()) {
+      known.push_back(h);
+    }
+  }
+  TPUCTL_TRY_ASSIGN(RowFilter filter, RowFilter::parse(ctx.globals.filter));
+  TPUCTL_TRY(check_fields(filter.keys(), known, "--filter"));
+  items.erase(std::remove_if(items.begin(), items.end(),
+                             [&](const auto& item) { return !filter.matches(item.first); }),
+              items.end());
   if (!ctx.globals.sort_by.empty()) {
     std::vector<std::pair<std::string, bool>> keys; // field, descending
     for (const auto& k : util::split(ctx.globals.sort_by, ',')) {
@@ -265,10 +366,9 @@ Status emit_list(const Context& ctx, const Json& rows, const std::vector<Column>
       names.push_back(k.first);
     }
     TPUCTL_TRY(check_fields(names, known, "--sort-by"));
-    std::vector<Json> sorted(kept.begin(), kept.end());
-    std::stable_sort(sorted.begin(), sorted.end(), [&](const Json& a, const Json& b) {
+    std::stable_sort(items.begin(), items.end(), [&](const auto& a, const auto& b) {
       for (const auto& [field, desc] : keys) {
-        const Json x = field_of(a, field), y = field_of(b, field);
+        const Json x = field_of(a.first, field), y = field_of(b.first, field);
         if (x == y) {
           continue;
         }
@@ -276,20 +376,24 @@ Status emit_list(const Context& ctx, const Json& rows, const std::vector<Column>
       }
       return false;
     });
-    kept = Json(sorted);
   }
-  if (ctx.row_limit > 0 && kept.size() > ctx.row_limit) {
-    kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(ctx.row_limit), kept.end());
+  if (ctx.row_limit > 0 && items.size() > ctx.row_limit) {
+    items.erase(items.begin() + static_cast<std::ptrdiff_t>(ctx.row_limit), items.end());
   }
   if (ctx.format == Format::value) {
-    TPUCTL_TRY(check_fields(ctx.value_fields, known,
-                            ctx.value_table ? "--format table(...)"
-                            : ctx.value_csv ? "--format csv(...)"
-                                            : "--format value(...)"));
-    print_value_rows(ctx, kept);
+    TPUCTL_TRY(check_fields(ctx.value_fields, known, value_flag(ctx)));
+    Json views = Json::array();
+    for (auto& item : items) {
+      views.push_back(std::move(item.first));
+    }
+    print_value_rows(ctx, views);
     return tpuctl::ok();
   }
-  emit(ctx, kept, [&](std::ostream& os, const Json& data) {
+  Json kept = Json::array();
+  for (const auto& item : items) {
+    kept.push_back(*item.second);
+  }
+  return emit(ctx, kept, [&](std::ostream& os, const Json& data) {
     std::vector<std::string> headers;
     for (const auto& c : columns) {
       std::string h = c.header;
@@ -300,7 +404,7 @@ Status emit_list(const Context& ctx, const Json& rows, const std::vector<Column>
     for (const auto& row : data) {
       std::vector<std::string> r;
       for (const auto& c : columns) {
-        r.push_back(row.contains(c.field) ? cell_text(row[c.field]) : "");
+        r.push_back(cell_text(field_of(row, c.field)));
       }
       cells.push_back(std::move(r));
     }
@@ -312,7 +416,6 @@ Status emit_list(const Context& ctx, const Json& rows, const std::vector<Column>
     }
     os << render_table(headers, cells, style);
   });
-  return tpuctl::ok();
 }
 
 // ---- YAML ----------------------------------------------------------------------------------

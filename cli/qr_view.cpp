@@ -1,5 +1,8 @@
 #include "cli/qr_view.hpp"
 
+#include <algorithm>
+
+#include "provision/pool_layout.hpp"
 #include "util/strings.hpp"
 #include "util/time_text.hpp"
 
@@ -31,34 +34,129 @@ std::string duration_text(int64_t ms) {
 
 } // namespace
 
-Json qr_json(const provision::QueuedResource& qr) {
-  nlohmann::json raw = provision::to_json(qr);
-  raw["provisioning"].erase("lease");
-  Json j = Json::parse(raw.dump());
-  j["created_at"] = util::format_timestamp(qr.created_at_ms);
-  j["state_since"] = util::format_timestamp(qr.state_since_ms);
-  j["valid_until"] = util::format_timestamp(qr.valid_until_ms);
-  j["valid_after"] = util::format_timestamp(qr.valid_after_ms);
-  for (auto& h : j["history"]) {
-    h["time"] = util::format_timestamp(h["time_ms"].get<int64_t>());
+namespace {
+
+// The placed node of `qr` named `id`, or nullptr (not placed, or its hosts are freed).
+const provision::QrNode* placed_node(const provision::QueuedResource& qr, const std::string& id) {
+  for (const auto& n : qr.nodes) {
+    if (n.id == id) {
+      return &n;
+    }
   }
-  return j;
+  return nullptr;
 }
 
-Json qr_row(const provision::QueuedResource& qr) {
+Json workers_of(const provision::QueuedResource& qr, size_t slice) {
+  Json workers = Json::array();
+  const std::string& id = qr.node_ids.at(slice);
+  if (const auto* n = placed_node(qr, id)) {
+    for (const auto& w : n->workers) {
+      workers.push_back(worker_json(id, static_cast<int>(slice), w));
+    }
+  }
+  return workers;
+}
+
+// The stored provisioning report with each worker's slice next to its node.
+Json provisioning_json(const provision::QueuedResource& qr) {
+  nlohmann::json raw = qr.provisioning;
+  raw.erase("lease");
+  Json report = Json::parse(raw.dump());
+  Json* workers = report.contains("report") && report["report"].is_object() &&
+                          report["report"].contains("workers")
+                      ? &report["report"]["workers"]
+                      : nullptr;
+  if (workers != nullptr && workers->is_array()) {
+    for (auto& w : *workers) {
+      if (!w.is_object() || !w.contains("node")) {
+        continue;
+      }
+      Json ordered;
+      for (auto it = w.begin(); it != w.end(); ++it) {
+        ordered[it.key()] = it.value();
+        if (it.key() == "node") {
+          const auto& ids = qr.node_ids;
+          const auto at = std::find(ids.begin(), ids.end(), it.value().get<std::string>());
+          ordered["slice"] = at == ids.end() ? Json() : Json(at - ids.begin());
+        }
+      }
+      w = std::move(ordered);
+    }
+  }
+  return report;
+}
+
+} // namespace
+
+Json worker_json(const std::string& node, int slice, const provision::QrWorker& w) {
+  return Json{{"node", node},         {"slice", slice},
+              {"worker", w.worker},   {"host", w.host},
+              {"address", w.address}, {"coords", provision::format_position(w.position)}};
+}
+
+Json qr_json(const provision::QueuedResource& qr) {
+  Json nodes = Json::array();
+  for (size_t i = 0; i < qr.node_ids.size(); ++i) {
+    nodes.push_back(Json{
+        {"name", qr.node_ids[i]}, {"slice", static_cast<int>(i)}, {"workers", workers_of(qr, i)}});
+  }
+  Json history = Json::array();
+  for (const auto& h : qr.history) {
+    history.push_back(Json{{"time", time_json(h.time_ms)},
+                           {"from", std::string(to_string(h.from))},
+                           {"to", std::string(to_string(h.to))},
+                           {"initiator", std::string(state::to_string(h.initiator))},
+                           {"reason", h.reason}});
+  }
+  Json error; // null when none
+  if (qr.error) {
+    error = Json{{"code", qr.error->code},
+                 {"message", qr.error->message},
+                 {"worker", qr.error->worker >= 0 ? Json(qr.error->worker) : Json()},
+                 {"node", qr.error->node.empty() ? Json() : Json(qr.error->node)},
+                 {"host", qr.error->host.empty() ? Json() : Json(qr.error->host)}};
+  }
+  Json labels = Json::object();
+  for (const auto& [k, v] : qr.labels) {
+    labels[k] = v;
+  }
+  Json metadata = Json::object();
+  for (const auto& [k, v] : qr.metadata) {
+    metadata[k] = v;
+  }
   return Json{{"id", qr.id},
+              {"pool", qr.pool},
+              {"uid", qr.uid},
               {"state", std::string(to_string(qr.state))},
+              {"state_initiator", std::string(state::to_string(qr.state_initiator))},
               {"accelerator_type", qr.accelerator_type},
-              {"nodes", static_cast<int>(qr.node_ids.size())},
+              {"runtime_version", qr.runtime_version},
               {"tier", std::string(to_string(qr.tier))},
-              {"created_at", util::format_timestamp(qr.created_at_ms)},
-              {"reason", reason_of(qr)}};
+              {"node_count", static_cast<int>(qr.node_ids.size())},
+              {"nodes", nodes},
+              {"created_at", time_json(qr.created_at_ms)},
+              {"state_since", time_json(qr.state_since_ms)},
+              {"active_since", time_json(qr.active_since_ms)},
+              {"valid_until", time_json(qr.valid_until_ms)},
+              {"valid_after", time_json(qr.valid_after_ms)},
+              {"max_run_duration_ms", qr.max_run_duration_ms},
+              {"labels", labels},
+              {"metadata", metadata},
+              {"request_id", qr.request_id},
+              {"reason", reason_of(qr)},
+              {"pending_reason", qr.pending_reason},
+              {"error", error},
+              {"history", history},
+              {"provisioning", provisioning_json(qr)}};
 }
 
-const std::vector<Column> k_qr_columns = {
-    {"ID", "id"},        {"STATE", "state"}, {"ACCELERATOR_TYPE", "accelerator_type"},
-    {"NODES", "nodes"},  {"TIER", "tier"},   {"CREATED", "created_at"},
-    {"REASON", "reason"}};
+const std::vector<Column> k_qr_columns = {{"ID", "id"},
+                                          {"STATE", "state"},
+                                          {"ACCELERATOR_TYPE", "accelerator_type"},
+                                          {"NODE_COUNT", "node_count"},
+                                          {"TIER", "tier"},
+                                          {"CREATED_AT", "created_at"},
+                                          {"REASON", "reason"}};
 
 void print_qr(std::ostream& os, const provision::QueuedResource& qr) {
   std::vector<std::vector<std::string>> rows = {
@@ -101,7 +199,7 @@ void print_qr(std::ostream& os, const provision::QueuedResource& qr) {
                        std::to_string(w.position[0]) + "," + std::to_string(w.position[1]) + "," +
                            std::to_string(w.position[2])});
     }
-    os << render_table({"WORKER", "HOST", "ADDRESS", "POSITION"}, wrows);
+    os << render_table({"WORKER", "HOST", "ADDRESS", "COORDS"}, wrows);
   }
   os << "\nhistory:\n";
   std::vector<std::vector<std::string>> hrows;
@@ -129,27 +227,31 @@ std::string node_state(const provision::QueuedResource& qr) {
   }
 }
 
-Json node_json(const provision::QueuedResource& qr, const provision::QrNode& node) {
-  Json workers = Json::array();
+bool nodes_listed(const provision::QueuedResource& qr) {
+  return !qr.nodes.empty() || qr.state == QrState::suspending || qr.state == QrState::suspended;
+}
+
+Json node_json(const provision::QueuedResource& qr, size_t slice) {
+  Json workers = workers_of(qr, slice);
   Json endpoints = Json::array(); // gcloud's networkEndpoints[].ipAddress, in worker order
-  for (const auto& w : node.workers) {
-    workers.push_back(Json{{"worker", w.worker}, {"host", w.host}, {"address", w.address}});
-    endpoints.push_back(Json{{"ip_address", w.address}});
+  for (const auto& w : workers) {
+    endpoints.push_back(Json{{"ip_address", w["address"]}});
   }
-  return Json{{"name", node.id},
+  return Json{{"name", qr.node_ids.at(slice)},
               {"queued_resource", qr.id},
+              {"slice", static_cast<int>(slice)},
               {"state", node_state(qr)},
               {"accelerator_type", qr.accelerator_type},
-              {"workers", static_cast<int>(node.workers.size())},
-              {"worker_list", workers},
-              {"network_endpoints", endpoints},
-              {"runtime_version", qr.runtime_version}};
+              {"runtime_version", qr.runtime_version},
+              {"worker_count", static_cast<int>(workers.size())},
+              {"workers", workers},
+              {"network_endpoints", endpoints}};
 }
 
 const std::vector<Column> k_node_columns = {{"NAME", "name"},
                                             {"QUEUED_RESOURCE", "queued_resource"},
                                             {"STATE", "state"},
                                             {"ACCELERATOR_TYPE", "accelerator_type"},
-                                            {"WORKERS", "workers"}};
+                                            {"WORKER_COUNT", "worker_count"}};
 
 } // namespace tpuctl::cli

@@ -81,11 +81,35 @@ plan_slice_workers(Context& ctx, const SliceFlags& f, const UserTarget& target, 
   return plans;
 }
 
-std::string worker_label(const std::vector<provision::WorkerPlan>& plans,
-                         const provision::WorkerPlan& plan) {
+std::string worker_file_name(const std::vector<provision::WorkerPlan>& plans,
+                             const provision::WorkerPlan& plan) {
   const bool one_node = std::all_of(plans.begin(), plans.end(),
                                     [&](const auto& p) { return p.node == plans.front().node; });
   return one_node ? std::to_string(plan.worker) : plan.node + "-" + std::to_string(plan.worker);
+}
+
+JobIdentity job_identity(const provision::WorkerPlan& p) {
+  return JobIdentity{p.node, p.node_index, p.worker, p.host};
+}
+
+nlohmann::ordered_json plan_json(const provision::WorkerPlan& p) {
+  const JobIdentity id = job_identity(p);
+  return identity_json(&id, p.host);
+}
+
+std::vector<JobIdentity> job_identities(const std::vector<provision::WorkerPlan>& plans) {
+  std::vector<JobIdentity> out;
+  out.reserve(plans.size());
+  for (const auto& p : plans) {
+    out.push_back(job_identity(p));
+  }
+  return out;
+}
+
+remote::SshTarget labelled_target(const provision::WorkerPlan& plan) {
+  remote::SshTarget t = plan.target;
+  t.name = provision::worker_label(plan);
+  return t;
 }
 
 } // namespace tpuctl::cli

@@ -63,10 +63,19 @@ void add_selection_flags(CLI::App& cmd, SliceFlags& f);
 Expected<std::vector<provision::WorkerPlan>>
 plan_slice_workers(Context& ctx, const SliceFlags& f, const UserTarget& target, bool launching);
 
-// A worker's name for output and files: "<worker>" when every plan is on one node, else
-// "<node>-<worker>". Never fails.
-std::string worker_label(const std::vector<provision::WorkerPlan>& plans,
-                         const provision::WorkerPlan& plan);
+// A worker's file or directory name (--output-directory, scp from the workers): "<worker>" when
+// every plan is on one node, else "<node>-<worker>". Never fails.
+std::string worker_file_name(const std::vector<provision::WorkerPlan>& plans,
+                             const provision::WorkerPlan& plan);
+
+// Each plan's identity in a fan-out (by plan index), and its SSH target named by
+// provision::worker_label(), so prefixes, grouped headers and failure summaries name the
+// node, worker and host alike on every slice. Never fail.
+std::vector<JobIdentity> job_identities(const std::vector<provision::WorkerPlan>& plans);
+JobIdentity job_identity(const provision::WorkerPlan& plan);
+// identity_json() of a plan: {node, slice, worker, host}, to which a row adds its own fields.
+nlohmann::ordered_json plan_json(const provision::WorkerPlan& plan);
+remote::SshTarget labelled_target(const provision::WorkerPlan& plan);
 
 // Declares `cmd` as the ssh (cmd_slice.cpp) or scp (cmd_slice_scp.cpp) of `shape` and binds it.
 void setup_slice_ssh(CLI::App& cmd, Registry& registry, SliceShape shape);

@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "cli/config.hpp"
+#include "cli/values.hpp"
 #include "remote/fanout.hpp"
 #include "util/strings.hpp"
 
@@ -22,7 +23,8 @@ void add_ssh_policy_flags(CLI::App& app, SshFlags& f) {
   app.add_option("--connect-timeout", f.connect_timeout,
                  "connect + key exchange timeout per host (default 10s)")
       ->type_name("D")
-      ->group(group);
+      ->group(group)
+      ->check(positive_duration());
   app.add_option("--strict-host-key-checking", f.strict,
                  "yes (default; ask is yes): refuse unknown hosts; accept-new: record them; no")
       ->type_name("POLICY")
@@ -35,12 +37,15 @@ void add_ssh_policy_flags(CLI::App& app, SshFlags& f) {
 void add_ssh_flags(CLI::App& app, SshFlags& f, bool with_output) {
   const char* group = "SSH";
   add_ssh_policy_flags(app, f);
-  app.add_option("--timeout", f.timeout, "kill the remote command after this long (e.g. 5m)")
+  app.add_option("--timeout", f.timeout,
+                 "kill the remote command after this long (e.g. 5m; 0: no limit)")
       ->type_name("D")
-      ->group(group);
+      ->group(group)
+      ->check(timeout_duration());
   if (with_output) {
     app.add_option("--output", f.output,
-                   "prefixed (default: [HOST] line), grouped (identical outputs once) or jsonl")
+                   "prefixed (default: [HOST] or [NODE/WORKER@HOST] line), grouped (identical "
+                   "outputs once) or jsonl")
         ->type_name("MODE")
         ->group(group);
     app.add_flag("--stdin", f.stdin_broadcast, "send this command's stdin to every host")
@@ -101,10 +106,12 @@ namespace {
 
 std::atomic<remote::CancelToken*> g_token{nullptr};
 std::atomic<bool> g_interrupted{false};
+std::atomic<int> g_signal{0}; // the last one caught, for the exit status
 struct sigaction g_old_int {};
 struct sigaction g_old_term {};
 
-void on_signal(int) {
+void on_signal(int signo) {
+  g_signal.store(signo);
   g_interrupted.store(true);
   if (auto* t = g_token.load()) {
     t->cancel();
@@ -133,8 +140,18 @@ bool InterruptGuard::interrupted() const {
   return g_interrupted.load();
 }
 
+int InterruptGuard::exit_status() const {
+  return interrupted_exit_status();
+}
+
+int interrupted_exit_status() {
+  const int signo = g_signal.load();
+  return 128 + (signo == 0 ? SIGINT : signo);
+}
+
 Expected<int> run_broadcast(Context& ctx, const std::vector<remote::Job>& jobs,
-                            remote::SshOptions options, FanoutOutput mode, bool stdin_broadcast) {
+                            remote::SshOptions options, FanoutOutput mode, bool stdin_broadcast,
+                            std::vector<JobIdentity> identities) {
   if (stdin_broadcast) {
     options.stdin_data = std::make_shared<const std::string>(
         std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
@@ -142,10 +159,10 @@ Expected<int> run_broadcast(Context& ctx, const std::vector<remote::Job>& jobs,
   options.keep_output = mode != FanoutOutput::prefixed;
   remote::CancelToken token;
   InterruptGuard guard(token);
-  FanoutPrinter printer(mode, ctx.stdout_stream(), ctx.stderr_stream());
+  FanoutPrinter printer(mode, ctx.stdout_stream(), ctx.stderr_stream(), std::move(identities));
   TPUCTL_TRY_ASSIGN(auto results, remote::run_fanout(jobs, options, printer.callbacks(), &token));
   printer.finish(results);
-  return guard.interrupted() ? 130 : broadcast_exit_status(results);
+  return guard.interrupted() ? guard.exit_status() : broadcast_exit_status(results);
 }
 
 } // namespace tpuctl::cli

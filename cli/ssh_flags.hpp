@@ -36,10 +36,12 @@ Expected<remote::SshOptions> ssh_options(const SshFlags& flags);
 
 // Runs a user's command broadcast (`pool ssh`, `tpuctl ssh`) with the options and output mode
 // the caller parsed from its flags: reads stdin first when `stdin_broadcast`, prints live, then
-// the failure report. Returns the broadcast exit status (130 when interrupted). Errors: the
-// engine's.
+// the failure report. `identities` (by job index) name a slice's workers in jsonl and in the
+// report; empty for a pool's hosts. Returns the broadcast exit status (128+N when signal N
+// interrupted it). Errors: the engine's.
 Expected<int> run_broadcast(Context& ctx, const std::vector<remote::Job>& jobs,
-                            remote::SshOptions options, FanoutOutput mode, bool stdin_broadcast);
+                            remote::SshOptions options, FanoutOutput mode, bool stdin_broadcast,
+                            std::vector<JobIdentity> identities = {});
 
 // Installs SIGINT/SIGTERM handlers that cancel `token` for the lifetime of this object.
 class InterruptGuard {
@@ -49,6 +51,12 @@ public:
   InterruptGuard(const InterruptGuard&) = delete;
   InterruptGuard& operator=(const InterruptGuard&) = delete;
   bool interrupted() const;
+  // The shell's status for the signal that interrupted: 130 (SIGINT), 143 (SIGTERM).
+  int exit_status() const;
 };
+
+// 128 + the last SIGINT/SIGTERM an InterruptGuard caught in this process (130 when none did):
+// the status of an ErrorKind::interrupted error (cli/app.cpp).
+int interrupted_exit_status();
 
 } // namespace tpuctl::cli

@@ -32,15 +32,6 @@ Expected<provision::MonitorOptions> monitor_options(Context& ctx, const SshFlags
   return o;
 }
 
-std::string goodput_line(const provision::Goodput& g) {
-  auto d = [](int64_t ms) { return util::format_duration(std::chrono::milliseconds(ms)); };
-  char pct[16];
-  std::snprintf(pct, sizeof pct, "%.1f%%", g.goodput * 100.0);
-  return std::string("goodput: ") + pct + " of " + d(g.wall_ms) + " (running " + d(g.running_ms) +
-         ", lost " + d(g.lost_ms) + ", recovering " + d(g.recovering_ms) + ", queued " +
-         d(g.queued_ms) + ", provisioning " + d(g.provisioning_ms) + ")";
-}
-
 void ensure_monitor(const Context& ctx, const provision::Workload& wl, const SshFlags& flags) {
   if (provision::needs_monitor(wl, state::to_unix_ms(state::system_clock()()))) {
     spawn_detached(ctx, wl.pool, {"workload", "monitor", wl.name}, flags,

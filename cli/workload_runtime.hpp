@@ -21,9 +21,6 @@ Expected<provision::MonitorOptions> monitor_options(Context& ctx, const SshFlags
 // Starts a detached monitor for `workload` when it needs one. Best effort.
 void ensure_monitor(const Context& ctx, const provision::Workload& workload, const SshFlags& flags);
 
-// "goodput: 87.5% of 1m04s (running 56s, lost 3s, recovering 4s, queued 0s, provisioning 1s)".
-std::string goodput_line(const provision::Goodput& goodput);
-
 // ensure_monitor() for every workload of the list.
 void ensure_monitors(const Context& ctx, const std::vector<provision::Workload>& workloads);
 

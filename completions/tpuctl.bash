@@ -11,6 +11,17 @@ _tpuctl() {
   candidates=($("${words[0]}" __complete -- "${words[@]:1:cword}" 2>/dev/null))
   COMPREPLY=()
   local c
+  # ":files" or ":dirs" first (TAB, then what precedes the path in the word): file names.
+  if [[ ${candidates[0]} == :files* || ${candidates[0]} == :dirs* ]]; then
+    local pre= kind=-f
+    [[ ${candidates[0]} == *$'\t'* ]] && pre=${candidates[0]#*$'\t'}
+    [[ ${candidates[0]} == :dirs* ]] && kind=-d
+    for c in $(compgen $kind -- "${cur#"$pre"}"); do
+      COMPREPLY+=("$pre$c")
+    done
+    compopt -o filenames 2>/dev/null
+    candidates=("${candidates[@]:1}")
+  fi
   for c in "${candidates[@]}"; do
     COMPREPLY+=("${c%%$'\t'*}")
   done

@@ -11,8 +11,6 @@ using Json = nlohmann::json;
 
 namespace {
 
-constexpr int k_max_slices = 64;
-
 std::string known_clusters(const std::vector<Cluster>& all) {
   if (all.empty()) {
     return "there are no clusters: create one with 'tpuctl cluster create'";
@@ -62,10 +60,10 @@ create_cluster(state::StateStore& store, const ClusterRequest& request, const st
   if (auto valid = validate_tpu_name(request.name, "cluster name"); !valid) {
     problems.add(valid.error());
   }
-  if (request.num_slices < 1 || request.num_slices > k_max_slices) {
+  if (request.num_slices < 1 || request.num_slices > k_max_cluster_slices) {
     problems.add(ErrorKind::usage, "--num-slices " + std::to_string(request.num_slices) +
                                        " is out of range: give 1 to " +
-                                       std::to_string(k_max_slices));
+                                       std::to_string(k_max_cluster_slices));
   }
   auto type = topology::parse_accelerator_type(request.tpu_type);
   if (!type) {

@@ -18,6 +18,8 @@
 namespace tpuctl::provision {
 
 inline constexpr const char* k_cluster_label = "tpuctl-cluster";
+// The most slices a cluster has (--num-slices).
+inline constexpr int k_max_cluster_slices = 64;
 
 struct Cluster {
   std::string name;

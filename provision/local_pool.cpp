@@ -228,6 +228,19 @@ Expected<LocalDownResult> local_down(state::StateStore& store, const std::string
     result.stopped += more;
   }
   TPUCTL_TRY(delete_pool(store, pool, true));
+  // Only a directory local-up made (STATE_DIR/local-pools/NAME): a damaged record naming any
+  // other path removes nothing.
+  const fs::path made = root;
+  if (!made.empty() && made.filename() == pool && made.parent_path().filename() == "local-pools") {
+    std::error_code ec;
+    fs::remove_all(made, ec);
+    if (ec) {
+      return Error(ErrorKind::failure, "local pool '" + pool + "' is deleted, but its directory '" +
+                                           made.string() +
+                                           "' could not be removed: " + ec.message());
+    }
+    result.removed = made.string();
+  }
   return result;
 }
 

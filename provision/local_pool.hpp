@@ -39,13 +39,16 @@ struct LocalDownResult {
   int hosts = 0;          // in the store's pool record (0 when found from the disk)
   bool from_disk = false; // the store had no such pool: its servers were found from the disk
   std::string root;       // the pool directory
+  std::string removed;    // the pool's directory, once removed with its keys, configs and agents
 };
 
-// Stops every sshd of the local pool by PID and deletes the pool's records. Refused while hosts
-// are claimed unless `force`. When the store has no such pool (it was reset or replaced, or its
-// file deleted with the pool directory) and `state_dir` is given, the pool's servers are found
-// from the disk instead (local_down_from_disk). Errors: not_found (neither the store nor the
-// disk knows the pool), or usage when the pool is not a local pool.
+// Stops every sshd of the local pool by PID, deletes the pool's records and removes its
+// directory (local-pools/NAME/ under the state directory: host and client keys, known_hosts,
+// sshd configs, each host's workdir with the agents). Refused while hosts are claimed unless
+// `force`. When the store has no such pool (it was reset or replaced, or its file deleted with
+// the pool directory) and `state_dir` is given, the pool's servers are found from the disk
+// instead (local_down_from_disk). Errors: not_found (neither the store nor the disk knows the
+// pool), or usage when the pool is not a local pool.
 Expected<LocalDownResult> local_down(state::StateStore& store, const std::string& pool, bool force,
                                      const std::string& state_dir = "");
 

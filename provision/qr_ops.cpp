@@ -10,6 +10,7 @@
 #include "provision/reconcile.hpp"
 #include "topology/accelerator_type.hpp"
 #include "util/strings.hpp"
+#include "util/time_text.hpp"
 
 namespace tpuctl::provision {
 
@@ -145,7 +146,61 @@ Expected<std::vector<state::Op>> remove_at_once(state::StateStore& s, const std:
   return ops;
 }
 
+// What differs between a stored request and the one `asked` now under the same request id:
+// "--accelerator-type v5litepod-4 (not v5litepod-8)", ...; "" when they ask for the same.
+std::string request_difference(const QueuedResource& stored, const QueuedResource& asked) {
+  std::vector<std::string> diffs;
+  auto differ = [&](const std::string& what, const std::string& was, const std::string& now) {
+    if (was != now) {
+      diffs.push_back(what + " '" + util::printable(was) + "' (now '" + util::printable(now) +
+                      "')");
+    }
+  };
+  differ("accelerator type", stored.accelerator_type, asked.accelerator_type);
+  differ("nodes", util::join(stored.node_ids, ","), util::join(asked.node_ids, ","));
+  differ("tier", std::string(to_string(stored.tier)), std::string(to_string(asked.tier)));
+  differ("runtime version", stored.runtime_version, asked.runtime_version);
+  differ("max run duration", std::to_string(stored.max_run_duration_ms / 1000) + "s",
+         std::to_string(asked.max_run_duration_ms / 1000) + "s");
+  if (stored.labels != asked.labels) {
+    diffs.push_back("other labels");
+  }
+  if (stored.metadata != asked.metadata) {
+    diffs.push_back("other metadata");
+  }
+  return util::join(diffs, ", ");
+}
+
 } // namespace
+
+Status check_request_limits(const CreateRequest& req) {
+  ErrorList errors;
+  if (req.labels.size() > k_max_labels) {
+    errors.add(ErrorKind::usage, std::to_string(req.labels.size()) +
+                                     " labels: a queued resource takes at most " +
+                                     std::to_string(k_max_labels) + " (as Google Cloud)");
+  }
+  if (req.metadata.size() > k_max_metadata_entries) {
+    errors.add(ErrorKind::usage, std::to_string(req.metadata.size()) +
+                                     " metadata entries: a queued resource takes at most " +
+                                     std::to_string(k_max_metadata_entries));
+  }
+  size_t bytes = 0;
+  for (const auto& [k, v] : req.metadata) {
+    bytes += k.size() + v.size();
+  }
+  if (bytes > k_max_metadata_bytes) {
+    errors.add(ErrorKind::usage, "the metadata is " + std::to_string(bytes) +
+                                     " bytes: a queued resource takes at most " +
+                                     std::to_string(k_max_metadata_bytes) +
+                                     " (512 KiB, as Google Cloud): copy large files to the "
+                                     "workers with 'tpuctl scp' instead");
+  }
+  if (!errors.empty()) {
+    return errors.combined();
+  }
+  return tpuctl::ok();
+}
 
 Expected<CreateOutcome> create_queued_resource(state::StateStore& store, const CreateRequest& req,
                                                const state::Clock& clock, bool dry_run) {
@@ -173,6 +228,16 @@ Expected<CreateOutcome> create_queued_resource(state::StateStore& store, const C
     errors.add(ErrorKind::usage, "the valid-until time is not after the valid-after time: the "
                                  "request could never start");
   }
+  const int64_t now = state::to_unix_ms(clock());
+  if (req.valid_until_ms > 0 && req.valid_until_ms <= now) {
+    errors.add(ErrorKind::usage, "the valid-until time " +
+                                     util::format_timestamp(req.valid_until_ms) +
+                                     " has passed: the request would expire at once (give a "
+                                     "later --valid-until-time, or --valid-until-duration)");
+  }
+  if (auto sized = check_request_limits(req); !sized) {
+    errors.add(sized.error());
+  }
   if (!errors.empty()) {
     return errors.combined();
   }
@@ -185,7 +250,6 @@ Expected<CreateOutcome> create_queued_resource(state::StateStore& store, const C
   }
 
   CreateOutcome outcome;
-  const int64_t now = state::to_unix_ms(clock());
   if (dry_run) {
     TPUCTL_TRY_ASSIGN(auto existing, store.find(state::queued_resource_key(req.pool, req.id)));
     if (existing) {
@@ -216,6 +280,17 @@ Expected<CreateOutcome> create_queued_resource(state::StateStore& store, const C
           return make_error(ErrorKind::usage, "request id '" + util::printable(req.request_id) +
                                                   "' was already used by queued resource '" + q.id +
                                                   "': use a new request id per request");
+        }
+        // A retry must ask for what the first try asked for (the TPU API refuses a request id
+        // reused with other parameters); the time window is relative to each try, so not
+        // compared.
+        const QueuedResource asked = new_record(req, *type, node_ids, now);
+        if (auto diff = request_difference(q, asked); !diff.empty()) {
+          return make_error(ErrorKind::usage,
+                            "request id '" + util::printable(req.request_id) +
+                                "' was already used by queued resource '" + q.id + "' with " +
+                                diff +
+                                ": a retry must repeat the same request (or use a new request id)");
         }
         outcome.qr = std::move(q);
         outcome.existed = true;
@@ -329,6 +404,15 @@ Expected<QueuedResource> reset_queued_resource(state::StateStore& store, const s
     }
     QueuedResource before = qr;
     const int64_t now = state::to_unix_ms(clock());
+    if (qr.valid_until_ms > 0 && qr.valid_until_ms <= now) {
+      // Queued again, it would expire at once: refuse, as the TPU API refuses a request whose
+      // window has closed.
+      return make_error(ErrorKind::usage, "queued resource '" + id +
+                                              "' cannot be reset: its valid-until time " +
+                                              util::format_timestamp(qr.valid_until_ms) +
+                                              " has passed (create a new request with a later "
+                                              "--valid-until-time or --valid-until-duration)");
+    }
     qr.error.reset();
     qr.nodes.clear();
     qr.pending_reason.clear();

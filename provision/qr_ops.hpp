@@ -46,11 +46,24 @@ struct CreateOutcome {
   std::string why;
 };
 
-// Checks the request (every problem reported: usage), the pool (not_found), that the pool could
+// The sizes a request may have, checked before anything is stored (as Google Cloud limits them:
+// 64 labels; metadata, the startup script included, 512 KiB in all). 100,000 labels once made
+// every later `qr list` take seconds.
+constexpr size_t k_max_labels = 64;
+constexpr size_t k_max_metadata_entries = 128;
+constexpr size_t k_max_metadata_bytes = 512 * 1024;
+
+// Usage error naming each limit of k_max_* that `req` passes, and the limit.
+Status check_request_limits(const CreateRequest& req);
+
+// Checks the request (every problem reported: usage; a valid-until time already passed, sizes
+// over the limits), the pool (not_found), that the pool could
 // ever hold it (capacity, with explain_no_fit's message; nothing stored), then stores it
 // ACCEPTED with a fresh uid and a CREATED event. With `dry_run`, stores nothing and fills
-// dry_run_placement. A repeated --request-id returns the request it created (existed = true);
-// the same id without it fails (already exists).
+// dry_run_placement. A repeated --request-id returns the request it created (existed = true)
+// when it asks for the same (type, nodes, tier, runtime version, labels, metadata, max run
+// duration; usage error naming what differs otherwise); the same id without it fails (already
+// exists).
 Expected<CreateOutcome> create_queued_resource(state::StateStore& store, const CreateRequest& req,
                                                const state::Clock& clock, bool dry_run);
 
@@ -73,7 +86,8 @@ Expected<std::optional<QueuedResource>> begin_delete(state::StateStore& store,
 Status note_launch(state::StateStore& store, const std::string& pool, const QueuedResource& qr);
 
 // SUSPENDED or FAILED -> WAITING_FOR_RESOURCES (USER): the request is queued again from the
-// back of its tier. Errors: not_found; failure naming any other state.
+// back of its tier. Errors: not_found; failure naming any other state; usage when its
+// valid-until time has passed (it would expire at once).
 Expected<QueuedResource> reset_queued_resource(state::StateStore& store, const std::string& pool,
                                                const std::string& id, const state::Clock& clock);
 

@@ -29,6 +29,10 @@ Expected<EnvVars> parse_env_items(const std::vector<std::string>& items) {
   return out;
 }
 
+std::string worker_label(const std::string& node, int worker, const std::string& host) {
+  return node + "/" + std::to_string(worker) + "@" + host;
+}
+
 std::string host_workdir(const HostEntry& host) {
   std::string base = host.workdir.empty() ? std::string(k_default_workdir) : host.workdir;
   if (base.front() != '/' && base.rfind("~/", 0) != 0) {

@@ -33,6 +33,15 @@ struct WorkerSelection {
   EnvVars user_env;
 };
 
+// The one name of a slice's worker wherever output names it (ssh and scp line prefixes, grouped
+// headers, failure summaries, workload logs): "NODE/WORKER@HOST", e.g. "ms-1/0@node07": the node
+// (TPU_NAME), TPU_WORKER_ID within it, and the pool host it runs on. One token (awk, cut and
+// grep see it whole). Never fails.
+std::string worker_label(const std::string& node, int worker, const std::string& host);
+inline std::string worker_label(const WorkerPlan& plan) {
+  return worker_label(plan.node, plan.worker, plan.host);
+}
+
 // KEY=VALUE items (--env) as variables. Errors: usage naming every item without a '=' or a key,
 // and every key that is not an environment name (validate_env_name).
 Expected<EnvVars> parse_env_items(const std::vector<std::string>& items);

@@ -1,5 +1,6 @@
 #include "provision/workload_ops.hpp"
 
+#include <algorithm>
 #include <signal.h>
 #include <thread>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include "provision/workload_recovery.hpp"
 #include "provision/workload_remote.hpp"
 #include "provision/workload_steps.hpp"
+#include "remote/fanout.hpp"
 #include "topology/accelerator_type.hpp"
 #include "util/strings.hpp"
 
@@ -94,7 +96,9 @@ bool needs_monitor(const Workload& wl, int64_t now_ms) {
     return false;
   }
   auto lease = lease_from_json(wl.monitor);
-  return !lease || !lease_alive(*lease, now_ms);
+  // This process's own lease counts as free: `workload wait` watches in short turns, and must
+  // take the next turn after its own (it would otherwise wait for itself until it exits).
+  return !lease || !lease_alive(*lease, now_ms) || is_own_lease(*lease);
 }
 
 Expected<Workload> create_workload(state::StateStore& store, const WorkloadRequest& r,
@@ -119,6 +123,9 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   wl.created_at_ms = now_of(o);
   enter(wl.time, TimePhase::provisioning, wl.created_at_ms); // starting its workers
   TPUCTL_TRY_ASSIGN(auto plans, plan_workload(store, wl));   // ACTIVE, environment valid
+  for (const auto& p : plans) {
+    TPUCTL_TRY(remote::check_command_length(launch_command(wl, p))); // before anything is stored
+  }
   wl.workers = pending_workers(plans, 0);
   if (!wl.container.image.empty()) {
     say(o, "asking " + std::to_string(plans.size()) + " workers for docker or podman");
@@ -251,6 +258,16 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
       say(o, (back ? "recovering: " : "failing: ") + slices.why);
       TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
                           if (!back) {
+                            // Workers of a deleted slice are lost, and say why.
+                            for (auto& x : w.workers) {
+                              if (std::find(slices.deleted_nodes.begin(),
+                                            slices.deleted_nodes.end(),
+                                            x.node) != slices.deleted_nodes.end() &&
+                                  x.state != WorkerState::succeeded) {
+                                x.state = WorkerState::lost;
+                                x.detail = "its slice '" + x.node + "' was deleted";
+                              }
+                            }
                             return finish(w, WorkloadState::failed,
                                           "its slices are gone: " + slices.why, now_of(o));
                           }

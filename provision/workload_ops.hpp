@@ -70,7 +70,7 @@ struct MonitorOptions {
 Expected<Workload> create_workload(state::StateStore& store, const WorkloadRequest& request,
                                    const MonitorOptions& options);
 
-// True when `workload` is not finished and no live process holds its monitor lease.
+// True when `workload` is not finished and no other live process holds its monitor lease.
 bool needs_monitor(const Workload& workload, int64_t now_ms);
 
 // Takes the monitor lease (returns at once, with the record, when another live process holds

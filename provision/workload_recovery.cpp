@@ -95,6 +95,23 @@ Expected<SliceCheck> check_slices(state::StateStore& store, const Workload& wl) 
     return c;
   }
   TPUCTL_TRY_ASSIGN(QueuedResource qr, qr_from_record(*found));
+  // A slice deleted on its own (tpu-vm delete --force of one node): the request lives on without
+  // it, and the workload cannot.
+  for (const auto& w : wl.workers) {
+    if (std::find(qr.node_ids.begin(), qr.node_ids.end(), w.node) == qr.node_ids.end() &&
+        std::find(c.deleted_nodes.begin(), c.deleted_nodes.end(), w.node) ==
+            c.deleted_nodes.end()) {
+      c.deleted_nodes.push_back(w.node);
+    }
+  }
+  if (!c.deleted_nodes.empty()) {
+    c.status = SliceStatus::gone;
+    for (const auto& n : c.deleted_nodes) {
+      c.why += (c.why.empty() ? "" : "; ") + std::string("its slice '") + n + "' was deleted";
+    }
+    c.qr = std::move(qr);
+    return c;
+  }
   c.why = state_text(qr);
   switch (qr.state) {
   case QrState::active:

@@ -45,6 +45,7 @@ struct SliceCheck {
   SliceStatus status = SliceStatus::intact;
   std::string why; // coming_back and gone: what happened to it, for people
   std::optional<QueuedResource> qr;
+  std::vector<std::string> deleted_nodes; // gone: the workload's slices deleted from the request
 };
 // Errors: the store's.
 Expected<SliceCheck> check_slices(state::StateStore& store, const Workload& wl);

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "remote/line_splitter.hpp"
+#include "remote/ssh_session.hpp"
 #include "remote/worker_pool.hpp"
 
 namespace tpuctl::remote {
@@ -85,12 +86,26 @@ void exec_on(SshSession& session, const ExecRequest& request, bool keep_output,
 
 } // namespace detail
 
+Status check_command_length(const std::string& command) {
+  const size_t sent = detail::wrap_command(std::string(16, '0'), command).size();
+  if (sent <= k_max_command_bytes) {
+    return tpuctl::ok();
+  }
+  return usage_error("the command is " + std::to_string(sent) +
+                     " bytes as sent (with what tpuctl adds in front), longer than a worker's "
+                     "shell takes: at most " +
+                     std::to_string(k_max_command_bytes) +
+                     " (Linux's MAX_ARG_STRLEN); put it in a script, copy it to the workers "
+                     "with 'tpuctl scp' and run that");
+}
+
 Expected<std::vector<HostResult>> run_fanout(const std::vector<Job>& jobs,
                                              const SshOptions& options,
                                              const FanoutCallbacks& callbacks,
                                              const CancelToken* cancel) {
   std::vector<const SshTarget*> targets;
   for (const auto& j : jobs) {
+    TPUCTL_TRY(check_command_length(j.command));
     targets.push_back(&j.target);
   }
   TPUCTL_TRY_ASSIGN(auto identities, detail::prepare_run(targets, options));

@@ -14,11 +14,21 @@ namespace tpuctl::remote {
 // returned results, in job order. stdin gets EOF at once unless options.stdin_data is set. On
 // timeout or cancellation the remote command and everything it started is killed.
 // Errors (before any connection): usage (batch size 0, unsupported SshTarget::extra keyword,
-// empty address), auth (an identity file that cannot be read or decrypted).
+// empty address, a command too long for a worker: check_command_length), auth (an identity
+// file that cannot be read or decrypted).
 Expected<std::vector<HostResult>> run_fanout(const std::vector<Job>& jobs,
                                              const SshOptions& options,
                                              const FanoutCallbacks& callbacks = {},
                                              const CancelToken* cancel = nullptr);
+
+// The longest command line a worker runs: sshd hands it to the login shell as one argument
+// (`$SHELL -c LINE`) and Linux refuses an argument of MAX_ARG_STRLEN (128 KiB) or more; a longer
+// one resets the connection, which would look like a transport failure.
+constexpr size_t k_max_command_bytes = 128 * 1024 - 1;
+
+// Usage error when `command`, as sent (wrapped with the reaper tpuctl starts next to it), is
+// longer than k_max_command_bytes: names its size and the limit, and what to do instead.
+Status check_command_length(const std::string& command);
 
 // The same command for every target; index = position. Never fails.
 std::vector<Job> make_jobs(const std::vector<SshTarget>& targets, const std::string& command);

@@ -265,8 +265,10 @@ Expected<AcceleratorType> make_accelerator_type(const Generation& gen, const Dim
   return build(gen, dims);
 }
 
-Expected<AcceleratorType> parse_accelerator_type(std::string_view text) {
-  std::string prefix = "accelerator type '" + std::string(text) + "' is not valid: ";
+Expected<AcceleratorType> parse_accelerator_type(std::string_view given) {
+  std::string prefix = "accelerator type '" + std::string(given) + "' is not valid: ";
+  const std::string lower = util::to_lower(given); // gcloud lower-cases types: V5P-128 is v5p-128
+  const std::string_view text = lower;
   size_t dash = text.rfind('-');
   if (dash == std::string_view::npos || dash == 0) {
     return usage_error(prefix + k_type_forms);
@@ -278,6 +280,11 @@ Expected<AcceleratorType> parse_accelerator_type(std::string_view text) {
   auto found = find_generation(gen_text);
   if (found) {
     gen = *found;
+  } else if (auto near = generation_suggestion(gen_text); !near.empty() && dash + 1 < text.size()) {
+    // The whole type, so it can be pasted: v7x-128 -> tpu7x-128.
+    return usage_error(prefix + "unknown TPU generation '" + std::string(gen_text) +
+                       "'; did you mean '" + near + std::string(text.substr(dash)) +
+                       "'? (generations: " + known_generations_text() + ")");
   } else {
     problems.add(ErrorKind::usage, prefix + found.error().message);
   }

@@ -125,22 +125,54 @@ std::string known_generations_text() {
   return util::join(names, ", ");
 }
 
-Expected<const Generation*> find_generation(std::string_view name) {
+namespace {
+
+// Names people use for a generation that tpuctl and gcloud spell otherwise: suggested, never
+// accepted (a type name must stay the one gcloud takes).
+struct GenerationAlias {
+  std::string_view word;
+  std::string_view prefix;
+};
+constexpr GenerationAlias k_aliases[] = {{"v7x", "tpu7x"},        {"v7", "tpu7x"},
+                                         {"tpuv7x", "tpu7x"},     {"tpu7", "tpu7x"},
+                                         {"ironwood", "tpu7x"},   {"v6", "v6e"},
+                                         {"tpuv6e", "v6e"},       {"trillium", "v6e"},
+                                         {"v5lite", "v5litepod"}, {"v5litepods", "v5litepod"},
+                                         {"v5", "v5p"},           {"tpuv5p", "v5p"},
+                                         {"tpuv4", "v4"},         {"tpuv3", "v3"},
+                                         {"tpuv2", "v2"}};
+
+} // namespace
+
+std::string generation_suggestion(std::string_view name) {
+  const std::string lower = util::to_lower(name);
+  for (const auto& a : k_aliases) {
+    if (a.word == lower) {
+      return std::string(a.prefix);
+    }
+  }
   std::vector<std::string> candidates;
   for (const auto& g : generations()) {
-    if (g.name == name || g.type_prefix == name) {
-      return &g;
-    }
-    candidates.emplace_back(g.name);
+    candidates.emplace_back(g.type_prefix);
     if (g.type_prefix != g.name) {
-      candidates.emplace_back(g.type_prefix);
+      candidates.emplace_back(g.name);
+    }
+  }
+  auto near = util::nearest(lower, candidates, 1);
+  return near.empty() ? "" : near.front();
+}
+
+Expected<const Generation*> find_generation(std::string_view name) {
+  const std::string lower = util::to_lower(name); // gcloud lower-cases types: V5P is v5p
+  for (const auto& g : generations()) {
+    if (g.name == lower || g.type_prefix == lower) {
+      return &g;
     }
   }
   std::string message =
       "unknown TPU generation '" + std::string(name) + "': use one of " + known_generations_text();
-  auto near = util::nearest(name, candidates, 1);
-  if (!near.empty()) {
-    message += "; did you mean '" + near.front() + "'?";
+  if (auto near = generation_suggestion(name); !near.empty()) {
+    message += "; did you mean '" + near + "'?";
   }
   return usage_error(message);
 }

@@ -57,6 +57,11 @@ const std::vector<Generation>& generations();
 // usage, listing the known generations and the nearest one, when there is no such generation.
 Expected<const Generation*> find_generation(std::string_view name);
 
+// The type prefix most likely meant by an unknown generation `name` (case-insensitive; knows
+// the names people use for each generation: "v7x" and "ironwood" mean tpu7x, "v5lite" v5litepod,
+// "trillium" v6e), or "" when nothing is close. Never fails.
+std::string generation_suggestion(std::string_view name);
+
 // "v2, v3, v4, v5e (v5litepod), v5p, v6e, tpu7x", for messages and help.
 std::string known_generations_text();
 

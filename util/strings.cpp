@@ -157,9 +157,11 @@ std::vector<std::string> nearest(std::string_view word, const std::vector<std::s
                                  size_t limit) {
   std::vector<std::pair<size_t, std::string>> scored;
   size_t budget = std::max<size_t>(2, word.size() / 3);
+  const std::string lower = to_lower(word); // suggestions ignore case: QR -> qr
   for (const auto& c : candidates) {
-    size_t d = edit_distance(word, c);
-    bool prefix = word.size() >= 2 && starts_with(c, word);
+    const std::string lc = to_lower(c);
+    size_t d = edit_distance(lower, lc);
+    bool prefix = lower.size() >= 2 && starts_with(lc, lower);
     if (d <= budget || prefix) {
       scored.emplace_back(prefix ? 0 : d, c);
     }

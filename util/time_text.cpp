@@ -101,4 +101,19 @@ std::string format_timestamp(int64_t unix_ms) {
   return buf;
 }
 
+std::string format_timestamp_ms(int64_t unix_ms) {
+  std::string text = format_timestamp(unix_ms);
+  if (text.empty()) {
+    return text;
+  }
+  int64_t ms = unix_ms % 1000;
+  if (ms < 0) {
+    ms += 1000;
+  }
+  char frac[8];
+  std::snprintf(frac, sizeof frac, ".%03d", static_cast<int>(ms));
+  text.insert(text.size() - 1, frac);
+  return text;
+}
+
 } // namespace tpuctl::util

@@ -16,5 +16,8 @@ Expected<int64_t> parse_timestamp(std::string_view text, std::string_view what);
 
 // "2026-11-22T10:00:00Z" (UTC, whole seconds). 0 gives "".
 std::string format_timestamp(int64_t unix_ms);
+// "2026-11-22T10:00:00.123Z" (UTC, milliseconds: what json output carries, so no precision is
+// lost against the stored unix milliseconds). 0 gives "".
+std::string format_timestamp_ms(int64_t unix_ms);
 
 } // namespace tpuctl::util

@@ -3,6 +3,7 @@
 // completions/ files are what the binary prints; fixed flag values are accepted by their flags.
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <doctest/doctest.h>
@@ -115,7 +116,7 @@ TEST_CASE("completion in bash (bash-completion): groups, live ids, flag values")
   CHECK(ids == std::vector<std::string>{"alpha-1", "beta-2"});
   CHECK(bash_complete(s, "tpuctl qr delete al") == std::vector<std::string>{"alpha-1"});
   auto formats = bash_complete(s, "tpuctl qr list --format=");
-  CHECK(formats == std::vector<std::string>{"table", "json", "yaml"});
+  CHECK(formats == std::vector<std::string>{"table", "json", "yaml", "none"});
   auto gens = bash_complete(s, "tpuctl pool create x --generation v");
   CHECK(has(gens, "v5e"));
   CHECK(has(gens, "v5p"));
@@ -123,6 +124,45 @@ TEST_CASE("completion in bash (bash-completion): groups, live ids, flag values")
   CHECK(flags == std::vector<std::string>{"--fail-policy"});
   CHECK(has(bash_complete(s, "tpuctl workload create --fail-policy "), "any"));
   CHECK(has(bash_complete(s, "tpuctl pool drain node0"), "node01"));
+}
+
+TEST_CASE("completion in bash: file names where a path goes, types, topologies, --worker and "
+          "--node forms, --for conditions, config keys and values, no duplicates") {
+  Store s;
+  const fs::path dir = s.dir.path() / "files";
+  fs::create_directories(dir / "sub");
+  std::ofstream(dir / "inventory.json") << "{}";
+  std::ofstream(dir / "setup.sh") << "true\n";
+  const std::string d = dir.string();
+  CHECK(bash_complete(s, "tpuctl pool import " + d + "/inv") ==
+        std::vector<std::string>{d + "/inventory.json"});
+  CHECK(bash_complete(s, "tpuctl --log-file=" + d + "/se") ==
+        std::vector<std::string>{d + "/setup.sh"});
+  CHECK(bash_complete(s, "tpuctl pool ssh --ssh-config " + d + "/se") ==
+        std::vector<std::string>{d + "/setup.sh"});
+  CHECK(bash_complete(s, "tpuctl qr create x --metadata-from-file startup-script=" + d + "/se") ==
+        std::vector<std::string>{d + "/setup.sh"});
+  auto sources = bash_complete(s, "tpuctl scp " + d + "/s");
+  CHECK(has(sources, d + "/setup.sh"));
+  CHECK(has(sources, d + "/sub"));
+  CHECK(has(bash_complete(s, "tpuctl scp setup.sh al"), "alpha-1:"));
+  CHECK(has(bash_complete(s, "tpuctl workload create --script-dir " + d + "/s"), d + "/sub"));
+  CHECK(has(bash_complete(s, "tpuctl topology describe v5p-12"), "v5p-128"));
+  auto topologies = bash_complete(s, "tpuctl qr create x --type v5p --topology 4x4");
+  CHECK(has(topologies, "4x4x4"));
+  CHECK(has(bash_complete(s, "tpuctl qr create x --type v5l"), "v5litepod"));
+  CHECK(bash_complete(s, "tpuctl ssh alpha-1 --node ") ==
+        std::vector<std::string>{"0", "alpha-1", "all"});
+  CHECK(bash_complete(s, "tpuctl ssh alpha-1 --worker ") == std::vector<std::string>{"all"});
+  auto conditions = bash_complete(s, "tpuctl qr wait alpha-1 --for=");
+  CHECK(has(conditions, "delete"));
+  CHECK(has(conditions, "state=ACTIVE"));
+  CHECK(has(bash_complete(s, "tpuctl config set "), "ssh.strict_host_key_checking"));
+  CHECK(has(bash_complete(s, "tpuctl config get ssh."), "ssh.batch_size"));
+  CHECK(has(bash_complete(s, "tpuctl config set format "), "yaml"));
+  CHECK(has(bash_complete(s, "tpuctl config set pool "), "team"));
+  auto flags = bash_complete(s, "tpuctl qr list --");
+  CHECK(std::set<std::string>(flags.begin(), flags.end()).size() == flags.size());
 }
 
 TEST_CASE("completion in zsh (zpty): typing tpuctl qu<TAB>, describe <TAB>, --format=<TAB>") {
@@ -137,6 +177,14 @@ TEST_CASE("completion in zsh (zpty): typing tpuctl qu<TAB>, describe <TAB>, --fo
   auto formats = zsh_type(s, "tpuctl qr list --format=\t", "*json*table*yaml*");
   CHECK(formats.find("yaml") != std::string::npos);
   CHECK(formats.find("json") != std::string::npos);
+  // File names where a path goes, and the conditions of qr wait.
+  const fs::path dir = s.dir.path() / "zfiles";
+  fs::create_directories(dir);
+  std::ofstream(dir / "inventory.json") << "{}";
+  auto file = zsh_type(s, "tpuctl pool import " + dir.string() + "/inv\t", "*inventory.json*");
+  CHECK(file.find(dir.string() + "/inventory.json") != std::string::npos);
+  auto conditions = zsh_type(s, "tpuctl qr wait alpha-1 --for=\t", "*delete*state=ACTIVE*");
+  CHECK(conditions.find("state=ACTIVE") != std::string::npos);
 }
 
 TEST_CASE("completion: completions/ holds what `tpuctl completion bash|zsh` prints") {

@@ -416,7 +416,7 @@ TEST_CASE("qr list --watch --format jsonl prints each state change once, as it h
         std::vector<std::string>{"ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING", "FAILED"});
   CHECK(lines[0]["initiator"] == "USER");
   CHECK(lines[2]["initiator"] == "SERVICE");
-  CHECK(lines[3]["error"].get<std::string>().find("127.130.255.2") != std::string::npos);
+  CHECK(lines[3]["error"]["message"].get<std::string>().find("127.130.255.2") != std::string::npos);
   CHECK(lines[3]["revision"].get<int64_t>() > lines[0]["revision"].get<int64_t>());
 }
 

@@ -50,7 +50,8 @@ struct GcloudEnv : QrEnv {
     auto qr = describe("qr-1");
     CHECK(qr["tier"] == "flex-start");
     CHECK(qr["runtime_version"] == "v2-alpha-tpuv5-lite");
-    CHECK(qr["node_ids"] == json::array({"node-1"}));
+    CHECK(qr["nodes"][0]["name"] == "node-1");
+    CHECK(qr["node_count"] == 1);
   }
 };
 
@@ -137,7 +138,7 @@ TEST_CASE("gcloud shapes: scp to every worker, and back from every worker into D
   auto up = env.run({"tpu-vm", "scp", local.string(), "node-1:" + remote, "--worker=all",
                      "--zone=local", "--format", "json"});
   REQUIRE_MESSAGE(up.exit_code == 0, up.err);
-  CHECK(json::parse(up.out).at(0)["copied"] == 4);
+  CHECK(json::parse(up.out).at(0)["copied_count"] == 4);
 
   // Each worker writes its own file; fetched from all four they land side by side.
   auto wrote = env.run({"queued-resources", "ssh", "qr-1", "--worker=all", "--command",
@@ -225,5 +226,5 @@ TEST_CASE("gcloud shapes: scripts' --format value(state.state), table(...), netw
   CHECK(filtered.out == "qr-1\n");
   auto bad = env.run({"queued-resources", "list", "--sort-by=nope"});
   CHECK(bad.exit_code == 2);
-  CHECK(bad.err.find("--sort-by: this list has no field 'nope'") != std::string::npos);
+  CHECK(bad.err.find("--sort-by: this output has no field 'nope'") != std::string::npos);
 }

@@ -18,6 +18,7 @@
 #include "util/process.hpp"
 #include "util/sha256.hpp"
 #include "util/strings.hpp"
+#include "util/time_text.hpp"
 
 using nlohmann::json;
 using tpuctl::test::QrEnv;
@@ -34,6 +35,14 @@ const json* history_entry(const json& qr, const std::string& to) {
     }
   }
   return nullptr;
+}
+
+// Unix milliseconds of a time field (RFC 3339 with milliseconds, as json output prints them).
+int64_t unix_ms(const json& time) {
+  REQUIRE(time.is_string());
+  auto ms = tpuctl::util::parse_timestamp(time.get<std::string>(), "time");
+  REQUIRE(ms);
+  return *ms;
 }
 
 } // namespace
@@ -149,7 +158,13 @@ TEST_CASE("qr: a reserved request preempts a spot slice: SUSPENDING then SUSPEND
   }
   CHECK(gone);
   ::kill(victim_pid, SIGKILL);
-  CHECK(env.run_json({"tpu-vm", "list"}).size() == 1);
+  // The preempted request's node stays listed, PREEMPTED and without workers, as gcloud shows it.
+  auto nodes = env.run_json({"tpu-vm", "list"});
+  REQUIRE(nodes.size() == 2);
+  for (const auto& n : nodes) {
+    CHECK(n["state"] == (n["queued_resource"] == "urgent" ? "READY" : "PREEMPTED"));
+    CHECK(n["worker_count"] == (n["queued_resource"] == "urgent" ? 4 : 0));
+  }
 }
 
 TEST_CASE("qr: valid-until fails a waiting request on time, max-run-duration suspends an ACTIVE "
@@ -169,7 +184,7 @@ TEST_CASE("qr: valid-until fails a waiting request on time, max-run-duration sus
   CHECK(l["error"]["code"] == "EXPIRED");
   const json* f = history_entry(l, "FAILED");
   REQUIRE(f != nullptr);
-  int64_t late_by = (*f)["time_ms"].get<int64_t>() - l["valid_until_ms"].get<int64_t>();
+  int64_t late_by = unix_ms((*f)["time"]) - unix_ms(l["valid_until"]);
   CHECK(late_by >= 0);
   CHECK(late_by < 2000);
   CHECK((*f)["initiator"] == "SERVICE");
@@ -181,7 +196,7 @@ TEST_CASE("qr: valid-until fails a waiting request on time, max-run-duration sus
   const json* suspending = history_entry(fx, "SUSPENDING");
   REQUIRE(active != nullptr);
   REQUIRE(suspending != nullptr);
-  int64_t ran = (*suspending)["time_ms"].get<int64_t>() - (*active)["time_ms"].get<int64_t>();
+  int64_t ran = unix_ms((*suspending)["time"]) - unix_ms((*active)["time"]);
   CHECK(ran >= 6000);
   CHECK(ran < 8000);
   CHECK(fx["state_initiator"] == "SERVICE");
@@ -376,7 +391,7 @@ TEST_CASE("ssh --worker=all: each worker sees its own id, the same hostnames and
   REQUIRE(copied.size() == 2);
   for (const auto& row : copied) {
     CHECK(row["hosts"] == 4);
-    CHECK(row["copied"] == 4);
+    CHECK(row["copied_count"] == 4);
   }
   CHECK(tpuctl::test::read_file(env.dir.path() / "copied" / "model" / "shards" / "0.bin").size() ==
         70000);

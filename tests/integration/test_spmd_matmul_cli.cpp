@@ -114,10 +114,11 @@ TEST_CASE("spmd-matmul: a 4-worker slice computes, gathers and verifies C; a mis
   auto human = env.run({"ssh", "s1", "--worker=all", "--", "tpuctl", "agent", "spmd-matmul", "--m",
                         "128", "--n", "128", "--k", "64", "--timeout", "20s"});
   CHECK_MESSAGE(human.exit_code == 0, human.err);
-  CHECK(human.out.find("[" + hosts[2] + "] process 2 of 4 (slice 0, worker 2)") !=
+  // Every line is prefixed with the worker's one name: NODE/WORKER@HOST.
+  CHECK(human.out.find("[s1/2@" + hosts[2] + "] process 2 of 4 (slice 0, worker 2)") !=
         std::string::npos);
   CHECK(human.out.find("checksum ok") != std::string::npos);
-  CHECK(human.out.find("[" + hosts[0] + "] aggregate ") != std::string::npos);
+  CHECK(human.out.find("[s1/0@" + hosts[0] + "] aggregate ") != std::string::npos);
   CHECK(human.out.find("efficiency") != std::string::npos);
   CHECK(human.out.find(" peak ") != std::string::npos); // MFU x% of the <isa> peak y
 
@@ -196,9 +197,11 @@ TEST_CASE("spmd-matmul: two slices of 4 workers are one job of 8 processes, one 
     const int process = res["process"];
     CHECK(res["slice"] == process / 4);
     CHECK(res["worker"] == process % 4);
-    // Records of the second node are labelled "ms-1/<host>".
-    const std::string label = rec["host"];
-    CHECK(label == (process < 4 ? "" : "ms-1/") + hosts[static_cast<size_t>(process)]);
+    // Every record names its worker the same way, in both slices.
+    CHECK(rec["host"] == hosts[static_cast<size_t>(process)]);
+    CHECK(rec["node"] == "ms-" + std::to_string(process / 4));
+    CHECK(rec["slice"] == process / 4);
+    CHECK(rec["worker"] == process % 4);
     processes.insert(process);
     if (process == 0) {
       REQUIRE(res["peers"].size() == 8);

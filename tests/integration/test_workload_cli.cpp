@@ -47,6 +47,16 @@ struct ClusterEnv : QrEnv {
       }
     }
   }
+  // "[NODE/WORKER@HOST] ": how workload logs (and tpuctl ssh) prefix that worker's lines.
+  std::string prefix(int slice, int worker) const {
+    auto cluster = run_json({"cluster", "describe", "demo"});
+    const auto& w =
+        cluster["slices"].at(static_cast<size_t>(slice))["workers"].at(static_cast<size_t>(worker));
+    CHECK(w["slice"] == slice);
+    CHECK(w["worker"] == worker);
+    return "[" + w["node"].get<std::string>() + "/" + std::to_string(worker) + "@" +
+           w["host"].get<std::string>() + "] ";
+  }
   // Creates a workload (exit 0 required) and returns its uid.
   std::string create(const std::string& name, const std::string& command,
                      std::vector<std::string> extra = {}) {
@@ -99,8 +109,8 @@ TEST_CASE("workload: runs on every worker with the worker environment and SUCCEE
   auto logs = env.run({"workload", "logs", "hello"});
   REQUIRE(logs.exit_code == 0);
   for (int i = 0; i < 4; ++i) {
-    CHECK(logs.out.find("[demo-0/" + std::to_string(i) + "] id=" + std::to_string(i) +
-                        " of 4 wl=hello\n") != std::string::npos);
+    CHECK(logs.out.find(env.prefix(0, i) + "id=" + std::to_string(i) + " of 4 wl=hello\n") !=
+          std::string::npos);
   }
   auto one = env.run({"workload", "logs", "hello", "--worker", "2"});
   CHECK(one.out == "id=2 of 4 wl=hello\n");
@@ -164,7 +174,7 @@ TEST_CASE("workload logs --follow: prints as the workers go and returns when the
   auto followed = env.run({"workload", "logs", "slow", "--follow"});
   REQUIRE_MESSAGE(followed.exit_code == 0, followed.err);
   for (int i = 0; i < 4; ++i) {
-    const std::string p = "[demo-0/" + std::to_string(i) + "] ";
+    const std::string p = env.prefix(0, i);
     CHECK(followed.out.find(p + "start\n") != std::string::npos);
     CHECK(followed.out.find(p + "end " + std::to_string(i) + "\n") != std::string::npos);
   }
@@ -236,10 +246,31 @@ TEST_CASE("cluster of two slices: every worker of both slices runs, with MEGASCA
   auto cluster = env.run_json({"cluster", "describe", "demo"});
   const std::string coord = cluster["slices"][0]["workers"][0]["address"];
   auto logs = env.run({"workload", "logs", "ms"});
-  for (const char* line :
-       {"[demo-0/0] 0/2 0", "[demo-0/3] 0/2 3", "[demo-1/0] 1/2 0", "[demo-1/3] 1/2 3"}) {
-    CHECK(logs.out.find(std::string(line) + " coord=" + coord + "\n") != std::string::npos);
+  for (const auto& [slice, worker] :
+       {std::pair{0, 0}, std::pair{0, 3}, std::pair{1, 0}, std::pair{1, 3}}) {
+    const std::string line = env.prefix(slice, worker) + std::to_string(slice) + "/2 " +
+                             std::to_string(worker) + " coord=" + coord + "\n";
+    CHECK_MESSAGE(logs.out.find(line) != std::string::npos, line);
   }
+  // jsonl: the same worker by its parts, a line per object.
+  auto jsonl = env.run({"workload", "logs", "ms", "--output", "jsonl"});
+  REQUIRE_MESSAGE(jsonl.exit_code == 0, jsonl.err);
+  int seen = 0;
+  for (const auto& text : tpuctl::util::split(jsonl.out, '\n')) {
+    if (text.empty()) {
+      continue;
+    }
+    auto j = json::parse(text);
+    CHECK(j["node"] == "demo-" + std::to_string(j["slice"].get<int>()));
+    CHECK(j["line"].get<std::string>().rfind(std::to_string(j["slice"].get<int>()) + "/2 " +
+                                                 std::to_string(j["worker"].get<int>()),
+                                             0) == 0);
+    CHECK(env.prefix(j["slice"], j["worker"]) == "[" + j["node"].get<std::string>() + "/" +
+                                                     std::to_string(j["worker"].get<int>()) + "@" +
+                                                     j["host"].get<std::string>() + "] ");
+    ++seen;
+  }
+  CHECK(seen == 8);
 
   // The multi-controller program as a workload: 8 processes meet, compute and all-gather.
   env.create("spmd", "tpuctl agent spmd-matmul --m 256 --n 256 --k 128 --dtype int8 --mesh 4,2 "
@@ -257,11 +288,16 @@ TEST_CASE("cluster and workload: bad input is refused with the value named; noth
   auto bad_type = env.run({"cluster", "create", "--cluster", "c", "--tpu-type", "v5litepod-7"});
   CHECK(bad_type.exit_code == 2);
   CHECK(bad_type.err.find("v5litepod-7") != std::string::npos);
-  auto bad_name = env.run({"cluster", "create", "--cluster", "Bad_Name", "--tpu-type",
-                           "v5litepod-16", "--num-slices", "0"});
+  auto bad_name =
+      env.run({"cluster", "create", "--cluster", "Bad_Name", "--tpu-type", "v5litepod-7"});
   CHECK(bad_name.exit_code == 2);
-  CHECK(bad_name.err.find("'Bad_Name'") != std::string::npos);
-  CHECK(bad_name.err.find("--num-slices 0") != std::string::npos);
+  CHECK(bad_name.err.find("'Bad_Name'") != std::string::npos); // every problem, a line each
+  CHECK(bad_name.err.find("v5litepod-7") != std::string::npos);
+  // A count below 1 is refused while the command line is read, before anything else.
+  auto no_slices = env.run({"cluster", "create", "--cluster", "Bad_Name", "--tpu-type",
+                            "v5litepod-16", "--num-slices", "0"});
+  CHECK(no_slices.exit_code == 2);
+  CHECK(no_slices.err.find("--num-slices: '0' is not a count from 1 to 64") != std::string::npos);
   auto too_big = env.run({"cluster", "create", "--cluster", "big", "--tpu-type", "v5litepod-64"});
   CHECK(too_big.exit_code == 3);
   CHECK(env.run_json({"cluster", "list"}).empty());
@@ -276,9 +312,13 @@ TEST_CASE("cluster and workload: bad input is refused with the value named; noth
       env.run({"cluster", "create", "--cluster", "demo", "--tpu-type", "v5litepod-16"}).exit_code ==
       0);
   auto bad = env.run({"workload", "create", "--cluster", "demo", "--workload", "x;rm -rf ~",
-                      "--command", "true", "--fail-policy", "some", "--max-restarts", "-1"});
+                      "--command", "true", "--fail-policy", "some"});
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("'some'") != std::string::npos);
+  auto negative = env.run({"workload", "create", "--cluster", "demo", "--workload", "w",
+                           "--command", "true", "--max-restarts", "-1"});
+  CHECK(negative.exit_code == 2);
+  CHECK(negative.err.find("--max-restarts: '-1'") != std::string::npos);
   auto bad_env = env.run({"workload", "create", "--cluster", "demo", "--workload", "w", "--command",
                           "true", "--env", "NOEQUALS", "--env", "TPU_WORKER_ID=9"});
   CHECK(bad_env.exit_code == 2);

@@ -84,7 +84,7 @@ TEST_CASE("workload create --env-profile torchrun: ranks over every slice, one m
   CHECK(wl["env_profile"] == "torchrun");
   std::set<std::string> ranks;
   for (int slice = 0; slice < 2; ++slice) {
-    const std::string node = qr["slices"][slice]["node"].get<std::string>();
+    const std::string node = qr["slices"][slice]["name"].get<std::string>();
     for (int worker = 0; worker < 4; ++worker) {
       auto fields = tpuctl::util::split(env.log_of("ranks", node, worker), ' ');
       REQUIRE(fields.size() == 5);
@@ -101,7 +101,7 @@ TEST_CASE("workload create --env-profile torchrun: ranks over every slice, one m
 
   // Without the profile the launcher's variables are not set.
   env.run_workload("plain", "echo \"[${RANK-unset}]\"", {});
-  CHECK(env.log_of("plain", qr["slices"][1]["node"].get<std::string>(), 1) == "[unset]\n");
+  CHECK(env.log_of("plain", qr["slices"][1]["name"].get<std::string>(), 1) == "[unset]\n");
 }
 
 TEST_CASE("workload create --env-profile with an unknown profile is exit 2 and stores nothing") {
@@ -133,7 +133,7 @@ TEST_CASE("README recipe: PyTorch distributed (gloo) all_reduce over two slices,
   for (int slice = 0; slice < 2; ++slice) {
     for (int worker = 0; worker < 4; ++worker) {
       // 1 + 2 + ... + 8: every rank's contribution reached every rank.
-      CHECK(env.log_of("allreduce", qr["slices"][slice]["node"].get<std::string>(), worker) ==
+      CHECK(env.log_of("allreduce", qr["slices"][slice]["name"].get<std::string>(), worker) ==
             std::to_string(slice * 4 + worker) + " 8 36\n");
     }
   }

@@ -32,7 +32,7 @@ QrEnv::~QrEnv() {
   if (disk) {
     disk->unfill(); // local-down records the pool's removal
   }
-  run({"pool", "local-down"});
+  run({"--pool", "local", "pool", "local-down"});
   for (int pid : processes_with_marker(dir.path().string())) {
     ::kill(pid, SIGKILL);
   }

@@ -137,8 +137,12 @@ TEST_CASE("cli::jsonl_record has exactly the documented fields") {
   for (auto it = j.begin(); it != j.end(); ++it) {
     keys.push_back(it.key());
   }
-  CHECK(keys == std::vector<std::string>{"host", "index", "outcome", "exit_code", "signal", "error",
-                                         "duration_ms", "stdout", "stderr"});
+  CHECK(keys == std::vector<std::string>{"node", "slice", "worker", "host", "index", "outcome",
+                                         "exit_code", "signal", "error", "duration_ms", "stdout",
+                                         "stderr"});
+  CHECK(j["node"].is_null()); // a pool's host: no slice
+  CHECK(j["slice"].is_null());
+  CHECK(j["worker"].is_null());
   CHECK(j["host"] == "w3");
   CHECK(j["outcome"] == "ok");
   CHECK(j["index"] == 3);
@@ -156,7 +160,7 @@ TEST_CASE("cli::jsonl_record has exactly the documented fields") {
   auto t = nlohmann::json::parse(
       cli::jsonl_record(failed(2, "w2", Outcome::timeout, "timed out after 2s")));
   CHECK(t["exit_code"].is_null());
-  CHECK(t["error"] == "timed out after 2s");
+  CHECK(t["error"] == nlohmann::json{{"code", "timeout"}, {"message", "timed out after 2s"}});
   CHECK(t["outcome"] == "timeout");
   CHECK(cli::jsonl_record(exited(0, "w0", 3)).find('\n') == std::string::npos);
 
@@ -168,6 +172,30 @@ TEST_CASE("cli::jsonl_record has exactly the documented fields") {
   cb.on_host_done(exited(0, "w0", 2));
   CHECK(out.str() == cli::jsonl_record(exited(1, "w1", 0)) + "\n" +
                          cli::jsonl_record(exited(0, "w0", 2)) + "\n");
+}
+
+TEST_CASE("cli::jsonl_record names a slice's worker by node, slice, worker and host") {
+  // The fan-out shows the worker label; jsonl separates its parts, and `index` stays the job's
+  // position (here not the worker id).
+  HostResult r = exited(5, "ms-1/2@node07", 0);
+  const cli::JobIdentity id{"ms-1", 1, 2, "node07"};
+  const nlohmann::ordered_json extra{{"source", "a.bin"}, {"destination", "~/a.bin"}};
+  auto j = nlohmann::json::parse(cli::jsonl_record(r, &id, &extra));
+  CHECK(j["node"] == "ms-1");
+  CHECK(j["slice"] == 1);
+  CHECK(j["worker"] == 2);
+  CHECK(j["host"] == "node07");
+  CHECK(j["index"] == 5);
+  CHECK(j["source"] == "a.bin");
+  CHECK(j["destination"] == "~/a.bin");
+
+  std::ostringstream out, err;
+  cli::FanoutPrinter printer(cli::FanoutOutput::jsonl, out, err,
+                             {cli::JobIdentity{"ms-0", 0, 0, "node01"}});
+  printer.callbacks().on_host_done(exited(0, "ms-0/0@node01", 3));
+  printer.finish({exited(0, "ms-0/0@node01", 3)});
+  CHECK(nlohmann::json::parse(out.str())["worker"] == 0);
+  CHECK(err.str() == "tpuctl: 1 of 1 workers failed: ms-0/0@node01 (exit 3)\n");
 }
 
 TEST_CASE("cli::failure_report names every failed host and why, in one summary line") {

@@ -160,7 +160,12 @@ TEST_CASE("topology::parse_accelerator_type rejects slices that cannot exist") {
     CHECK(m.find("unknown TPU generation 'v9'") != std::string::npos);
     CHECK(m.find("v2, v3, v4, v5e (v5litepod), v5p, v6e, tpu7x") != std::string::npos);
     CHECK(m.find("did you mean '") != std::string::npos);
-    CHECK(rejection("v5lite-16").find("did you mean 'v5litepod'?") != std::string::npos);
+    // The whole type, ready to paste; case is ignored and other names for a generation known.
+    CHECK(rejection("v5lite-16").find("did you mean 'v5litepod-16'?") != std::string::npos);
+    CHECK(rejection("v7x-128").find("did you mean 'tpu7x-128'?") != std::string::npos);
+    CHECK(rejection("ironwood-256").find("did you mean 'tpu7x-256'?") != std::string::npos);
+    CHECK(tpuctl::topology::parse_accelerator_type("V5P-128").value().name == "v5p-128");
+    CHECK(tpuctl::topology::find_generation("TPU7X").value()->name == "tpu7x");
   }
   SUBCASE("malformed text") {
     CHECK(rejection("4x").find("'4x'") != std::string::npos);

@@ -1,0 +1,182 @@
+#include "cli/workload_view.hpp"
+
+#include <map>
+
+#include "cli/qr_view.hpp"
+#include "state/store.hpp"
+#include "util/strings.hpp"
+#include "util/time_text.hpp"
+
+namespace tpuctl::cli {
+
+using provision::WorkerState;
+using provision::WorkloadState;
+
+namespace {
+
+int64_t now_ms() {
+  return state::to_unix_ms(state::system_clock()());
+}
+
+} // namespace
+
+std::string goodput_line(const provision::Goodput& g) {
+  auto d = [](int64_t ms) { return util::format_duration(std::chrono::milliseconds(ms)); };
+  char pct[16];
+  std::snprintf(pct, sizeof pct, "%.1f%%", g.goodput * 100.0);
+  return std::string("goodput: ") + pct + " of " + d(g.wall_ms) + " (running " + d(g.running_ms) +
+         ", lost " + d(g.lost_ms) + ", recovering " + d(g.recovering_ms) + ", queued " +
+         d(g.queued_ms) + ", provisioning " + d(g.provisioning_ms) + ")";
+}
+
+Json workload_worker_json(const provision::WorkloadWorker& w) {
+  return Json{{"node", w.node},
+              {"slice", w.slice},
+              {"worker", w.worker},
+              {"host", w.host},
+              {"state", std::string(to_string(w.state))},
+              {"exit_code", w.exit_code >= 0 ? Json(w.exit_code) : Json()},
+              {"attempt", w.attempt},
+              {"last_heartbeat", time_json(w.last_heartbeat_ms)},
+              {"last_contact", time_json(w.last_contact_ms)},
+              {"detail", w.detail}};
+}
+
+Json workload_json(const provision::Workload& w) {
+  // The stored record (provision::to_json) with its unix-millisecond times as RFC 3339 text,
+  // the monitor's lease left out, workers as workload_worker_json, and the counts added.
+  const Json stored(provision::to_json(w));
+  const std::map<std::string, std::pair<std::string, int64_t>> times = {
+      {"created_at_ms", {"created_at", w.created_at_ms}},
+      {"started_at_ms", {"started_at", w.started_at_ms}},
+      {"attempt_started_ms", {"attempt_started_at", w.attempt_started_ms}},
+      {"recovering_since_ms", {"recovering_since", w.recovering_since_ms}},
+      {"finished_at_ms", {"finished_at", w.finished_at_ms}}};
+  Json j = Json::object();
+  for (auto it = stored.begin(); it != stored.end(); ++it) {
+    if (auto t = times.find(it.key()); t != times.end()) {
+      j[t->second.first] = time_json(t->second.second);
+    } else if (it.key() != "monitor" && it.key() != "workers" && it.key() != "time") {
+      // ("time" is the monitor's bookkeeping: "goodput" below is what it adds up to)
+      j[it.key()] = it.value();
+    }
+  }
+  Json workers = Json::array();
+  int running = 0;
+  for (const auto& x : w.workers) {
+    workers.push_back(workload_worker_json(x));
+    running += x.state == WorkerState::running ? 1 : 0;
+  }
+  j["goodput"] = provision::to_json(provision::goodput_of(w, now_ms()));
+  j["running"] = running;
+  j["worker_count"] = static_cast<int>(w.workers.size());
+  j["workers"] = std::move(workers);
+  return j;
+}
+
+const std::vector<Column> k_workload_columns = {{"NAME", "name"},
+                                                {"CLUSTER", "cluster"},
+                                                {"STATE", "state"},
+                                                {"RUNNING", "running"},
+                                                {"WORKER_COUNT", "worker_count"},
+                                                {"RESTARTS", "restarts"},
+                                                {"CREATED_AT", "created_at"}};
+
+void print_workload(std::ostream& os, const provision::Workload& w) {
+  os << "workload " << w.name << " on cluster " << w.cluster << ": " << to_string(w.state);
+  if (w.restarts > 0) {
+    os << " (restarts " << w.restarts << "/" << w.max_restarts << ")";
+  }
+  if (w.recoveries > 0) {
+    os << " (recovered " << w.recoveries << "x)";
+  }
+  os << "\ncommand: " << util::printable(w.command) << "\n";
+  if (!w.message.empty()) {
+    os << (w.state == WorkloadState::failed ? "error: " : "") << w.message << "\n";
+  }
+  os << goodput_line(provision::goodput_of(w, now_ms())) << "\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& x : w.workers) {
+    const Json j = workload_worker_json(x);
+    rows.push_back({x.node, std::to_string(x.slice), std::to_string(x.worker), x.host,
+                    std::string(to_string(x.state)), cell_text(j["exit_code"]),
+                    std::to_string(x.attempt), cell_text(j["last_heartbeat"]), x.detail});
+  }
+  os << render_table({"NODE", "SLICE", "WORKER", "HOST", "STATE", "EXIT_CODE", "ATTEMPT",
+                      "LAST_HEARTBEAT", "DETAIL"},
+                     rows);
+}
+
+Json cluster_json(const provision::Cluster& c, const std::optional<provision::QueuedResource>& qr,
+                  const std::vector<provision::Workload>& workloads) {
+  Json slices = Json::array();
+  if (qr) {
+    slices = qr_json(*qr)["nodes"]; // node objects: {name, slice, workers}
+  }
+  Json wl = Json::array();
+  int running = 0;
+  for (const auto& w : workloads) {
+    wl.push_back(Json{{"name", w.name}, {"state", std::string(to_string(w.state))}});
+    running += provision::is_terminal(w.state) ? 0 : 1;
+  }
+  Json error; // null when none
+  std::string reason;
+  if (qr && qr->error) {
+    error = Json{{"code", qr->error->code}, {"message", qr->error->message}};
+  } else if (qr && !qr->pending_reason.empty() && qr->state != provision::QrState::active) {
+    reason = qr->pending_reason;
+  }
+  return Json{{"name", c.name},
+              {"pool", c.pool},
+              {"tpu_type", c.tpu_type},
+              {"num_slices", c.num_slices},
+              {"tier", std::string(to_string(c.tier))},
+              {"on_preemption", qr ? std::string(to_string(qr->on_preemption)) : std::string()},
+              {"state", qr ? std::string(to_string(qr->state)) : "MISSING"},
+              {"queued_resource", c.queued_resource},
+              {"created_at", time_json(c.created_at_ms)},
+              {"running_workloads", running},
+              {"slices", slices},
+              {"workloads", wl},
+              {"reason", reason},
+              {"error", error}};
+}
+
+const std::vector<Column> k_cluster_columns = {{"NAME", "name"},
+                                               {"TPU_TYPE", "tpu_type"},
+                                               {"NUM_SLICES", "num_slices"},
+                                               {"TIER", "tier"},
+                                               {"STATE", "state"},
+                                               {"RUNNING_WORKLOADS", "running_workloads"},
+                                               {"CREATED_AT", "created_at"}};
+
+void print_cluster(std::ostream& os, const Json& j) {
+  os << "cluster " << cell_text(j["name"]) << " (" << cell_text(j["tpu_type"]) << " x "
+     << cell_text(j["num_slices"]) << ", " << cell_text(j["tier"]) << ") in pool "
+     << cell_text(j["pool"]) << ": " << cell_text(j["state"]) << "\n";
+  if (!j["error"].is_null()) {
+    os << "error: " << cell_text(j["error"]["code"]) << ": " << cell_text(j["error"]["message"])
+       << "\n";
+  } else if (!cell_text(j["reason"]).empty()) {
+    os << "waiting: " << cell_text(j["reason"]) << "\n";
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : j["slices"]) {
+    for (const auto& w : s["workers"]) {
+      rows.push_back({cell_text(w["node"]), cell_text(w["slice"]), cell_text(w["worker"]),
+                      cell_text(w["host"]), cell_text(w["address"])});
+    }
+  }
+  if (!rows.empty()) {
+    os << render_table({"NODE", "SLICE", "WORKER", "HOST", "ADDRESS"}, rows);
+  }
+  if (!j["workloads"].empty()) {
+    std::vector<std::vector<std::string>> wrows;
+    for (const auto& w : j["workloads"]) {
+      wrows.push_back({cell_text(w["name"]), cell_text(w["state"])});
+    }
+    os << render_table({"WORKLOAD", "STATE"}, wrows);
+  }
+}
+
+} // namespace tpuctl::cli
