@@ -132,6 +132,7 @@ Json qr_json(const provision::QueuedResource& qr) {
               {"accelerator_type", qr.accelerator_type},
               {"runtime_version", qr.runtime_version},
               {"tier", std::string(to_string(qr.tier))},
+              {"on_preemption", std::string(to_string(qr.on_preemption))},
               {"node_count", static_cast<int>(qr.node_ids.size())},
               {"nodes", nodes},
               {"created_at", time_json(qr.created_at_ms)},

@@ -45,7 +45,8 @@ const std::vector<RecordFields>& record_fields() {
   static const std::vector<RecordFields> k_fields = {
       {"queued resource",
        "id, pool, uid, state, state_initiator, accelerator_type, runtime_version, tier, "
-       "node_count, nodes ({name, slice, workers}), created_at, state_since, active_since, "
+       "on_preemption, node_count, nodes ({name, slice, workers}), created_at, state_since, "
+       "active_since, "
        "valid_until, valid_after, max_run_duration_ms, labels, metadata, request_id, reason, "
        "pending_reason, error ({code, message, worker, node, host}), history ({time, from, to, "
        "initiator, reason}), provisioning"},
@@ -68,15 +69,17 @@ const std::vector<RecordFields>& record_fields() {
                "file and worker: node, slice, worker, host, source, destination, copied"},
       {"workload",
        "name, pool, uid, cluster, queued_resource, state, command, env ({name, value}), "
-       "fail_policy, max_restarts, restarts, timeout_ms, deleting, created_at, started_at, "
-       "attempt_started_at, finished_at, message, running, worker_count, workers ({node, slice, "
-       "worker, host, state, exit_code, attempt, last_heartbeat, last_contact, detail}), "
+       "env_profile, fail_policy, max_restarts, restarts, attempt, recoveries, timeout_ms, "
+       "deleting, created_at, started_at, attempt_started_at, recovering_since, finished_at, "
+       "message, repair ({hosts, reason}), goodput ({wall_ms, provisioning_ms, queued_ms, "
+       "recovering_ms, running_ms, lost_ms, goodput}), running, worker_count, workers ({node, "
+       "slice, worker, host, state, exit_code, attempt, last_heartbeat, last_contact, detail}), "
        "container"},
       {"log line (--output jsonl)", "node, slice, worker, host, line"},
       {"cluster",
-       "name, pool, tpu_type, num_slices, tier, state, queued_resource, created_at, "
-       "running_workloads, slices ({name, slice, workers}), workloads ({name, state}), reason, "
-       "error"},
+       "name, pool, tpu_type, num_slices, tier, on_preemption, state, queued_resource, "
+       "created_at, running_workloads, goodput, slices ({name, slice, workers}), workloads "
+       "({name, state, goodput}), reason, error"},
   };
   return k_fields;
 }

@@ -67,6 +67,7 @@ Json workload_json(const provision::Workload& w) {
     workers.push_back(workload_worker_json(x));
     running += x.state == WorkerState::running ? 1 : 0;
   }
+  j["repair"] = w.repair.empty() ? Json() : Json(w.repair); // null when none is under way
   j["goodput"] = provision::to_json(provision::goodput_of(w, now_ms()));
   j["running"] = running;
   j["worker_count"] = static_cast<int>(w.workers.size());
@@ -115,9 +116,14 @@ Json cluster_json(const provision::Cluster& c, const std::optional<provision::Qu
   }
   Json wl = Json::array();
   int running = 0;
+  provision::Goodput goodput; // summed over the cluster's workloads
+  const int64_t now = now_ms();
   for (const auto& w : workloads) {
-    wl.push_back(Json{{"name", w.name}, {"state", std::string(to_string(w.state))}});
+    const provision::Goodput one = provision::goodput_of(w, now);
+    wl.push_back(Json{
+        {"name", w.name}, {"state", std::string(to_string(w.state))}, {"goodput", one.goodput}});
     running += provision::is_terminal(w.state) ? 0 : 1;
+    goodput += one;
   }
   Json error; // null when none
   std::string reason;
@@ -136,6 +142,7 @@ Json cluster_json(const provision::Cluster& c, const std::optional<provision::Qu
               {"queued_resource", c.queued_resource},
               {"created_at", time_json(c.created_at_ms)},
               {"running_workloads", running},
+              {"goodput", provision::to_json(goodput)},
               {"slices", slices},
               {"workloads", wl},
               {"reason", reason},
@@ -173,9 +180,18 @@ void print_cluster(std::ostream& os, const Json& j) {
   if (!j["workloads"].empty()) {
     std::vector<std::vector<std::string>> wrows;
     for (const auto& w : j["workloads"]) {
-      wrows.push_back({cell_text(w["name"]), cell_text(w["state"])});
+      char pct[16];
+      std::snprintf(pct, sizeof pct, "%.1f%%", w.value("goodput", 0.0) * 100.0);
+      wrows.push_back({cell_text(w["name"]), cell_text(w["state"]), pct});
     }
-    os << render_table({"WORKLOAD", "STATE"}, wrows);
+    os << render_table({"WORKLOAD", "STATE", "GOODPUT"}, wrows);
+    const auto& g = j["goodput"];
+    os << goodput_line(provision::Goodput{
+              g.value("wall_ms", int64_t{0}), g.value("provisioning_ms", int64_t{0}),
+              g.value("queued_ms", int64_t{0}), g.value("recovering_ms", int64_t{0}),
+              g.value("running_ms", int64_t{0}), g.value("lost_ms", int64_t{0}),
+              g.value("goodput", 0.0)})
+       << " over its workloads\n";
   }
 }
 

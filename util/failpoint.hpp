@@ -10,7 +10,8 @@
 //
 // The points (see where failpoint() is called): provision.claimed (hosts claimed, lease taken,
 // nothing pushed yet), provision.push, provision.probe, provision.startup and provision.preflight
-// (the first worker finished that step, the others are still in it).
+// (the first worker finished that step, the others are still in it), workload.repair (a
+// workload's monitor drained its lost hosts and has not yet sent the slice back to the queue).
 #pragma once
 
 #include <string_view>

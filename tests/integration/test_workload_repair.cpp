@@ -1,0 +1,260 @@
+// Workloads that survive, through the real binary: a worker host that dies is drained and its
+// slice placed again on free hosts, the workload running again on every worker with the next
+// attempt; a requeue cluster preempted by a reserved request goes back to the queue and its
+// workload resumes when the capacity returns; goodput accounts for both. Real sshd on the address
+// block 127.0.201.x - 127.0.202.x (owned by this file), a real SQLite store, a scratch HOME.
+#include <csignal>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/helpers.hpp"
+#include "tests/support/local_pool_fixture.hpp"
+#include "tests/support/qr_env.hpp"
+
+using nlohmann::json;
+using tpuctl::test::QrEnv;
+
+TEST_SUITE_BEGIN("integration");
+
+namespace {
+
+std::vector<int> tagged(const std::string& uid) {
+  return tpuctl::test::processes_with_marker("TPUCTL_WORKLOAD_UID=" + uid);
+}
+
+// Kills whatever the workloads left at the end.
+struct RepairEnv : QrEnv {
+  std::vector<std::string> uids;
+  RepairEnv(int hosts, const std::string& base) : QrEnv(hosts, base) {}
+  ~RepairEnv() {
+    for (const auto& uid : uids) {
+      for (int pid : tagged(uid)) {
+        ::kill(pid, SIGKILL);
+      }
+    }
+  }
+  std::string create(const std::string& cluster, const std::string& name,
+                     const std::string& command, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"workload", "create",    "--cluster", cluster,    "--workload",
+                                  name,       "--command", command,     "--format", "json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = run(args);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    auto uid = json::parse(r.out)["uid"].get<std::string>();
+    uids.push_back(uid);
+    return uid;
+  }
+  // Polls `workload describe` (which also restarts a missing monitor) until `done` holds.
+  json wait_for(const std::string& name, const std::function<bool(const json&)>& done,
+                std::chrono::seconds timeout) {
+    json last;
+    tpuctl::test::wait_until(
+        [&] {
+          auto r = run({"workload", "describe", name, "--format", "json"});
+          if (r.exit_code != 0) {
+            return false;
+          }
+          last = json::parse(r.out);
+          return done(last);
+        },
+        timeout);
+    return last;
+  }
+  // The host of worker `worker` (of every slice) dies: its sshd and everything the workload runs
+  // there.
+  void kill_worker_host(const std::string& uid, const std::string& host, int worker) const {
+    std::ifstream pidfile(pool_dir() / "hosts" / host / "sshd.pid");
+    int sshd = 0;
+    REQUIRE(static_cast<bool>(pidfile >> sshd));
+    REQUIRE(::kill(sshd, SIGKILL) == 0);
+    const std::string id = "TPU_WORKER_ID=" + std::to_string(worker) + '\0';
+    for (int pid : tagged(uid)) {
+      if (tpuctl::test::read_file("/proc/" + std::to_string(pid) + "/environ").find(id) !=
+          std::string::npos) {
+        ::kill(pid, SIGKILL);
+      }
+    }
+  }
+  std::string monitor_log(const std::string& name) const {
+    return tpuctl::test::read_file(dir.path() / "state" / "tpuctl" / "logs" /
+                                   ("workload-" + name + ".log"));
+  }
+};
+
+bool all_running_attempt(const json& wl, int attempt) {
+  if (wl["state"] != "RUNNING" || wl["attempt"] != attempt) {
+    return false;
+  }
+  for (const auto& w : wl["workers"]) {
+    if (w["state"] != "RUNNING" || w["attempt"] != attempt) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::set<std::string> hosts_of(const json& wl) {
+  std::set<std::string> out;
+  for (const auto& w : wl["workers"]) {
+    out.insert(w["host"].get<std::string>());
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("repair: a dead worker host is drained naming the workload, the slice is placed again "
+          "on free hosts and every worker runs the next attempt") {
+  RepairEnv env(8, "127.0.201.2"); // 8 hosts: the cluster's 4 and 4 spares
+  auto created = env.run({"cluster", "create", "--cluster", "demo", "--tpu-type", "v5litepod-16"});
+  REQUIRE_MESSAGE(created.exit_code == 0, created.err);
+  const std::string uid = env.create(
+      "demo", "long", "echo attempt=$TPUCTL_WORKLOAD_ATTEMPT; sleep 300", {"--max-restarts", "1"});
+  json before = env.wait_for(
+      "long", [](const json& w) { return all_running_attempt(w, 0); }, std::chrono::seconds(30));
+  REQUIRE(all_running_attempt(before, 0));
+  const std::string dead = before["workers"][1]["host"];
+
+  env.kill_worker_host(uid, dead, 1);
+  json after = env.wait_for(
+      "long", [](const json& w) { return all_running_attempt(w, 1); }, std::chrono::seconds(90));
+  INFO(env.monitor_log("long"));
+  REQUIRE(all_running_attempt(after, 1));
+  CHECK(after["recoveries"] == 1);
+  CHECK(after["restarts"] == 1);
+  CHECK(after["repair"].is_null());
+  // The slice is whole again, without the dead host, on hosts of the pool.
+  const auto now_on = hosts_of(after);
+  CHECK(now_on.size() == 4);
+  CHECK(now_on.count(dead) == 0);
+  // The dead host is drained, the reason naming the workload.
+  auto pool = env.run_json({"pool", "describe"});
+  bool drained = false;
+  for (const auto& h : pool["host_list"]) {
+    if (h["name"] == dead) {
+      drained = h["state"] == "drained";
+      CHECK_MESSAGE(h["drain_reason"].get<std::string>().find("workload 'long'") !=
+                        std::string::npos,
+                    h["drain_reason"]);
+    }
+  }
+  CHECK(drained);
+  // Every worker's log shows the new attempt, with its number in the environment.
+  auto logs = env.run({"workload", "logs", "long"});
+  CHECK(logs.out.find("attempt=1") != std::string::npos);
+  // The time is accounted: the first attempt's running time lost, the repair recovering.
+  CHECK(after["goodput"]["lost_ms"].get<int64_t>() > 0);
+  CHECK(after["goodput"]["recovering_ms"].get<int64_t>() > 0);
+  CHECK(after["goodput"]["goodput"].get<double>() < 1.0);
+  auto cluster = env.run_json({"cluster", "describe", "demo"});
+  CHECK(cluster["goodput"]["lost_ms"] == after["goodput"]["lost_ms"]);
+
+  REQUIRE(env.run({"cluster", "delete", "demo", "--force", "-q"}).exit_code == 0);
+  CHECK(tagged(uid).empty());
+}
+
+TEST_CASE("repair: a requeue cluster preempted by a reserved request resumes its workload when "
+          "the reserved one is deleted; a plain spot request stays SUSPENDED") {
+  RepairEnv env(4, "127.0.202.2"); // room for one v5litepod-16 only
+  auto created =
+      env.run({"cluster", "create", "--cluster", "cheap", "--tpu-type", "v5litepod-16", "--spot"});
+  REQUIRE_MESSAGE(created.exit_code == 0, created.err);
+  CHECK(env.run_json({"cluster", "describe", "cheap"})["on_preemption"] == "requeue");
+  const std::string uid = env.create("cheap", "train", "sleep 300");
+  REQUIRE(env.wait_for(
+              "train", [](const json& w) { return all_running_attempt(w, 0); },
+              std::chrono::seconds(30))["state"] == "RUNNING");
+
+  auto urgent =
+      env.run({"qr", "create", "urgent", "--accelerator-type", "v5litepod-16", "--reserved"});
+  REQUIRE_MESSAGE(urgent.exit_code == 0, urgent.err);
+  // Preempted, then back in the queue behind the reserved request; the workload waits.
+  json waiting = env.wait_for(
+      "train", [](const json& w) { return w["state"] == "RECOVERING"; }, std::chrono::seconds(30));
+  CHECK(waiting["state"] == "RECOVERING");
+  CHECK(tpuctl::test::wait_until(
+      [&] {
+        return env.run_json({"cluster", "describe", "cheap"})["state"] == "WAITING_FOR_RESOURCES";
+      },
+      std::chrono::seconds(20)));
+
+  REQUIRE(env.run({"qr", "delete", "urgent", "--force", "-q"}).exit_code == 0);
+  json resumed = env.wait_for(
+      "train", [](const json& w) { return all_running_attempt(w, 1); }, std::chrono::seconds(60));
+  INFO(env.monitor_log("train"));
+  CHECK(all_running_attempt(resumed, 1));
+  CHECK(resumed["recoveries"] == 1);
+  CHECK(resumed["restarts"] == 0); // a preemption uses no restart
+  CHECK(resumed["goodput"]["lost_ms"].get<int64_t>() > 0);
+  REQUIRE(env.run({"cluster", "delete", "cheap", "--force", "-q"}).exit_code == 0);
+  CHECK(tagged(uid).empty());
+
+  // A plain spot request keeps gcloud's behaviour: SUSPENDED, and it stays so.
+  REQUIRE(env.run({"qr", "create", "plain", "--accelerator-type", "v5litepod-16", "--spot"})
+              .exit_code == 0);
+  REQUIRE(env.run({"qr", "create", "urgent2", "--accelerator-type", "v5litepod-16", "--reserved"})
+              .exit_code == 0);
+  REQUIRE(env.run({"qr", "delete", "urgent2", "--force", "-q"}).exit_code == 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  auto plain = env.describe("plain");
+  CHECK(plain["state"] == "SUSPENDED");
+  CHECK(plain["on_preemption"] == "suspend");
+  REQUIRE(env.run({"qr", "delete", "plain", "--force", "-q"}).exit_code == 0);
+}
+
+TEST_CASE("chaos: the monitor killed in the middle of a repair (hosts drained, the slice not yet "
+          "requeued): the next command finishes the repair and nothing leaks") {
+  RepairEnv env(8, "127.0.203.2");
+  auto created = env.run({"cluster", "create", "--cluster", "demo", "--tpu-type", "v5litepod-16"});
+  REQUIRE_MESSAGE(created.exit_code == 0, created.err);
+  // The detached monitor inherits the failpoint: it dies (SIGKILL) right after draining.
+  auto r = env.run_with({"workload", "create", "--cluster", "demo", "--workload", "long",
+                         "--command", "sleep 300", "--max-restarts", "1", "--format", "json"},
+                        {{"TPUCTL_FAILPOINT", "workload.repair"}});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  const std::string uid = json::parse(r.out)["uid"].get<std::string>();
+  env.uids.push_back(uid);
+  json before = env.wait_for(
+      "long", [](const json& w) { return all_running_attempt(w, 0); }, std::chrono::seconds(30));
+  REQUIRE(all_running_attempt(before, 0));
+  const std::string dead = before["workers"][2]["host"];
+  env.kill_worker_host(uid, dead, 2);
+  // The commands that follow (describe restarts a monitor that is gone) finish the repair.
+  json after = env.wait_for(
+      "long", [](const json& w) { return all_running_attempt(w, 1); }, std::chrono::seconds(90));
+  const std::string log = env.monitor_log("long");
+  INFO(log);
+  REQUIRE(all_running_attempt(after, 1));
+  // Two monitors said they were repairing: the one killed at the failpoint, and the next.
+  std::set<std::string> repairers;
+  for (size_t at = log.find("repairing: draining"); at != std::string::npos;
+       at = log.find("repairing: draining", at + 1)) {
+    const size_t open = log.rfind('[', at);
+    repairers.insert(log.substr(open, log.find(']', open) - open));
+  }
+  CHECK(repairers.size() == 2);
+  CHECK(after["recoveries"] == 1);
+  CHECK(after["restarts"] == 1);
+  CHECK(hosts_of(after).count(dead) == 0);
+  // Nothing leaked: the store is consistent, the claims are the slice's 4 hosts, and every
+  // process of the workload is one of the 4 workers of attempt 1.
+  auto check = env.run({"state", "check"});
+  CHECK_MESSAGE(check.exit_code == 0, (check.out + check.err));
+  auto claims = env.claims();
+  CHECK(claims.size() == 4);
+  CHECK(claims.count(dead) == 0);
+  for (int pid : tagged(uid)) {
+    const std::string environ =
+        tpuctl::test::read_file("/proc/" + std::to_string(pid) + "/environ");
+    CHECK_MESSAGE(
+        environ.find(std::string("TPUCTL_WORKLOAD_ATTEMPT=1") + '\0') != std::string::npos, pid);
+  }
+  REQUIRE(env.run({"cluster", "delete", "demo", "--force", "-q"}).exit_code == 0);
+  CHECK(tagged(uid).empty());
+}
+
+TEST_SUITE_END();
