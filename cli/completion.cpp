@@ -236,6 +236,9 @@ std::vector<std::string> fixed_values(std::string_view name) {
   if (name == "fail-policy") {
     return {"any", "all"};
   }
+  if (name == "on-preemption") {
+    return {"suspend", "requeue"};
+  }
   if (name == "provisioning-model") {
     return {"standard", "spot", "flex-start", "reservation-bound"};
   }

@@ -123,6 +123,8 @@ TEST_CASE("completion in bash (bash-completion): groups, live ids, flag values")
   auto flags = bash_complete(s, "tpuctl workload create --fa");
   CHECK(flags == std::vector<std::string>{"--fail-policy"});
   CHECK(has(bash_complete(s, "tpuctl workload create --fail-policy "), "any"));
+  CHECK(bash_complete(s, "tpuctl cluster create --on-preemption ") ==
+        std::vector<std::string>{"suspend", "requeue"});
   CHECK(has(bash_complete(s, "tpuctl pool drain node0"), "node01"));
 }
 

@@ -257,4 +257,41 @@ TEST_CASE("chaos: the monitor killed in the middle of a repair (hosts drained, t
   CHECK(tagged(uid).empty());
 }
 
+TEST_CASE("repair: with no free hosts for the replacement the workload waits, RECOVERING with the "
+          "reason shown, until its --timeout fails it") {
+  RepairEnv env(4, "127.0.204.2"); // exactly one v5litepod-16: no spare
+  auto created = env.run({"cluster", "create", "--cluster", "demo", "--tpu-type", "v5litepod-16"});
+  REQUIRE_MESSAGE(created.exit_code == 0, created.err);
+  const std::string uid =
+      env.create("demo", "long", "sleep 300", {"--max-restarts", "2", "--timeout", "30s"});
+  json before = env.wait_for(
+      "long", [](const json& w) { return all_running_attempt(w, 0); }, std::chrono::seconds(30));
+  REQUIRE(all_running_attempt(before, 0));
+  const std::string dead = before["workers"][3]["host"];
+  env.kill_worker_host(uid, dead, 3);
+  json waiting = env.wait_for(
+      "long",
+      [](const json& w) {
+        return w["state"] == "RECOVERING" && w["message"].get<std::string>().find(
+                                                 "waiting for cluster 'demo'") != std::string::npos;
+      },
+      std::chrono::seconds(30));
+  INFO(env.monitor_log("long"));
+  REQUIRE(waiting["state"] == "RECOVERING");
+  // The request's own reason says what is missing.
+  CHECK_MESSAGE(waiting["message"].get<std::string>().find("WAITING_FOR_RESOURCES") !=
+                    std::string::npos,
+                waiting["message"]);
+  auto failed = env.run({"workload", "wait", "long", "--timeout", "40s"});
+  CHECK(failed.exit_code == 1);
+  CHECK_MESSAGE(failed.err.find("timed out while recovering") != std::string::npos, failed.err);
+  auto ended = env.run_json({"workload", "describe", "long"});
+  CHECK(ended["state"] == "FAILED");
+  CHECK(ended["goodput"]["recovering_ms"].get<int64_t>() +
+            ended["goodput"]["queued_ms"].get<int64_t>() >
+        0);
+  REQUIRE(env.run({"cluster", "delete", "demo", "--force", "-q"}).exit_code == 0);
+  CHECK(tagged(uid).empty());
+}
+
 TEST_SUITE_END();
