@@ -2,7 +2,7 @@
 //
 // Every worker of a slice runs this at the same time, each with the links it checks: the peers
 // it calls and the peers that call it (by default every pair of the node; provisioning gives
-// O(N) links, provision/preflight_peers.hpp). Each one listens on its OWN address
+// O(N) links, provision/slice/preflight_peers.hpp). Each one listens on its OWN address
 // (hostnames[worker]:port), never on 0.0.0.0: on a local pool every "host" is an address of one
 // machine, and binding the wildcard would both collide and prove nothing about the address peers
 // are told to use. Then, in one single-threaded poll() loop, it

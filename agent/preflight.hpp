@@ -21,7 +21,7 @@ struct PreflightOptions {
   // Every worker (of the slice, or of every slice), in order; with links_given, only this
   // worker's and the called peers' entries are needed (the others may be empty).
   std::vector<std::string> hostnames;
-  // The links this worker checks (provision/preflight_peers.hpp: the coordinator, its torus
+  // The links this worker checks (provision/slice/preflight_peers.hpp: the coordinator, its torus
   // neighbours, one peer per other slice): the peers it calls, and those that will call it (it
   // keeps listening until they have). With neither given, every pair (the node's all-pairs).
   bool links_given = false;

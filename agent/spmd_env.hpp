@@ -1,5 +1,5 @@
 // Who this process is in a multi-controller job, read from the worker environment that
-// `tpuctl ssh` and workloads export (provision/worker_env.hpp) with JAX's own arithmetic
+// `tpuctl ssh` and workloads export (provision/slice/worker_env.hpp) with JAX's own arithmetic
 // (topology.md b.4): process_id = MEGASCALE_SLICE_ID * workers_per_slice + TPU_WORKER_ID and
 // process_count = workers_per_slice * MEGASCALE_NUM_SLICES; the coordinator is
 // JAX_COORDINATOR_ADDRESS. Processes form one ring in process order, slice-major, so the hop

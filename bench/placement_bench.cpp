@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "provision/placement.hpp"
+#include "provision/queue/placement.hpp"
 
 using namespace tpuctl;
 using namespace tpuctl::provision;

@@ -33,9 +33,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "provision/pools.hpp"
-#include "provision/qr_ops.hpp"
-#include "provision/reconcile.hpp"
+#include "provision/pool/pools.hpp"
+#include "provision/queue/reconcile.hpp"
+#include "provision/slice/qr_ops.hpp"
 #include "state/etcd_client.hpp"
 #include "state/etcd_wire.hpp"
 #include "state/location.hpp"

@@ -14,7 +14,7 @@
 #include "agent/tcp.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
-#include "provision/preflight_report.hpp"
+#include "provision/slice/preflight_report.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::cli {

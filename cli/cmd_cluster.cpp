@@ -1,6 +1,7 @@
 // tpuctl cluster: xpk's `cluster create/list/describe/delete` on the team's own pool. A cluster
-// is one queued resource of --num-slices slices (provision/cluster.hpp); creating it follows the
-// request until ACTIVE exactly as `qr create` does, and deleting it stops its workloads first.
+// is one queued resource of --num-slices slices (provision/workload/cluster.hpp); creating it
+// follows the request until ACTIVE exactly as `qr create` does, and deleting it stops its workloads
+// first.
 #include "cli/commands.hpp"
 #include "cli/compat.hpp"
 #include "cli/output.hpp"
@@ -10,10 +11,10 @@
 #include "cli/values.hpp"
 #include "cli/workload_runtime.hpp"
 #include "cli/workload_view.hpp"
-#include "provision/cluster.hpp"
-#include "provision/pools.hpp"
-#include "provision/qr_ops.hpp"
-#include "provision/workload.hpp"
+#include "provision/pool/pools.hpp"
+#include "provision/slice/qr_ops.hpp"
+#include "provision/workload/cluster.hpp"
+#include "provision/workload/workload.hpp"
 #include "util/strings.hpp"
 #include "util/time_text.hpp"
 

@@ -9,8 +9,8 @@
 #include "cli/qr_runtime.hpp"
 #include "cli/state_access.hpp"
 #include "cli/values.hpp"
-#include "provision/driver.hpp"
-#include "provision/pools.hpp"
+#include "provision/pool/pools.hpp"
+#include "provision/slice/driver.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::cli {

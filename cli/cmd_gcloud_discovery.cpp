@@ -5,7 +5,7 @@
 #include "cli/compat.hpp"
 #include "cli/output.hpp"
 #include "cli/state_access.hpp"
-#include "provision/pools.hpp"
+#include "provision/pool/pools.hpp"
 #include "topology/accelerator_type.hpp"
 
 namespace tpuctl::cli {

@@ -13,7 +13,7 @@
 #include "cli/pool_view.hpp"
 #include "cli/state_access.hpp"
 #include "cli/values.hpp"
-#include "provision/pools.hpp"
+#include "provision/pool/pools.hpp"
 #include "util/hostlist.hpp"
 
 namespace tpuctl::cli {

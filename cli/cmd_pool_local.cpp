@@ -8,7 +8,7 @@
 #include "cli/qr_runtime.hpp"
 #include "cli/state_access.hpp"
 #include "cli/values.hpp"
-#include "provision/local_pool.hpp"
+#include "provision/pool/local_pool.hpp"
 #include "state/location.hpp"
 
 namespace tpuctl::cli {

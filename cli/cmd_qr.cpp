@@ -1,6 +1,6 @@
 // tpuctl queued-resources (alias qr): create, list, describe, delete, reset, wait.
-// gcloud's `compute tpus queued-resources` on the team's own pool; see provision/qr_ops.hpp for
-// the rules and provision/scheduler.hpp for the queue.
+// gcloud's `compute tpus queued-resources` on the team's own pool; see provision/slice/qr_ops.hpp
+// for the rules and provision/queue/scheduler.hpp for the queue.
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -13,8 +13,8 @@
 #include "cli/qr_view.hpp"
 #include "cli/state_access.hpp"
 #include "cli/values.hpp"
-#include "provision/pools.hpp"
-#include "provision/qr_ops.hpp"
+#include "provision/pool/pools.hpp"
+#include "provision/slice/qr_ops.hpp"
 #include "util/strings.hpp"
 #include "util/time_text.hpp"
 

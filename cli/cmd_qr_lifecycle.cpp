@@ -6,8 +6,8 @@
 #include "cli/qr_view.hpp"
 #include "cli/state_access.hpp"
 #include "cli/values.hpp"
-#include "provision/pools.hpp"
-#include "provision/qr_ops.hpp"
+#include "provision/pool/pools.hpp"
+#include "provision/slice/qr_ops.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::cli {

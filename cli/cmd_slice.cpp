@@ -10,7 +10,7 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/slice_flags.hpp"
-#include "provision/worker_env.hpp"
+#include "provision/slice/worker_env.hpp"
 #include "remote/fanout.hpp"
 #include "remote/interactive.hpp"
 #include "util/shell_quote.hpp"

@@ -7,13 +7,13 @@
 //   restore FILE   the backup into the store; one that holds anything only with --force
 //                  (state/backup.hpp says what is atomic where)
 //   check          the backend's integrity checks and tpuctl's invariants
-//                  (provision/state_check.hpp); exit 1 with every finding listed
+//                  (provision/queue/state_check.hpp); exit 1 with every finding listed
 #include <filesystem>
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/state_access.hpp"
-#include "provision/state_check.hpp"
+#include "provision/queue/state_check.hpp"
 #include "state/backup.hpp"
 #include "state/location.hpp"
 #include "state/migrate.hpp"

@@ -8,10 +8,10 @@
 #include "cli/qr_runtime.hpp"
 #include "cli/qr_view.hpp"
 #include "cli/state_access.hpp"
-#include "provision/cluster.hpp"
-#include "provision/pools.hpp"
-#include "provision/qr_ops.hpp"
-#include "provision/workload.hpp"
+#include "provision/pool/pools.hpp"
+#include "provision/slice/qr_ops.hpp"
+#include "provision/workload/cluster.hpp"
+#include "provision/workload/workload.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::cli {

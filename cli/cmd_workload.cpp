@@ -1,7 +1,7 @@
 // tpuctl workload: xpk's `workload create/list/describe/delete` (plus logs and wait) on a
 // cluster. The command runs on every worker of every slice at once under `tpuctl agent
 // supervise`, detached from this client; a monitor applies the failure policy
-// (provision/workload_ops.hpp, provision/workload_policy.hpp).
+// (provision/workload/workload_ops.hpp, provision/workload/workload_policy.hpp).
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -17,11 +17,11 @@
 #include "cli/workload_runtime.hpp"
 #include "cli/workload_view.hpp"
 #include "cli/workload_xpk.hpp"
-#include "provision/pools.hpp"
-#include "provision/slice_workers.hpp"
-#include "provision/worker_select.hpp"
-#include "provision/workload_ops.hpp"
-#include "provision/workload_remote.hpp"
+#include "provision/pool/pools.hpp"
+#include "provision/slice/slice_workers.hpp"
+#include "provision/slice/worker_select.hpp"
+#include "provision/workload/workload_ops.hpp"
+#include "provision/workload/workload_remote.hpp"
 #include "util/strings.hpp"
 #include "util/time_text.hpp"
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <set>
 
-#include "provision/pools.hpp"
+#include "provision/pool/pools.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::cli {

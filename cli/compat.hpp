@@ -28,7 +28,7 @@
 
 #include "cli/context.hpp"
 #include "cli/registry.hpp"
-#include "provision/queued_resource.hpp"
+#include "provision/queue/queued_resource.hpp"
 #include "state/store.hpp"
 #include "util/expected.hpp"
 

@@ -10,7 +10,7 @@
 
 #include "cli/list_filter.hpp"
 #include "cli/output.hpp"
-#include "provision/pools.hpp"
+#include "provision/pool/pools.hpp"
 #include "state/location.hpp"
 #include "util/private_files.hpp"
 #include "util/strings.hpp"

@@ -5,7 +5,7 @@
 #include <ostream>
 
 #include "cli/output.hpp"
-#include "provision/pools.hpp"
+#include "provision/pool/pools.hpp"
 
 namespace tpuctl::cli {
 

@@ -13,7 +13,7 @@
 
 #include "cli/exit_codes.hpp"
 #include "cli/terminal.hpp"
-#include "provision/reconcile.hpp"
+#include "provision/queue/reconcile.hpp"
 #include "state/location.hpp"
 #include "util/private_files.hpp"
 #include "util/strings.hpp"

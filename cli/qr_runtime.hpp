@@ -1,4 +1,4 @@
-// How cli/ keeps queued resources moving without a daemon (provision/reconcile.hpp): every
+// How cli/ keeps queued resources moving without a daemon (provision/queue/reconcile.hpp): every
 // command reconciles when it opens the store, and requests left in a transient state with no
 // live lease get a driver: this process (create, wait, delete, controller) or a detached
 // `tpuctl controller drive` started here, whose log goes to <state dir>/logs/driver.log.
@@ -12,7 +12,7 @@
 
 #include "cli/context.hpp"
 #include "cli/ssh_flags.hpp"
-#include "provision/driver.hpp"
+#include "provision/slice/driver.hpp"
 #include "state/store.hpp"
 
 namespace tpuctl::cli {

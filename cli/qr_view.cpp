@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "provision/pool_layout.hpp"
+#include "provision/pool/pool_layout.hpp"
 #include "util/strings.hpp"
 #include "util/time_text.hpp"
 

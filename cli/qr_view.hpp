@@ -5,7 +5,7 @@
 #include <ostream>
 
 #include "cli/output.hpp"
-#include "provision/queued_resource.hpp"
+#include "provision/queue/queued_resource.hpp"
 
 namespace tpuctl::cli {
 

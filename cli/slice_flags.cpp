@@ -4,9 +4,9 @@
 
 #include "cli/compat.hpp"
 #include "cli/state_access.hpp"
-#include "provision/pools.hpp"
-#include "provision/qr_ops.hpp"
-#include "provision/queued_resource.hpp"
+#include "provision/pool/pools.hpp"
+#include "provision/queue/queued_resource.hpp"
+#include "provision/slice/qr_ops.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::cli {

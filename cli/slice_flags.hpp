@@ -20,7 +20,7 @@
 #include "cli/context.hpp"
 #include "cli/registry.hpp"
 #include "cli/ssh_flags.hpp"
-#include "provision/slice_workers.hpp"
+#include "provision/slice/slice_workers.hpp"
 #include "util/expected.hpp"
 
 namespace tpuctl::cli {

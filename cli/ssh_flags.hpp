@@ -8,7 +8,7 @@
 
 #include "cli/context.hpp"
 #include "cli/fanout_output.hpp"
-#include "provision/pools.hpp"
+#include "provision/pool/pools.hpp"
 #include "remote/ssh_types.hpp"
 
 namespace tpuctl::cli {

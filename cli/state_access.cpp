@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "cli/qr_runtime.hpp"
-#include "provision/reconcile.hpp"
+#include "provision/queue/reconcile.hpp"
 #include "state/location.hpp"
 #include "util/strings.hpp"
 

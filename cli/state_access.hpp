@@ -22,7 +22,7 @@ enum class Drivers { spawn, none };
 // on a store that does not exist, naming it (exit 4), and creates nothing.
 enum class Access { existing, create };
 // Opens (once per process) and returns the store named by the global --state flag, after
-// applying every due transition (provision/reconcile.hpp; skipped on a read-only store, where
+// applying every due transition (provision/queue/reconcile.hpp; skipped on a read-only store, where
 // reads still work and writes say why they are refused). With Drivers::spawn, requests left
 // in a transient state with no live driver get a detached one (cli/qr_runtime.hpp); drivers
 // themselves open with Drivers::none. Errors: the store's.

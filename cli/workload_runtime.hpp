@@ -8,8 +8,8 @@
 
 #include "cli/context.hpp"
 #include "cli/ssh_flags.hpp"
-#include "provision/workload.hpp"
-#include "provision/workload_ops.hpp"
+#include "provision/workload/workload.hpp"
+#include "provision/workload/workload_ops.hpp"
 #include "state/store.hpp"
 
 namespace tpuctl::cli {

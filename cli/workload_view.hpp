@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "cli/output.hpp"
-#include "provision/cluster.hpp"
-#include "provision/queued_resource.hpp"
-#include "provision/workload.hpp"
+#include "provision/queue/queued_resource.hpp"
+#include "provision/workload/cluster.hpp"
+#include "provision/workload/workload.hpp"
 
 namespace tpuctl::cli {
 

@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "cli/compat.hpp"
-#include "provision/worker_env.hpp"
+#include "provision/slice/worker_env.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::cli {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "provision/workload_ops.hpp"
+#include "provision/workload/workload_ops.hpp"
 #include "state/store.hpp"
 #include "util/expected.hpp"
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz/fuzz_check.hpp"
-#include "provision/pools.hpp"
+#include "provision/pool/pools.hpp"
 #include "util/json_lines.hpp"
 #include "util/strings.hpp"
 

@@ -8,7 +8,7 @@
 
 #include "agent/probe.hpp"
 #include "fuzz/fuzz_check.hpp"
-#include "provision/preflight_report.hpp"
+#include "provision/slice/preflight_report.hpp"
 
 using namespace tpuctl;
 

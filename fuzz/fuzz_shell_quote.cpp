@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_check.hpp"
-#include "provision/worker_env.hpp"
+#include "provision/slice/worker_env.hpp"
 #include "util/shell_quote.hpp"
 
 using namespace tpuctl;

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "fuzz/fuzz_check.hpp"
-#include "provision/worker_select.hpp"
+#include "provision/slice/worker_select.hpp"
 
 using namespace tpuctl;
 

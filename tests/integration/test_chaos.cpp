@@ -24,8 +24,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "provision/queued_resource.hpp"
-#include "provision/reconcile.hpp"
+#include "provision/queue/queued_resource.hpp"
+#include "provision/queue/reconcile.hpp"
 #include "state/location.hpp"
 #include "tests/support/helpers.hpp"
 #include "tests/support/local_pool_fixture.hpp"

@@ -1,5 +1,5 @@
-// The script a worker runs for a workload in an image (provision/container.hpp), run by the real
-// /bin/sh with a stand-in `docker` first on PATH (real containers cannot start on the
+// The script a worker runs for a workload in an image (provision/workload/container.hpp), run by
+// the real /bin/sh with a stand-in `docker` first on PATH (real containers cannot start on the
 // development and CI machines): the container's exit status is the script's, TERM removes the
 // container, only variable names reach the runtime's command line, and hostile images and
 // names are refused before any command is built.
@@ -10,7 +10,7 @@
 
 #include <doctest/doctest.h>
 
-#include "provision/container.hpp"
+#include "provision/workload/container.hpp"
 #include "tests/support/helpers.hpp"
 #include "util/process.hpp"
 

@@ -15,7 +15,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "provision/reconcile.hpp"
+#include "provision/queue/reconcile.hpp"
 #include "state/location.hpp"
 #include "tests/support/etcd_fixture.hpp"
 #include "tests/support/machine.hpp"

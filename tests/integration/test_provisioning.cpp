@@ -14,8 +14,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "provision/pools.hpp"
-#include "provision/provisioning.hpp"
+#include "provision/pool/pools.hpp"
+#include "provision/slice/provisioning.hpp"
 #include "state/location.hpp"
 #include "tests/support/helpers.hpp"
 #include "util/sha256.hpp"

@@ -344,14 +344,16 @@ TEST_CASE("security: every directory tpuctl creates, locally and on workers, is 
     workload_files += e.path().filename() == "status.json" ? 1 : 0;
   }
   CHECK(workload_files == 4);
-  CHECK_MESSAGE(tpuctl_tree_offenders(env).empty(), tpuctl::util::join(tpuctl_tree_offenders(env), "; "));
+  CHECK_MESSAGE(tpuctl_tree_offenders(env).empty(),
+                tpuctl::util::join(tpuctl_tree_offenders(env), "; "));
   const auto log_offenders = permission_offenders(cli_log, [](const fs::path&) { return false; });
   CHECK_MESSAGE(log_offenders.empty(), tpuctl::util::join(log_offenders, "; "));
 
   REQUIRE(env.run({"workload", "delete", "w"}).exit_code == 0);
   REQUIRE(env.run({"cluster", "delete", "demo"}).exit_code == 0);
   REQUIRE(env.run({"qr", "delete", "p1", "--force"}).exit_code == 0);
-  CHECK_MESSAGE(tpuctl_tree_offenders(env).empty(), tpuctl::util::join(tpuctl_tree_offenders(env), "; "));
+  CHECK_MESSAGE(tpuctl_tree_offenders(env).empty(),
+                tpuctl::util::join(tpuctl_tree_offenders(env), "; "));
 }
 
 TEST_CASE("security: no line of the pool's private key appears on stderr, in --log-file or in "

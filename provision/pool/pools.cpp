@@ -1,0 +1,548 @@
+#include "provision/pool/pools.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <set>
+
+#include "topology/accelerator_type.hpp"
+#include "util/json_lines.hpp"
+#include "util/strings.hpp"
+
+namespace tpuctl::provision {
+
+namespace {
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Json dims_json(const Dims& d) {
+  return Json::array({d[0], d[1], d[2]});
+}
+
+Expected<Dims> dims_from(const Json& j, const char* field) {
+  if (!j.is_array() || j.size() != 3 || !j[0].is_number_integer() || !j[1].is_number_integer() ||
+      !j[2].is_number_integer()) {
+    return make_error(ErrorKind::failure,
+                      std::string("state record field '") + field + "' is not [x, y, z]");
+  }
+  return Dims{j[0].get<int>(), j[1].get<int>(), j[2].get<int>()};
+}
+
+template <typename T>
+T field_or(const Json& doc, const char* key, T fallback) {
+  auto it = doc.find(key);
+  if (it == doc.end() || it->is_null()) {
+    return fallback;
+  }
+  return it->get<T>();
+}
+
+} // namespace
+
+Json to_json(const PoolInfo& p) {
+  return Json{{"name", p.name},
+              {"generation", std::string(p.layout.generation->name)},
+              {"chips_per_host", p.layout.chips_per_host},
+              {"shape", dims_json(p.layout.shape)},
+              {"identity_file", p.identity_file},
+              {"known_hosts", p.known_hosts},
+              {"local", p.local},
+              {"created_at_ms", p.created_at_ms}};
+}
+
+Expected<PoolInfo> pool_from_json(const Json& doc) {
+  try {
+    PoolInfo p;
+    p.name = doc.at("name").get<std::string>();
+    TPUCTL_TRY_ASSIGN(Dims shape, dims_from(doc.at("shape"), "shape"));
+    std::string shape_text = topology::format_dims(shape, shape[2] > 1 ? 3 : 0);
+    auto gen = topology::find_generation(doc.at("generation").get<std::string>());
+    if (!gen) {
+      return gen.error();
+    }
+    shape_text = topology::format_dims(shape, (*gen)->rank);
+    TPUCTL_TRY_ASSIGN(p.layout, make_pool_layout(std::string((*gen)->name),
+                                                 doc.at("chips_per_host").get<int>(), shape_text));
+    p.identity_file = field_or<std::string>(doc, "identity_file", "");
+    p.known_hosts = field_or<std::string>(doc, "known_hosts", "");
+    p.local = doc.value("local", Json(nullptr));
+    p.created_at_ms = field_or<int64_t>(doc, "created_at_ms", 0);
+    return p;
+  } catch (const Json::exception& e) {
+    return make_error(ErrorKind::failure, std::string("pool record is malformed: ") + e.what());
+  }
+}
+
+Json to_json(const HostEntry& h) {
+  Json labels = Json::object();
+  for (const auto& [k, v] : h.labels) {
+    labels[k] = v;
+  }
+  return Json{{"name", h.name},
+              {"address", h.address},
+              {"port", h.port},
+              {"user", h.user},
+              {"identity_file", h.identity_file},
+              {"known_hosts", h.known_hosts},
+              {"workdir", h.workdir},
+              {"coords", dims_json(h.coords)},
+              {"labels", labels},
+              {"drain_reason", h.drain_reason},
+              {"added_at_ms", h.added_at_ms},
+              {"local", h.local}};
+}
+
+Expected<HostEntry> host_from_json(const Json& doc) {
+  try {
+    HostEntry h;
+    h.name = doc.at("name").get<std::string>();
+    h.address = doc.at("address").get<std::string>();
+    h.port = doc.at("port").get<int>();
+    h.user = field_or<std::string>(doc, "user", "");
+    h.identity_file = field_or<std::string>(doc, "identity_file", "");
+    h.known_hosts = field_or<std::string>(doc, "known_hosts", "");
+    h.workdir = field_or<std::string>(doc, "workdir", k_default_workdir);
+    TPUCTL_TRY_ASSIGN(h.coords, dims_from(doc.at("coords"), "coords"));
+    const Json labels = doc.value("labels", Json::object());
+    for (auto it = labels.begin(); it != labels.end(); ++it) {
+      h.labels[it.key()] = it.value().get<std::string>();
+    }
+    h.drain_reason = field_or<std::string>(doc, "drain_reason", "");
+    h.added_at_ms = field_or<int64_t>(doc, "added_at_ms", 0);
+    h.local = doc.value("local", Json(nullptr));
+    return h;
+  } catch (const Json::exception& e) {
+    return make_error(ErrorKind::failure, std::string("host record is malformed: ") + e.what());
+  }
+}
+
+Status validate_pool_name(const std::string& name) {
+  bool ok = !name.empty() && name.size() <= 63 && std::isalnum(static_cast<unsigned char>(name[0]));
+  for (char c : name) {
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.');
+  }
+  if (!ok) {
+    return usage_error("pool name '" + util::printable(name) +
+                       "' is not valid: use letters, digits, '-', '_' and '.', starting with a "
+                       "letter or digit, at most 63 characters");
+  }
+  return tpuctl::ok();
+}
+
+Expected<std::pair<std::string, std::string>> parse_label(const std::string& text,
+                                                          std::string_view what) {
+  const std::string flag(what);
+  auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return usage_error(flag + ": '" + util::printable(text) + "' is not KEY=VALUE: write e.g. " +
+                       flag + " team=ml");
+  }
+  std::string key = text.substr(0, eq), value = text.substr(eq + 1);
+  bool key_ok = key.size() <= 63 && std::isalnum(static_cast<unsigned char>(key[0]));
+  for (char c : key) {
+    key_ok = key_ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
+                        c == '.' || c == '/');
+  }
+  if (!key_ok) {
+    return usage_error(flag + ": key '" + util::printable(key) +
+                       "' is not valid: use letters, digits, '-', '_', '.', '/', starting with a "
+                       "letter or digit, at most 63 characters");
+  }
+  bool value_ok = value.size() <= 256 && std::none_of(value.begin(), value.end(), [](char c) {
+                    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+                  });
+  if (!value_ok) {
+    return usage_error(flag + ": the value '" + util::printable(value) + "' of '" + key +
+                       "' is not valid: at most 256 characters, no control characters");
+  }
+  return std::make_pair(key, value);
+}
+
+Expected<std::vector<PoolInfo>> list_pools(state::StateStore& store) {
+  TPUCTL_TRY_ASSIGN(auto listing, store.list(state::Kind::pool, ""));
+  std::vector<PoolInfo> out;
+  for (const auto& r : listing.records) {
+    TPUCTL_TRY_ASSIGN(PoolInfo p, pool_from_json(r.doc));
+    p.version = r.version;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+Expected<std::string> resolve_pool_name(state::StateStore& store, const std::string& requested) {
+  TPUCTL_TRY_ASSIGN(auto pools, list_pools(store));
+  std::vector<std::string> names;
+  for (const auto& p : pools) {
+    names.push_back(p.name);
+  }
+  if (!requested.empty()) {
+    if (std::find(names.begin(), names.end(), requested) != names.end()) {
+      return requested;
+    }
+    std::string known =
+        names.empty() ? "there are no pools yet" : "pools: " + util::join(names, ", ");
+    auto near = util::nearest(requested, names, 1);
+    return Error(ErrorKind::not_found,
+                 "pool '" + requested + "' does not exist (" + known + ")" +
+                     (near.empty() ? "" : "; did you mean '" + near[0] + "'?"),
+                 "not_found");
+  }
+  if (names.size() == 1) {
+    return names[0];
+  }
+  if (std::find(names.begin(), names.end(), "default") != names.end()) {
+    return std::string("default");
+  }
+  if (names.empty()) {
+    return Error(ErrorKind::not_found,
+                 "there are no pools yet: create one with 'tpuctl pool create NAME "
+                 "--generation GEN' or 'tpuctl pool local-up --hosts N'",
+                 "not_found");
+  }
+  return usage_error("several pools exist (" + util::join(names, ", ") +
+                     "): choose one with --pool NAME or TPUCTL_POOL");
+}
+
+Expected<PoolInfo> create_pool(state::StateStore& store, const std::string& name,
+                               const PoolLayout& layout, Json local, std::string identity_file,
+                               std::string known_hosts) {
+  TPUCTL_TRY(validate_pool_name(name));
+  PoolInfo p;
+  p.name = name;
+  p.layout = layout;
+  p.local = std::move(local);
+  p.identity_file = std::move(identity_file);
+  p.known_hosts = std::move(known_hosts);
+  p.created_at_ms = now_ms();
+  state::Event ev;
+  ev.pool = name;
+  ev.subject_kind = state::Kind::pool;
+  ev.subject = name;
+  ev.type = "POOL_CREATED";
+  auto r = store.commit({state::CreateOp{state::pool_key(name), to_json(p)}, state::EventOp{ev}});
+  if (!r) {
+    if (state::has_reason(r.error(), state::reason::k_already_exists)) {
+      return Error(ErrorKind::usage,
+                   "pool '" + name + "' already exists (see 'tpuctl pool describe " + name + "')",
+                   "already_exists");
+    }
+    return r.error();
+  }
+  p.version = r->revision;
+  return p;
+}
+
+Expected<PoolView> load_pool(state::StateStore& store, const std::string& pool) {
+  auto snap = store.snapshot(pool);
+  if (!snap) {
+    if (state::has_reason(snap.error(), state::reason::k_not_found)) {
+      return Error(ErrorKind::not_found, "pool '" + pool + "' does not exist", "not_found");
+    }
+    return snap.error();
+  }
+  TPUCTL_TRY_ASSIGN(PoolInfo info, pool_from_json(snap->pool.doc));
+  info.version = snap->pool.version;
+  PoolView view{info, {}, snap->claims, HostGrid(info.layout), snap->revision};
+  std::map<std::string, const state::Claim*> claim_of;
+  for (const auto& c : view.claims) {
+    claim_of[c.host] = &c;
+  }
+  for (const auto& r : snap->records) {
+    if (r.key.kind != state::Kind::host) {
+      continue;
+    }
+    TPUCTL_TRY_ASSIGN(HostEntry h, host_from_json(r.doc));
+    h.version = r.version;
+    if (in_grid(info.layout, h.coords)) {
+      GridCell& cell = view.grid.at(h.coords);
+      cell.host = h.name;
+      if (claim_of.count(h.name)) {
+        cell.state = CellState::claimed;
+        cell.owner = claim_of[h.name]->owner;
+      } else if (!h.drain_reason.empty()) {
+        cell.state = CellState::drained;
+        cell.owner = h.drain_reason;
+      } else {
+        cell.state = CellState::free;
+      }
+    }
+    view.hosts.push_back(std::move(h));
+  }
+  std::sort(view.hosts.begin(), view.hosts.end(), [&](const HostEntry& a, const HostEntry& b) {
+    return position_index(info.layout, a.coords) < position_index(info.layout, b.coords);
+  });
+  view.grid.refresh();
+  return view;
+}
+
+namespace {
+
+// Builds the ops that add `entries` (positions not yet assigned where coords is nullopt).
+Expected<std::vector<state::Op>> plan_add(state::StateStore& store, const std::string& pool,
+                                          std::vector<HostEntry>& entries,
+                                          const std::vector<std::optional<Dims>>& wanted) {
+  TPUCTL_TRY_ASSIGN(PoolView view, load_pool(store, pool));
+  std::set<std::string> names;
+  std::set<int> used;
+  for (const auto& h : view.hosts) {
+    names.insert(h.name);
+    used.insert(position_index(view.info.layout, h.coords));
+  }
+  ErrorList problems;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (names.count(entries[i].name)) {
+      problems.add(Error(ErrorKind::usage,
+                         "host '" + entries[i].name + "' is already in pool '" + pool + "'",
+                         "already_exists"));
+    }
+    if (wanted[i]) {
+      int idx = position_index(view.info.layout, *wanted[i]);
+      if (used.count(idx)) {
+        problems.add(usage_error("--coords: position " + format_position(*wanted[i]) +
+                                 " of pool '" + pool + "' already holds a host"));
+      }
+      used.insert(idx);
+      entries[i].coords = *wanted[i];
+    }
+  }
+  int capacity = view.info.layout.capacity();
+  int next = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (wanted[i]) {
+      continue;
+    }
+    while (next < capacity && used.count(next)) {
+      ++next;
+    }
+    if (next >= capacity) {
+      int free_positions = capacity - static_cast<int>(view.hosts.size());
+      problems.add(Error(
+          ErrorKind::usage,
+          "pool '" + pool + "' has room for " + std::to_string(capacity) + " hosts (grid " +
+              topology::format_dims(view.info.layout.host_grid, 3) + ", " +
+              std::to_string(std::max(0, free_positions)) + " free) but " +
+              std::to_string(entries.size()) + " were added: recreate it with a larger --shape",
+          "pool_full"));
+      break;
+    }
+    used.insert(next);
+    entries[i].coords = position_of(view.info.layout, next);
+  }
+  if (!problems.empty()) {
+    return problems.combined();
+  }
+  std::vector<state::Op> ops;
+  // Bump the pool record: concurrent add-hosts then conflict instead of sharing a position.
+  Json pool_doc = to_json(view.info);
+  ops.push_back(state::UpdateOp{state::pool_key(pool), pool_doc, view.info.version});
+  std::vector<std::string> added;
+  for (auto& e : entries) {
+    e.added_at_ms = now_ms();
+    ops.push_back(state::CreateOp{state::host_key(pool, e.name), to_json(e)});
+    added.push_back(e.name);
+  }
+  state::Event ev;
+  ev.pool = pool;
+  ev.subject_kind = state::Kind::pool;
+  ev.subject = pool;
+  ev.type = "HOSTS_ADDED";
+  ev.detail = Json{{"hosts", added}};
+  ops.push_back(state::EventOp{ev});
+  return ops;
+}
+
+} // namespace
+
+Expected<std::vector<HostEntry>> add_hosts(state::StateStore& store, const std::string& pool,
+                                           const std::vector<util::HostSpec>& specs,
+                                           const AddHostsOptions& options) {
+  if (options.coords && specs.size() != 1) {
+    return usage_error("--coords places one host, but " + std::to_string(specs.size()) +
+                       " were given (add them one at a time, or leave out --coords)");
+  }
+  if (!options.user.empty()) {
+    TPUCTL_TRY(util::validate_username(options.user));
+  }
+  std::vector<HostEntry> entries;
+  std::vector<std::optional<Dims>> wanted;
+  std::optional<Dims> coords;
+  if (options.coords) {
+    TPUCTL_TRY_ASSIGN(PoolView view, load_pool(store, pool));
+    TPUCTL_TRY_ASSIGN(Dims pos, parse_position(view.info.layout, *options.coords));
+    coords = pos;
+  }
+  for (const auto& s : specs) {
+    HostEntry e;
+    e.name = s.host;
+    e.address = s.host;
+    e.port = options.port ? options.port : (s.port ? s.port : 22);
+    e.user = s.user.empty() ? options.user : s.user;
+    e.identity_file = options.identity_file;
+    e.workdir = options.workdir.empty() ? k_default_workdir : options.workdir;
+    if (auto it = options.workdir_by_host.find(s.host); it != options.workdir_by_host.end()) {
+      e.workdir = it->second;
+    }
+    e.labels = options.labels;
+    e.local = options.local;
+    entries.push_back(std::move(e));
+    wanted.push_back(coords);
+  }
+  std::vector<HostEntry> result;
+  auto committed = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
+    result = entries;
+    return plan_add(s, pool, result, wanted);
+  });
+  if (!committed) {
+    return committed.error();
+  }
+  return result;
+}
+
+Status remove_hosts(state::StateStore& store, const std::string& pool,
+                    const std::vector<std::string>& hosts) {
+  auto r = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
+    TPUCTL_TRY_ASSIGN(PoolView view, load_pool(s, pool));
+    ErrorList problems;
+    std::vector<state::Op> ops;
+    for (const auto& name : hosts) {
+      auto it = std::find_if(view.hosts.begin(), view.hosts.end(),
+                             [&](const HostEntry& h) { return h.name == name; });
+      if (it == view.hosts.end()) {
+        problems.add(Error(ErrorKind::not_found,
+                           "host '" + name + "' is not in pool '" + pool + "'", "not_found"));
+        continue;
+      }
+      auto claim = std::find_if(view.claims.begin(), view.claims.end(),
+                                [&](const state::Claim& c) { return c.host == name; });
+      if (claim != view.claims.end()) {
+        problems.add(Error(ErrorKind::failure,
+                           "host '" + name + "' is claimed by '" + claim->owner +
+                               "': delete that queued resource first",
+                           "hosts_busy"));
+        continue;
+      }
+      ops.push_back(state::RemoveOp{state::host_key(pool, name), it->version});
+    }
+    if (!problems.empty()) {
+      return problems.combined();
+    }
+    state::Event ev;
+    ev.pool = pool;
+    ev.subject_kind = state::Kind::pool;
+    ev.subject = pool;
+    ev.type = "HOSTS_REMOVED";
+    ev.detail = Json{{"hosts", hosts}};
+    ops.push_back(state::EventOp{ev});
+    return ops;
+  });
+  if (!r) {
+    return r.error();
+  }
+  return tpuctl::ok();
+}
+
+Expected<std::vector<HostEntry>> set_drain(state::StateStore& store, const std::string& pool,
+                                           const std::vector<std::string>& hosts,
+                                           const std::string& reason, state::Initiator initiator) {
+  std::vector<HostEntry> result;
+  auto r = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
+    result.clear();
+    TPUCTL_TRY_ASSIGN(PoolView view, load_pool(s, pool));
+    std::map<std::string, const HostEntry*> by_name;
+    for (const auto& h : view.hosts) {
+      by_name[h.name] = &h;
+    }
+    ErrorList problems;
+    std::vector<state::Op> ops;
+    for (const auto& name : hosts) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) {
+        problems.add(Error(ErrorKind::not_found,
+                           "host '" + name + "' is not in pool '" + pool + "'", "not_found"));
+        continue;
+      }
+      HostEntry h = *it->second;
+      h.drain_reason = reason;
+      ops.push_back(state::UpdateOp{state::host_key(pool, name), to_json(h), h.version});
+      result.push_back(std::move(h));
+    }
+    if (!problems.empty()) {
+      return problems.combined();
+    }
+    state::Event ev;
+    ev.pool = pool;
+    ev.detail = Json{{"reason", reason}};
+    ev.initiator = initiator;
+    if (hosts.size() == 1) {
+      const HostEntry& before = *by_name.at(hosts[0]);
+      ev.subject_kind = state::Kind::host;
+      ev.subject = hosts[0];
+      ev.type = reason.empty() ? "HOST_UNDRAINED" : "HOST_DRAINED";
+      ev.from_state = before.drain_reason.empty() ? "READY" : "DRAINED";
+      ev.to_state = reason.empty() ? "READY" : "DRAINED";
+    } else {
+      ev.subject_kind = state::Kind::pool;
+      ev.subject = pool;
+      ev.type = reason.empty() ? "HOSTS_UNDRAINED" : "HOSTS_DRAINED";
+      ev.detail["hosts"] = hosts;
+    }
+    ops.push_back(state::EventOp{ev});
+    return ops;
+  });
+  if (!r) {
+    return r.error();
+  }
+  for (auto& h : result) {
+    h.version = r->revision;
+  }
+  return result;
+}
+
+Status delete_pool(state::StateStore& store, const std::string& pool, bool force) {
+  auto r = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
+    TPUCTL_TRY_ASSIGN(PoolView view, load_pool(s, pool));
+    std::vector<state::Op> ops;
+    if (!view.claims.empty()) {
+      if (!force) {
+        std::vector<std::string> held;
+        for (const auto& c : view.claims) {
+          held.push_back(c.host + " (" + c.owner + ")");
+        }
+        return Error(ErrorKind::failure,
+                     "pool '" + pool + "' has claimed hosts: " + util::join(held, ", ") +
+                         "; delete those queued resources first, or use --force",
+                     "hosts_busy");
+      }
+      std::map<std::string, std::vector<std::string>> by_owner;
+      for (const auto& c : view.claims) {
+        by_owner[c.owner].push_back(c.host);
+      }
+      for (auto& [owner, hosts] : by_owner) {
+        ops.push_back(state::ReleaseOp{pool, hosts, owner});
+      }
+    }
+    ops.push_back(state::RemoveOp{state::pool_key(pool), view.info.version});
+    return ops;
+  });
+  if (!r) {
+    return r.error();
+  }
+  return tpuctl::ok();
+}
+
+remote::SshTarget ssh_target(const PoolInfo& pool, const HostEntry& h) {
+  remote::SshTarget t;
+  t.name = h.name;
+  t.address = h.address;
+  t.port = static_cast<uint16_t>(h.port);
+  t.user = h.user;
+  t.identity_file = h.identity_file.empty() ? pool.identity_file : h.identity_file;
+  t.known_hosts_file = h.known_hosts.empty() ? pool.known_hosts : h.known_hosts;
+  return t;
+}
+
+} // namespace tpuctl::provision

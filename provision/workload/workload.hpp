@@ -1,0 +1,129 @@
+// Workloads: xpk's `workload create` on a cluster. A workload is one command started on every
+// worker of every slice of a cluster at once, with the worker environment, detached from the
+// client: each worker runs it under `tpuctl agent supervise` (agent/supervise.hpp), which keeps
+// the exit status, a heartbeat and the log on the worker. A monitor (workload_monitor.hpp) polls
+// the workers and applies the failure policy: one failing worker stops the others, and with
+// --max-restarts every worker restarts together, as a JobSet does.
+//
+//   PENDING -> RUNNING -> SUCCEEDED | FAILED        (a restart stays RUNNING, restarts += 1)
+//   RUNNING -> RECOVERING -> RUNNING                (a lost worker's slice repaired, or the
+//                                                    cluster preempted and requeued: the next
+//                                                    attempt starts once it is ACTIVE again;
+//                                                    workload_recovery.hpp)
+//
+// Stored as JSON under Key{workload, pool, name}; to_json/workload_from_json are the only places
+// that know the field names (they are also `workload describe --format json`).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "provision/slice/worker_env.hpp"
+#include "provision/workload/workload_goodput.hpp"
+#include "state/store.hpp"
+#include "util/expected.hpp"
+
+namespace tpuctl::provision {
+
+enum class WorkloadState { pending, running, recovering, succeeded, failed };
+std::string_view to_string(WorkloadState state); // "PENDING", "RUNNING", ...
+std::optional<WorkloadState> parse_workload_state(std::string_view text);
+bool is_terminal(WorkloadState state); // SUCCEEDED or FAILED
+
+// any: the first worker that fails (or is lost) stops the others; all: workers run on until
+// every one has ended, then the workload fails if any of them failed.
+enum class FailPolicy { any, all };
+std::string_view to_string(FailPolicy policy); // "any", "all"
+// Errors: usage naming `text` and the choices.
+Expected<FailPolicy> parse_fail_policy(std::string_view text);
+
+// What one worker is doing, as last observed.
+enum class WorkerState { pending, running, succeeded, failed, lost, stopped };
+std::string_view to_string(WorkerState state); // "PENDING", "RUNNING", ..., "LOST", "STOPPED"
+std::optional<WorkerState> parse_worker_state(std::string_view text);
+
+struct WorkloadWorker {
+  std::string node; // node id (TPU_NAME)
+  int slice = 0;    // the node's index (MEGASCALE_SLICE_ID)
+  int worker = 0;   // TPU_WORKER_ID
+  std::string host; // pool host
+  WorkerState state = WorkerState::pending;
+  int exit_code = -1;            // when it ended by itself; 128+N for signal N
+  int attempt = 0;               // the attempt the observation belongs to
+  int64_t last_heartbeat_ms = 0; // the worker's clock, unix ms; 0 before the first
+  int64_t last_contact_ms = 0;   // this machine's clock: the last successful poll
+  std::string detail;            // why LOST, or a transport error
+};
+
+// The image a workload's command runs in (provision/workload/container.hpp); no image: on the host.
+struct ContainerSpec {
+  std::string image;            // empty: no container (the command runs on the host)
+  std::string name = "jax-tpu"; // --docker-name: the prefix of each container's name
+  std::string runtime = "auto"; // auto, docker or podman; a stored workload has the one chosen
+  bool app = false;             // a --script-dir was copied to each worker (mounted at /app)
+};
+
+struct Workload {
+  std::string name;
+  std::string pool;
+  std::string uid; // 16 hex digits: TPUCTL_WORKLOAD_UID on every process it starts
+  std::string cluster;
+  std::string queued_resource;
+  std::string command;                       // run by /bin/sh -c on every worker
+  EnvVars env;                               // the user's --env additions
+  EnvProfile env_profile = EnvProfile::none; // --env-profile: a launcher's variables too
+  ContainerSpec container;
+  FailPolicy fail_policy = FailPolicy::any;
+  int max_restarts = 0;
+  int restarts = 0;                // restarts after failures so far (bounded by max_restarts)
+  int attempt = 0;                 // the current attempt's number: every restart, repair and resume
+  int recoveries = 0;              // repairs and resumes after a preemption so far
+  int64_t recovering_since_ms = 0; // RECOVERING: when the failure was noticed
+  // RECOVERING after a lost worker: the repair still to carry out (workload_recovery.hpp):
+  // {"hosts": [...], "reason": "..."}; empty once the slice is on its way back.
+  nlohmann::json repair = nlohmann::json::object();
+  WorkloadTime time;      // where the wall time went (workload_goodput.hpp)
+  int64_t timeout_ms = 0; // 0: none; the workload fails after running this long
+  WorkloadState state = WorkloadState::pending;
+  bool deleting = false; // `workload delete` is stopping it: the monitor must not act
+  int64_t created_at_ms = 0;
+  int64_t started_at_ms = 0; // the first attempt's start
+  int64_t attempt_started_ms = 0;
+  int64_t finished_at_ms = 0;
+  std::string message; // FAILED: which worker, what exit code; SUCCEEDED: a summary
+  std::vector<WorkloadWorker> workers;
+  nlohmann::json monitor = nlohmann::json::object(); // the monitor's lease (reconcile.hpp)
+  int64_t version = 0;
+};
+
+nlohmann::json to_json(const Workload& workload);
+// Errors: failure naming the bad field (a corrupt record).
+Expected<Workload> workload_from_json(const nlohmann::json& doc);
+Expected<Workload> workload_from_record(const state::Record& record);
+
+state::Key workload_key(const std::string& pool, const std::string& name);
+
+// Every workload of `pool`, by name; only those of `cluster` when it is not empty.
+Expected<std::vector<Workload>> list_workloads(state::StateStore& store, const std::string& pool,
+                                               const std::string& cluster = "");
+// The workload. Errors: not_found naming it, the pool and the workloads that exist.
+Expected<Workload> load_workload(state::StateStore& store, const std::string& pool,
+                                 const std::string& name);
+
+// Where worker `worker` of node `node` keeps the workload's files: under the host's tpuctl
+// working directory, <workdir>/workloads/<uid>/<node>-<worker> (log, status.json, heartbeat).
+std::string workload_dir(const std::string& workdir, const std::string& uid,
+                         const std::string& node, int worker);
+
+// Where the workload's wall time went up to now_ms (or its end), and its goodput.
+Goodput goodput_of(const Workload& workload, int64_t now_ms);
+
+// "worker 2 of node c-0 (host h3)": how messages name a worker.
+std::string describe_worker(const WorkloadWorker& w);
+
+} // namespace tpuctl::provision

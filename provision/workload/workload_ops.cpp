@@ -1,0 +1,462 @@
+#include "provision/workload/workload_ops.hpp"
+
+#include <algorithm>
+#include <signal.h>
+#include <thread>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "provision/queue/reconcile.hpp"
+#include "provision/workload/cluster.hpp"
+#include "provision/workload/workload_recovery.hpp"
+#include "provision/workload/workload_remote.hpp"
+#include "provision/workload/workload_steps.hpp"
+#include "remote/fanout.hpp"
+#include "topology/accelerator_type.hpp"
+#include "util/strings.hpp"
+
+namespace tpuctl::provision {
+
+namespace {
+
+using Ms = std::chrono::milliseconds;
+
+constexpr int k_max_restarts_limit = 1000;
+// How often a running workload's record is rewritten when nothing changed but heartbeats.
+constexpr int64_t k_refresh_ms = 5000;
+
+bool same_view(const std::vector<WorkloadWorker>& a, const std::vector<WorkloadWorker>& b) {
+  if (a.size() != b.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].state != b[i].state || a[i].exit_code != b[i].exit_code ||
+        a[i].attempt != b[i].attempt || a[i].detail != b[i].detail) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Status validate_request(const WorkloadRequest& r) {
+  ErrorList problems;
+  if (auto v = validate_tpu_name(r.name, "workload name"); !v) {
+    problems.add(v.error());
+  }
+  if (util::trim(r.command).empty()) {
+    problems.add(ErrorKind::usage, "--command is empty: give the command every worker runs "
+                                   "(e.g. --command 'python3 train.py')");
+  } else if (r.command.find('\0') != std::string::npos) {
+    problems.add(ErrorKind::usage, "--command holds a NUL byte, which no shell can run");
+  }
+  if (r.max_restarts < 0 || r.max_restarts > k_max_restarts_limit) {
+    problems.add(ErrorKind::usage, "--max-restarts " + std::to_string(r.max_restarts) +
+                                       " is out of range: give 0 to " +
+                                       std::to_string(k_max_restarts_limit));
+  }
+  if (r.timeout_ms < 0) {
+    problems.add(ErrorKind::usage, "--timeout must not be negative");
+  }
+  if (!r.container.image.empty() || !r.app_files.empty()) {
+    if (auto v = validate_container(r.container); !v) {
+      problems.add(v.error());
+    }
+  }
+  if (!problems.empty()) {
+    return problems.combined();
+  }
+  return tpuctl::ok();
+}
+
+Status check_cluster_shape(const Cluster& c, const std::string& tpu_type, int num_slices) {
+  const std::string shape = c.tpu_type + " x " + std::to_string(c.num_slices);
+  if (!tpu_type.empty()) {
+    TPUCTL_TRY_ASSIGN(auto type, topology::parse_accelerator_type(tpu_type));
+    if (type.name != c.tpu_type) {
+      return usage_error("--tpu-type " + util::printable(tpu_type) + " does not match cluster '" +
+                         c.name + "' (" + shape +
+                         "): a workload runs on its cluster's slices; leave the flag out, or "
+                         "create a cluster of that type");
+    }
+  }
+  if (num_slices != 0 && num_slices != c.num_slices) {
+    return usage_error("--num-slices " + std::to_string(num_slices) + " does not match cluster '" +
+                       c.name + "' (" + shape +
+                       "): a workload runs on all its cluster's slices; leave the flag out, or "
+                       "create a cluster with that many");
+  }
+  return tpuctl::ok();
+}
+
+} // namespace
+
+bool needs_monitor(const Workload& wl, int64_t now_ms) {
+  if (is_terminal(wl.state) || wl.deleting) {
+    return false;
+  }
+  auto lease = lease_from_json(wl.monitor);
+  // This process's own lease counts as free: `workload wait` watches in short turns, and must
+  // take the next turn after its own (it would otherwise wait for itself until it exits).
+  return !lease || !lease_alive(*lease, now_ms) || is_own_lease(*lease);
+}
+
+Expected<Workload> create_workload(state::StateStore& store, const WorkloadRequest& r,
+                                   const MonitorOptions& o) {
+  TPUCTL_TRY(validate_request(r));
+  TPUCTL_TRY_ASSIGN(Cluster cluster, load_cluster(store, r.pool, r.cluster));
+  TPUCTL_TRY(check_cluster_shape(cluster, r.tpu_type, r.num_slices));
+  Workload wl;
+  wl.name = r.name;
+  wl.pool = r.pool;
+  wl.uid = util::random_hex_id();
+  wl.cluster = cluster.name;
+  wl.queued_resource = cluster.queued_resource;
+  wl.command = r.command;
+  wl.env = r.env;
+  wl.env_profile = r.env_profile;
+  wl.fail_policy = r.fail_policy;
+  wl.max_restarts = r.max_restarts;
+  wl.timeout_ms = r.timeout_ms;
+  wl.container = r.container;
+  wl.container.app = !r.app_files.empty();
+  wl.created_at_ms = now_of(o);
+  enter(wl.time, TimePhase::provisioning, wl.created_at_ms); // starting its workers
+  TPUCTL_TRY_ASSIGN(auto plans, plan_workload(store, wl));   // ACTIVE, environment valid
+  for (const auto& p : plans) {
+    TPUCTL_TRY(remote::check_command_length(launch_command(wl, p))); // before anything is stored
+  }
+  wl.workers = pending_workers(plans, 0);
+  if (!wl.container.image.empty()) {
+    say(o, "asking " + std::to_string(plans.size()) + " workers for docker or podman");
+    auto runtime = choose_runtime(wl.container, plans, o.ssh);
+    if (!runtime && !r.dry_run) {
+      return runtime.error();
+    }
+    if (runtime) {
+      wl.container.runtime = *runtime;
+    } else { // a dry run shows what would run where once a runtime is there, and why not yet
+      wl.container.runtime = wl.container.runtime == "auto" ? "docker" : wl.container.runtime;
+      wl.message = runtime.error().message;
+    }
+  }
+  if (r.dry_run) {
+    return wl;
+  }
+  if (!r.app_files.empty()) {
+    say(o, "copying the script dir (" + std::to_string(r.app_files.size()) + " files) to " +
+               std::to_string(plans.size()) + " workers");
+    TPUCTL_TRY(push_app_files(r.app_files, plans, wl.uid, o.ssh));
+  }
+  wl.monitor = to_json(own_lease(wl.created_at_ms, o.lease_ttl));
+  auto created = store.commit(
+      {state::CreateOp{workload_key(r.pool, r.name), to_json(wl)},
+       state_event(wl, WorkloadState::pending, WorkloadState::pending, wl.created_at_ms, "CREATED",
+                   "created on cluster " + cluster.name)});
+  if (!created) {
+    if (!r.app_files.empty()) {
+      (void)remove_workload_files(wl, plans, o.ssh); // the copied script dir, best effort
+    }
+    Error e = created.error();
+    if (state::has_reason(e, state::reason::k_already_exists)) {
+      e.message = "workload '" + r.name + "' already exists in pool '" + r.pool +
+                  "' (delete it with 'tpuctl workload delete " + r.name +
+                  "', or pick another name)";
+    }
+    return e;
+  }
+  say(o, "starting '" + r.name + "' on " + std::to_string(plans.size()) + " workers of cluster " +
+             cluster.name);
+  std::vector<size_t> failed;
+  TPUCTL_TRY_ASSIGN(std::string failure, start_attempt(wl, plans, failed, o));
+  const int64_t now = now_of(o);
+  TPUCTL_TRY_ASSIGN(
+      auto m, mutate(store, r.pool, r.name, true, [&](Workload& w) {
+        w.started_at_ms = now;
+        w.attempt_started_ms = now;
+        if (!failure.empty()) {
+          for (size_t i : failed) {
+            w.workers[i].state = WorkerState::failed;
+            w.workers[i].detail = "could not start";
+          }
+          return finish(w, WorkloadState::failed, failure, now);
+        }
+        const WorkloadState from = w.state;
+        w.state = WorkloadState::running;
+        enter(w.time, TimePhase::running, now);
+        for (auto& x : w.workers) {
+          x.state = WorkerState::running; // started: the supervisor runs it
+        }
+        w.monitor = nlohmann::json::object(); // the monitor takes it
+        return std::optional<std::vector<state::Op>>(std::vector<state::Op>{
+            state_event(w, from, WorkloadState::running, now, "STATE_CHANGED", "started")});
+      }));
+  if (m.skipped != Skip::none) {
+    // Deleted while starting: make sure nothing of it keeps running.
+    (void)stop_workers(wl, plans, o.ssh);
+    return Error(ErrorKind::failure, "workload '" + r.name + "' was deleted while it was starting");
+  }
+  return *m.workload;
+}
+
+Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
+                                                   const std::string& pool, const std::string& name,
+                                                   const MonitorOptions& o,
+                                                   const remote::CancelToken* cancel) {
+  // Take the lease.
+  bool taken = false;
+  TPUCTL_TRY_ASSIGN(auto m, mutate(store, pool, name, false, [&](Workload& w) {
+                      taken = false;
+                      if (!needs_monitor(w, now_of(o))) {
+                        return std::optional<std::vector<state::Op>>();
+                      }
+                      w.monitor = to_json(own_lease(now_of(o), o.lease_ttl));
+                      taken = true;
+                      return std::optional<std::vector<state::Op>>(std::vector<state::Op>{});
+                    }));
+  if (m.skipped == Skip::gone || m.skipped == Skip::deleting) {
+    return m.skipped == Skip::gone ? std::optional<Workload>() : m.workload;
+  }
+  if (!taken) {
+    return m.workload;
+  }
+  Workload wl = *m.workload;
+  std::optional<std::vector<WorkerPlan>> plans;
+  int64_t last_write = now_of(o);
+  auto gone_or = [](const Mutation& x) {
+    return x.skipped == Skip::gone ? std::optional<Workload>() : x.workload;
+  };
+  while (!(cancel && cancel->cancelled())) {
+    if (wl.state == WorkloadState::recovering) {
+      TPUCTL_TRY_ASSIGN(RecoveryStep r, recovery_step(store, wl, o));
+      if (!r.workload || r.workload->deleting || is_terminal(r.workload->state)) {
+        return r.workload;
+      }
+      wl = *r.workload;
+      plans = std::move(r.plans);
+      if (wl.state != WorkloadState::running) {
+        sleep_for(o.poll_interval, cancel);
+      }
+      continue;
+    }
+    // The slices under the current attempt: still there, on their way back, or gone.
+    TPUCTL_TRY_ASSIGN(SliceCheck slices, check_slices(store, wl));
+    if (slices.status == SliceStatus::intact && !plans) {
+      auto planned = plan_workload(store, wl);
+      if (!planned) {
+        const std::string why = planned.error().message;
+        TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
+                            return finish(w, WorkloadState::failed, why, now_of(o));
+                          }));
+        return gone_or(f);
+      }
+      plans = std::move(*planned);
+    }
+    if (slices.status != SliceStatus::intact) {
+      // Preempted (or provisioned again behind its back): come back with it, or end.
+      const bool back = slices.status == SliceStatus::coming_back;
+      say(o, (back ? "recovering: " : "failing: ") + slices.why);
+      TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
+                          if (!back) {
+                            // Workers of a deleted slice are lost, and say why.
+                            for (auto& x : w.workers) {
+                              if (std::find(slices.deleted_nodes.begin(),
+                                            slices.deleted_nodes.end(),
+                                            x.node) != slices.deleted_nodes.end() &&
+                                  x.state != WorkerState::succeeded) {
+                                x.state = WorkerState::lost;
+                                x.detail = "its slice '" + x.node + "' was deleted";
+                              }
+                            }
+                            return finish(w, WorkloadState::failed,
+                                          "its slices are gone: " + slices.why, now_of(o));
+                          }
+                          return std::optional<std::vector<state::Op>>(
+                              begin_recovery(w, now_of(o), slices.why, {}));
+                        }));
+      if (f.skipped != Skip::none || !f.workload || is_terminal(f.workload->state)) {
+        return gone_or(f);
+      }
+      wl = *f.workload;
+      plans.reset();
+      continue;
+    }
+    TPUCTL_TRY_ASSIGN(auto observations, poll_workers(wl, *plans, o.ssh));
+    const int64_t now = now_of(o);
+    std::vector<WorkloadWorker> before = wl.workers;
+    Decision d;
+    auto step =
+        mutate(store, pool, name, true, [&](Workload& w) -> std::optional<std::vector<state::Op>> {
+          for (size_t i = 0; i < w.workers.size() && i < observations.size(); ++i) {
+            observe(w.workers[i], observations[i], w.attempt, w.attempt_started_ms, now, o.policy);
+          }
+          d = decide(w, now);
+          if (d.verdict == Verdict::succeeded) {
+            return finish(w, WorkloadState::succeeded, d.message, now);
+          }
+          if (d.verdict == Verdict::keep_running && same_view(before, w.workers) &&
+              now - last_write < k_refresh_ms) {
+            return std::nullopt; // nothing new: no write
+          }
+          w.monitor = to_json(own_lease(now, o.lease_ttl));
+          return std::vector<state::Op>{};
+        });
+    if (!step) {
+      spdlog::warn("workload '{}': {}", name, step.error().message);
+      sleep_for(o.poll_interval, cancel);
+      continue;
+    }
+    if (step->skipped != Skip::none) {
+      return gone_or(*step);
+    }
+    if (step->workload->version != wl.version) {
+      last_write = now;
+    }
+    wl = *step->workload;
+    if (!same_view(before, wl.workers)) {
+      for (size_t i = 0; i < wl.workers.size(); ++i) {
+        if (i >= before.size() || before[i].state != wl.workers[i].state) {
+          say(o, describe_worker(wl.workers[i]) + ": " +
+                     std::string(to_string(wl.workers[i].state)) +
+                     (wl.workers[i].state == WorkerState::failed
+                          ? " (exit " + std::to_string(wl.workers[i].exit_code) + ")"
+                          : ""));
+        }
+      }
+    }
+    if (d.verdict == Verdict::succeeded) {
+      say(o, "workload '" + name + "' SUCCEEDED: " + d.message);
+      return std::optional<Workload>(wl);
+    }
+    // A restart with a lost worker repairs the slice first (workload_recovery.hpp).
+    std::vector<std::string> lost_hosts;
+    if (d.verdict == Verdict::restart) {
+      for (size_t i : d.culprits) {
+        if (wl.workers[i].state == WorkerState::lost) {
+          lost_hosts.push_back(wl.workers[i].host);
+        }
+      }
+    }
+    if (d.verdict == Verdict::fail || d.verdict == Verdict::restart) {
+      say(o, (d.verdict == Verdict::fail ? "failing: " : "") + d.message);
+      (void)stop_workers(wl, *plans, o.ssh);
+    }
+    if (d.verdict == Verdict::fail) {
+      TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
+                          return finish(w, WorkloadState::failed, d.message, now_of(o));
+                        }));
+      return gone_or(f);
+    }
+    if (d.verdict == Verdict::restart && !lost_hosts.empty()) {
+      TPUCTL_TRY_ASSIGN(auto r, mutate(store, pool, name, true, [&](Workload& w) {
+                          return std::optional<std::vector<state::Op>>(
+                              begin_recovery(w, now_of(o), d.message, lost_hosts));
+                        }));
+      if (r.skipped != Skip::none) {
+        return gone_or(r);
+      }
+      wl = *r.workload;
+      plans.reset();
+      continue;
+    }
+    if (d.verdict == Verdict::restart) {
+      const int64_t restart_at = now_of(o);
+      TPUCTL_TRY_ASSIGN(
+          auto r, mutate(store, pool, name, true, [&](Workload& w) {
+            w.restarts += 1;
+            w.attempt += 1;
+            w.attempt_started_ms = restart_at;
+            w.message = d.message;
+            w.workers = pending_workers(*plans, w.attempt);
+            // The failed attempt's running time is lost; restarting is recovering.
+            enter(w.time, TimePhase::recovering, restart_at);
+            lose_attempt(w.time);
+            return std::optional<std::vector<state::Op>>(std::vector<state::Op>{
+                state_event(w, w.state, w.state, restart_at, "RESTARTED", d.message)});
+          }));
+      if (r.skipped != Skip::none) {
+        return gone_or(r);
+      }
+      wl = *r.workload;
+      TPUCTL_TRY_ASSIGN(plans, plan_workload(store, wl)); // TPUCTL_WORKLOAD_ATTEMPT changed
+      std::vector<size_t> failed;
+      TPUCTL_TRY_ASSIGN(std::string failure, start_attempt(wl, *plans, failed, o));
+      TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
+                          if (!failure.empty()) {
+                            return finish(w, WorkloadState::failed, failure, now_of(o));
+                          }
+                          enter(w.time, TimePhase::running, now_of(o));
+                          return std::optional<std::vector<state::Op>>(std::vector<state::Op>{});
+                        }));
+      if (f.skipped != Skip::none || is_terminal(f.workload->state)) {
+        if (f.skipped != Skip::none) {
+          (void)stop_workers(wl, *plans, o.ssh); // deleted while we launched
+        }
+        return gone_or(f);
+      }
+      wl = *f.workload;
+    }
+    sleep_for(o.poll_interval, cancel);
+  }
+  return std::optional<Workload>(wl);
+}
+
+Expected<WorkloadDeletion> delete_workload(state::StateStore& store, const std::string& pool,
+                                           const std::string& name, bool force,
+                                           const MonitorOptions& o) {
+  TPUCTL_TRY_ASSIGN(Workload before, load_workload(store, pool, name));
+  std::optional<Lease> monitor;
+  auto marked = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
+    TPUCTL_TRY_ASSIGN(Workload w, load_workload(s, pool, name));
+    monitor = lease_from_json(w.monitor);
+    w.deleting = true;
+    w.monitor = to_json(own_lease(now_of(o), o.lease_ttl));
+    return std::vector<state::Op>{state::UpdateOp{workload_key(pool, name), to_json(w), w.version}};
+  });
+  if (!marked) {
+    return marked.error();
+  }
+  // A monitor on this machine is told to stop at once (it would notice the mark anyway).
+  if (monitor && !is_own_lease(*monitor) && lease_alive(*monitor, now_of(o)) &&
+      monitor->host == own_lease(0, Ms(0)).host) {
+    ::kill(monitor->pid, SIGTERM);
+    for (int i = 0; i < 60 && lease_alive(*monitor, now_of(o)); ++i) {
+      std::this_thread::sleep_for(Ms(50));
+    }
+  }
+  WorkloadDeletion result{before, {}};
+  auto plans = plan_workload(store, before);
+  if (plans) {
+    TPUCTL_TRY_ASSIGN(auto stopped, stop_workers(before, *plans, o.ssh));
+    for (const auto& r : stopped) {
+      if (!r.succeeded()) {
+        result.unreachable.push_back(
+            (*plans)[r.index].host + " (" +
+            (r.error.empty() ? std::string(remote::to_string(r.outcome)) : r.error) + ")");
+      }
+    }
+    if (result.unreachable.empty()) {
+      (void)remove_workload_files(before, *plans, o.ssh);
+    }
+  } else {
+    spdlog::warn("workload '{}': {}; its processes went with its slices", name,
+                 plans.error().message);
+  }
+  if (!result.unreachable.empty() && !force) {
+    return Error(ErrorKind::failure,
+                 "workload '" + name + "' could not be stopped on " +
+                     util::join(result.unreachable, ", ") +
+                     ": it stays marked for deletion; run 'tpuctl workload delete " + name +
+                     "' again once the hosts are back, or add --force to forget it");
+  }
+  const int64_t now = now_of(o);
+  auto removed =
+      store.commit({state::RemoveOp{workload_key(pool, name), state::k_any_version},
+                    state_event(before, before.state, before.state, now, "DELETED", "deleted")});
+  if (!removed && !state::has_reason(removed.error(), state::reason::k_not_found)) {
+    return removed.error();
+  }
+  return result;
+}
+
+} // namespace tpuctl::provision

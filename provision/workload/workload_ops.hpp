@@ -1,0 +1,97 @@
+// What users do to workloads, and the monitor that carries one to its end.
+//
+// create_workload() validates everything before it stores anything, stores the workload PENDING
+// and starts the first attempt on every worker at once; it is RUNNING once every worker has
+// started (FAILED, with the started ones stopped again, when one could not start). From then on
+// a monitor (monitor_workload: `tpuctl workload monitor`, started detached by `workload create`
+// and by any command that finds a running workload nobody monitors) polls the workers every
+// second and applies the failure policy (workload_policy.hpp). Only the holder of the
+// workload's monitor lease acts; every write re-reads the record first and gives up when
+// `workload delete` has marked it, so a delete never races a restart into leaving processes
+// behind.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "provision/workload/container.hpp"
+#include "provision/workload/workload.hpp"
+#include "provision/workload/workload_policy.hpp"
+#include "remote/ssh_types.hpp"
+#include "state/store.hpp"
+
+namespace tpuctl::provision {
+
+struct WorkloadRequest {
+  std::string name;
+  std::string pool;
+  std::string cluster;
+  std::string command;
+  EnvVars env;
+  EnvProfile env_profile = EnvProfile::none; // torchrun, slurm or skypilot variables too
+  FailPolicy fail_policy = FailPolicy::any;
+  int max_restarts = 0;
+  int64_t timeout_ms = 0;
+  // xpk's --tpu-type (any form of the type) and --num-slices (0: not given): checked against
+  // the cluster's, which a workload always runs on whole.
+  std::string tpu_type;
+  int num_slices = 0;
+  ContainerSpec container;        // an image: the runtime is chosen (or the request refused)
+  std::vector<AppFile> app_files; // --script-dir: copied to every worker, mounted at /app
+  bool dry_run = false;           // validate and plan; store and start nothing
+};
+
+struct MonitorOptions {
+  remote::SshOptions ssh;
+  std::chrono::milliseconds poll_interval{1000};
+  PolicyConfig policy;
+  std::chrono::milliseconds lease_ttl{60000};
+  state::Clock clock = state::system_clock();
+  std::function<void(const std::string&)> progress; // a line per change, for stderr; may be empty
+  // Moves the pool's queued resources through their transient states (reconcile and drive, as
+  // cli/qr_runtime does): a recovering workload's cluster is suspended, requeued and provisioned
+  // again through it. Empty: only reconcile (another process must drive).
+  std::function<Status(const std::string& pool)> drive_pool;
+  // As each worker has started (`done` of `total`, its host): for a live display; may be empty.
+  std::function<void(size_t done, size_t total, const std::string& host)> worker_started;
+};
+
+// Errors (nothing stored): usage (bad name, command, restarts, timeout or environment: every
+// problem named; a tpu_type or num_slices other than the cluster's), not_found (no such cluster),
+// failure (its slices are not ACTIVE; a workload of that name exists). A worker that cannot start
+// is not an error: the workload is FAILED. With an image, every worker is asked for a container
+// runtime first (choose_runtime) and the script dir is copied; a worker without one refuses the
+// whole request (nothing stored or started). With dry_run, returns the workload as it would be
+// stored (state PENDING) after the checks and stores and starts nothing (launch_command shows what
+// each worker would run); a refused runtime probe is then the workload's `message` (with docker, or
+// the runtime asked for, in its commands).
+Expected<Workload> create_workload(state::StateStore& store, const WorkloadRequest& request,
+                                   const MonitorOptions& options);
+
+// True when `workload` is not finished and no other live process holds its monitor lease.
+bool needs_monitor(const Workload& workload, int64_t now_ms);
+
+// Takes the monitor lease (returns at once, with the record, when another live process holds
+// it or the workload is finished) and polls until the workload is SUCCEEDED or FAILED, is being
+// deleted or removed (nullopt), or `cancel` is set. Errors: the store's.
+Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
+                                                   const std::string& pool, const std::string& name,
+                                                   const MonitorOptions& options,
+                                                   const remote::CancelToken* cancel = nullptr);
+
+struct WorkloadDeletion {
+  Workload workload;                    // as it was
+  std::vector<std::string> unreachable; // hosts where nothing could be stopped
+};
+
+// Marks the workload as being deleted (its monitor stops acting; a monitor on this host is
+// terminated), kills every process tagged with its uid on every worker, removes its files and
+// its record. When a host cannot be reached the record stays (marked) and the error names the
+// hosts, unless `force`. Errors: not_found, failure (unreachable hosts), the store's.
+Expected<WorkloadDeletion> delete_workload(state::StateStore& store, const std::string& pool,
+                                           const std::string& name, bool force,
+                                           const MonitorOptions& options);
+
+} // namespace tpuctl::provision

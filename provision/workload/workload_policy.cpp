@@ -1,0 +1,128 @@
+#include "provision/workload/workload_policy.hpp"
+
+#include <algorithm>
+
+#include "util/strings.hpp"
+
+namespace tpuctl::provision {
+
+namespace {
+
+bool bad(WorkerState s) {
+  return s == WorkerState::failed || s == WorkerState::lost;
+}
+bool ended(WorkerState s) {
+  return s == WorkerState::succeeded || s == WorkerState::failed || s == WorkerState::lost;
+}
+
+std::string what_happened(const WorkloadWorker& w) {
+  if (w.state == WorkerState::failed) {
+    return describe_worker(w) + " exited with " + std::to_string(w.exit_code);
+  }
+  return describe_worker(w) + " was lost: " + w.detail;
+}
+
+std::string seconds(int64_t ms) {
+  return std::to_string((ms + 500) / 1000) + "s";
+}
+
+} // namespace
+
+void observe(WorkloadWorker& w, const WorkerObservation& obs, int attempt,
+             int64_t attempt_started_ms, int64_t now_ms, const PolicyConfig& config) {
+  const int64_t lost_after = config.lost_after.count();
+  if (ended(w.state) && w.attempt == attempt) {
+    return; // an outcome is final for its attempt
+  }
+  if (!obs.reached) {
+    w.detail = obs.error;
+    const int64_t since = w.last_contact_ms > 0 ? w.last_contact_ms : attempt_started_ms;
+    if (now_ms - since > lost_after) {
+      w.state = WorkerState::lost;
+      w.attempt = attempt;
+      w.detail = "host unreachable for " + seconds(now_ms - since) + " (" + obs.error + ")";
+    }
+    return;
+  }
+  w.last_contact_ms = now_ms;
+  w.detail.clear();
+  if (!obs.has_status || obs.attempt < attempt) {
+    w.state = WorkerState::pending;
+    w.attempt = attempt;
+    if (now_ms - attempt_started_ms > lost_after) {
+      w.state = WorkerState::lost;
+      w.detail = "attempt " + std::to_string(attempt) + " never started on the worker";
+    }
+    return;
+  }
+  w.attempt = obs.attempt;
+  if (obs.heartbeat_ms > 0) {
+    w.last_heartbeat_ms = obs.heartbeat_ms;
+  }
+  if (obs.state == "exited") {
+    w.exit_code = obs.exit_code;
+    w.state = obs.exit_code == 0 ? WorkerState::succeeded : WorkerState::failed;
+    return;
+  }
+  const int64_t age = obs.heartbeat_ms > 0 ? obs.now_ms - obs.heartbeat_ms : 0;
+  if (!obs.supervisor_alive) {
+    w.state = WorkerState::lost;
+    w.detail = "its supervisor process is gone without recording an exit status";
+  } else if (age > lost_after) {
+    w.state = WorkerState::lost;
+    w.detail = "no heartbeat for " + seconds(age);
+  } else {
+    w.state = WorkerState::running;
+  }
+}
+
+Decision decide(const Workload& wl, int64_t now_ms) {
+  Decision d;
+  if (wl.workers.empty()) {
+    return d;
+  }
+  std::vector<std::string> problems;
+  bool all_ended = true;
+  bool all_succeeded = true;
+  for (size_t i = 0; i < wl.workers.size(); ++i) {
+    const auto& w = wl.workers[i];
+    all_ended = all_ended && ended(w.state);
+    all_succeeded = all_succeeded && w.state == WorkerState::succeeded;
+    if (bad(w.state)) {
+      d.culprits.push_back(i);
+      problems.push_back(what_happened(w));
+    }
+  }
+  if (all_succeeded) {
+    d.verdict = Verdict::succeeded;
+    d.message = "every worker (" + std::to_string(wl.workers.size()) + ") exited with 0" +
+                (wl.restarts > 0 ? " after " + std::to_string(wl.restarts) + " restart(s)" : "");
+    return d;
+  }
+  const bool failing = !d.culprits.empty() && (wl.fail_policy == FailPolicy::any || all_ended);
+  if (failing) {
+    const std::string what = util::join(problems, "; ");
+    if (wl.restarts < wl.max_restarts) {
+      d.verdict = Verdict::restart;
+      d.message = "restarting every worker (restart " + std::to_string(wl.restarts + 1) + " of " +
+                  std::to_string(wl.max_restarts) + "): " + what;
+    } else {
+      d.verdict = Verdict::fail;
+      d.message = what;
+      if (wl.max_restarts > 0) {
+        d.message += " (after " + std::to_string(wl.restarts) + " restart(s), --max-restarts " +
+                     std::to_string(wl.max_restarts) + ")";
+      }
+    }
+    return d;
+  }
+  if (wl.timeout_ms > 0 && wl.started_at_ms > 0 && now_ms - wl.started_at_ms > wl.timeout_ms) {
+    d.verdict = Verdict::fail;
+    d.message = "timed out: still running after --timeout " +
+                util::format_duration(std::chrono::milliseconds(wl.timeout_ms));
+    return d;
+  }
+  return d;
+}
+
+} // namespace tpuctl::provision

@@ -1,0 +1,73 @@
+// Workloads that survive: a lost host repaired, a preempted cluster resumed.
+//
+// A workload runs on its cluster's queued resource. Two things take the slices away under it:
+//   * a worker is LOST (its host gone, its supervisor gone, no heartbeat) while the workload has
+//     restarts left: the monitor repairs the slice, as GKE node auto-repair and JobSet do
+//     together. It drains the lost hosts (the reason names the workload and the time), suspends
+//     the request with the requeue mark (its processes stopped on every host that answers, its
+//     hosts released), and the scheduler puts it back in the queue in its old place, where it is
+//     placed again with the same shape and topology rules as any request, on free hosts (spares
+//     are simply free hosts; the drained ones are never placed) and provisioned again (push,
+//     probe, preflight). When nothing fits, the request waits, and the workload with it, its
+//     reason visible, until hosts free up or the workload's --timeout passes.
+//   * the cluster is preempted: a requeue cluster (cluster create's default) comes back the same
+//     way once capacity returns; a suspend one ends the workload FAILED, naming the preemption.
+// Meanwhile the workload is RECOVERING. Once the request is ACTIVE again (ACTIVE since after the
+// attempt that broke), every worker starts the next attempt together, with the new worker
+// environment (new hosts, TPUCTL_WORKLOAD_ATTEMPT + 1). A repair counts as a restart
+// (--max-restarts); a preemption does not, as it is not the workload's failure.
+//
+// The monitor records what it is about to do before doing it (RECOVERING with the repair still
+// to carry out), and every step checks what is already done (a drained host, a request already
+// suspending), so a monitor killed in the middle of a repair is finished by the next one, which
+// any workload command starts.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "provision/queue/queued_resource.hpp"
+#include "provision/workload/workload.hpp"
+#include "provision/workload/workload_ops.hpp"
+#include "provision/workload/workload_remote.hpp"
+#include "state/store.hpp"
+
+namespace tpuctl::provision {
+
+// How the cluster's request stands against the workload's current attempt.
+enum class SliceStatus {
+  intact,      // ACTIVE since before the attempt started
+  coming_back, // being suspended to be requeued, queued, provisioned, or ACTIVE again since
+  gone,        // suspended for good, failed, being deleted or missing
+};
+struct SliceCheck {
+  SliceStatus status = SliceStatus::intact;
+  std::string why; // coming_back and gone: what happened to it, for people
+  std::optional<QueuedResource> qr;
+  std::vector<std::string> deleted_nodes; // gone: the workload's slices deleted from the request
+};
+// Errors: the store's.
+Expected<SliceCheck> check_slices(state::StateStore& store, const Workload& wl);
+
+// The record change that starts a recovery at `now_ms`: RECOVERING, the current attempt's
+// running time lost, its workers STOPPED (LOST ones stay LOST), and, when `lost_hosts` is not
+// empty (a repair), the repair to carry out and one restart used. Returns the event.
+std::vector<state::Op> begin_recovery(Workload& wl, int64_t now_ms, const std::string& why,
+                                      const std::vector<std::string>& lost_hosts);
+
+struct RecoveryStep {
+  std::optional<Workload> workload; // afterwards; nullopt when deleted
+  // RUNNING again: the new attempt's workers, for the monitor's polls.
+  std::optional<std::vector<WorkerPlan>> plans;
+};
+
+// One step of a RECOVERING workload (the monitor's, once per poll): carries out the repair
+// still to do, lets the request move (MonitorOptions::drive_pool), accounts the phase (queued,
+// provisioning or recovering, after the request's state), and starts the next attempt when the
+// request is ACTIVE again; ends the workload FAILED when the request is gone for good or its
+// --timeout passed. Errors: the store's.
+Expected<RecoveryStep> recovery_step(state::StateStore& store, const Workload& wl,
+                                     const MonitorOptions& o);
+
+} // namespace tpuctl::provision

@@ -1,0 +1,215 @@
+#include "provision/workload/workload_remote.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "provision/pool/pools.hpp"
+#include "provision/slice/provisioning.hpp"
+#include "provision/slice/qr_ops.hpp"
+#include "provision/workload/container.hpp"
+#include "remote/fanout.hpp"
+#include "util/shell_quote.hpp"
+
+namespace tpuctl::provision {
+
+using Json = nlohmann::json;
+
+namespace {
+
+std::string dir_of(const Workload& wl, const WorkerPlan& p) {
+  return workload_dir(p.workdir, wl.uid, p.node, p.worker);
+}
+
+std::string agent_of(const WorkerPlan& p) {
+  return util::shell_quote_path(p.agent_dir + "/tpuctl");
+}
+
+// The engine's options for control commands: no tty, no stdin, output kept, every host at once.
+remote::SshOptions control_options(const remote::SshOptions& ssh, size_t hosts,
+                                   std::chrono::milliseconds timeout) {
+  remote::SshOptions o = ssh;
+  o.batch_size = std::max<size_t>({o.batch_size, hosts, 1});
+  o.command_timeout = timeout;
+  o.keep_output = true;
+  o.tty = false;
+  o.stdin_data = nullptr;
+  return o;
+}
+
+std::vector<remote::Job> jobs_for(const std::vector<WorkerPlan>& plans,
+                                  const std::vector<std::string>& commands) {
+  std::vector<remote::Job> jobs;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    remote::Job j;
+    j.target = plans[i].target;
+    j.target.name = plans[i].node + "/" + std::to_string(plans[i].worker);
+    j.command = commands[i];
+    j.index = i;
+    jobs.push_back(std::move(j));
+  }
+  return jobs;
+}
+
+// One plan per distinct host, in order.
+std::vector<WorkerPlan> distinct_hosts(const std::vector<WorkerPlan>& plans) {
+  std::vector<WorkerPlan> out;
+  std::set<std::string> seen;
+  for (const auto& p : plans) {
+    if (seen.insert(p.host).second) {
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+Expected<std::vector<WorkerPlan>> plan_workload(state::StateStore& store, const Workload& wl) {
+  auto target = resolve_target(store, wl.pool, wl.queued_resource);
+  if (!target) {
+    return Error(ErrorKind::failure, "workload '" + wl.name + "': the queued resource '" +
+                                         wl.queued_resource + "' of cluster '" + wl.cluster +
+                                         "' is gone (" + target.error().message + ")");
+  }
+  TPUCTL_TRY_ASSIGN(auto pool, load_pool(store, wl.pool));
+  WorkerSelection selection;
+  selection.user_env = wl.env;
+  selection.profile = wl.env_profile;
+  TPUCTL_TRY_ASSIGN(auto plans, plan_workers(*target, pool, selection));
+  // Every caller is about to start, watch or stop the workload's processes there: from now on
+  // deleting the request stops what runs on it.
+  TPUCTL_TRY(note_launch(store, wl.pool, target->qr));
+  for (auto& p : plans) {
+    p.env.emplace_back("TPUCTL_WORKLOAD", wl.name);
+    p.env.emplace_back(k_workload_uid_var, wl.uid);
+    p.env.emplace_back("TPUCTL_WORKLOAD_ATTEMPT", std::to_string(wl.attempt));
+  }
+  return plans;
+}
+
+std::vector<WorkloadWorker> pending_workers(const std::vector<WorkerPlan>& plans, int attempt) {
+  std::vector<WorkloadWorker> out;
+  for (const auto& p : plans) {
+    WorkloadWorker w;
+    w.node = p.node;
+    w.slice = p.node_index;
+    w.worker = p.worker;
+    w.host = p.host;
+    w.attempt = attempt;
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+std::string launch_command(const Workload& wl, const WorkerPlan& p) {
+  const std::string command =
+      wl.container.image.empty()
+          ? wl.command
+          : container_command(wl.container, wl.uid, p, dir_of(wl, p),
+                              wl.container.app ? app_dir(p, wl.uid) : "", wl.command);
+  return env_command_prefix(p.env, p.agent_dir) + agent_of(p) +
+         " agent supervise --format json --dir " + util::shell_quote_path(dir_of(wl, p)) +
+         " --attempt " + std::to_string(wl.attempt) + " --command " + util::shell_quote(command);
+}
+
+Expected<std::vector<remote::HostResult>> launch_workers(const Workload& wl,
+                                                         const std::vector<WorkerPlan>& plans,
+                                                         const remote::SshOptions& ssh,
+                                                         const remote::FanoutCallbacks& callbacks) {
+  std::vector<std::string> commands;
+  for (const auto& p : plans) {
+    commands.push_back(launch_command(wl, p));
+  }
+  return remote::run_fanout(jobs_for(plans, commands),
+                            control_options(ssh, plans.size(), std::chrono::seconds(60)),
+                            callbacks);
+}
+
+WorkerObservation parse_observation(const std::string& out) {
+  WorkerObservation obs;
+  try {
+    Json j = Json::parse(out);
+    obs.reached = true;
+    obs.now_ms = j.value("now_ms", int64_t{0});
+    obs.heartbeat_ms = j.value("heartbeat_ms", int64_t{0});
+    obs.supervisor_alive = j.value("supervisor_alive", false);
+    const Json& st = j["status"];
+    if (st.is_object()) {
+      obs.has_status = true;
+      obs.attempt = st.value("attempt", -1);
+      obs.state = st.value("state", "");
+      obs.exit_code = st.value("exit_code", -1);
+    }
+  } catch (const std::exception& e) {
+    obs.reached = false;
+    obs.error = std::string("unreadable status: ") + e.what();
+  }
+  return obs;
+}
+
+Expected<std::vector<WorkerObservation>> poll_workers(const Workload& wl,
+                                                      const std::vector<WorkerPlan>& plans,
+                                                      const remote::SshOptions& ssh) {
+  std::vector<std::string> commands;
+  for (const auto& p : plans) {
+    commands.push_back(agent_of(p) + " agent supervise-status --format json --dir " +
+                       util::shell_quote_path(dir_of(wl, p)));
+  }
+  TPUCTL_TRY_ASSIGN(auto results, remote::run_fanout(jobs_for(plans, commands),
+                                                     control_options(ssh, plans.size(),
+                                                                     std::chrono::seconds(20))));
+  std::vector<WorkerObservation> out(plans.size());
+  for (const auto& r : results) {
+    WorkerObservation obs;
+    if (r.succeeded()) {
+      obs = parse_observation(r.out);
+    } else {
+      obs.error = r.error.empty() ? std::string(remote::to_string(r.outcome)) : r.error;
+    }
+    out[r.index] = std::move(obs);
+  }
+  return out;
+}
+
+Expected<std::vector<remote::HostResult>> stop_workers(const Workload& wl,
+                                                       const std::vector<WorkerPlan>& plans,
+                                                       const remote::SshOptions& ssh) {
+  auto hosts = distinct_hosts(plans);
+  std::vector<std::string> commands(
+      hosts.size(),
+      stop_tagged_processes_script(k_workload_uid_var, wl.uid, ssh.kill_grace.count()));
+  return remote::run_fanout(
+      jobs_for(hosts, commands),
+      control_options(ssh, hosts.size(), ssh.kill_grace + std::chrono::seconds(30)));
+}
+
+Expected<std::vector<remote::HostResult>>
+remove_workload_files(const Workload& wl, const std::vector<WorkerPlan>& plans,
+                      const remote::SshOptions& ssh) {
+  auto hosts = distinct_hosts(plans);
+  std::vector<std::string> commands;
+  for (const auto& p : hosts) {
+    commands.push_back("rm -rf -- " + util::shell_quote_path(p.workdir + "/workloads/" + wl.uid));
+  }
+  return remote::run_fanout(jobs_for(hosts, commands),
+                            control_options(ssh, hosts.size(), std::chrono::seconds(30)));
+}
+
+Expected<std::vector<remote::HostResult>> read_logs(const Workload& wl,
+                                                    const std::vector<WorkerPlan>& plans,
+                                                    const std::vector<uint64_t>& offsets,
+                                                    const remote::SshOptions& ssh) {
+  std::vector<std::string> commands;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const uint64_t from = i < offsets.size() ? offsets[i] : 0;
+    const std::string log = util::shell_quote_path(dir_of(wl, plans[i]) + "/log");
+    commands.push_back("[ ! -f " + log + " ] || tail -c +" + std::to_string(from + 1) + " -- " +
+                       log);
+  }
+  return remote::run_fanout(jobs_for(plans, commands),
+                            control_options(ssh, plans.size(), std::chrono::seconds(60)));
+}
+
+} // namespace tpuctl::provision

@@ -1,0 +1,66 @@
+// What a workload does on its workers, over SSH: start an attempt under `tpuctl agent
+// supervise`, poll each worker's status, stop every tagged process, read the logs, remove the
+// files. One fan-out per step across every worker of every slice (remote/fanout.hpp); the
+// environment comes from plan_workers (slice_workers.hpp), as for `tpuctl ssh`, plus the
+// workload's tags:
+//   TPUCTL_WORKLOAD (name), TPUCTL_WORKLOAD_UID (what stop looks for in /proc/*/environ),
+//   TPUCTL_WORKLOAD_ATTEMPT (0 for the first run, then the restart number).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "provision/slice/slice_workers.hpp"
+#include "provision/workload/workload.hpp"
+#include "provision/workload/workload_policy.hpp"
+#include "remote/ssh_types.hpp"
+#include "state/store.hpp"
+
+namespace tpuctl::provision {
+
+inline constexpr const char* k_workload_uid_var = "TPUCTL_WORKLOAD_UID";
+
+// The workers of the workload's cluster (every slice, worker order), with its environment.
+// Errors: the queued resource is gone or not ACTIVE (failure, naming its state), the store's.
+Expected<std::vector<WorkerPlan>> plan_workload(state::StateStore& store, const Workload& workload);
+
+// The `workers` entries of a new attempt: one PENDING entry per plan.
+std::vector<WorkloadWorker> pending_workers(const std::vector<WorkerPlan>& plans, int attempt);
+
+// The shell command that starts attempt `workload.attempt` on the worker of `plan`.
+std::string launch_command(const Workload& workload, const WorkerPlan& plan);
+
+// Starts the current attempt on every worker at once. Per-worker results in plan order; a
+// worker whose result is not ok did not start.
+Expected<std::vector<remote::HostResult>>
+launch_workers(const Workload& workload, const std::vector<WorkerPlan>& plans,
+               const remote::SshOptions& ssh, const remote::FanoutCallbacks& callbacks = {});
+
+// Polls every worker's status. Never fails for a worker (an unreachable one is an observation
+// with reached = false); errors are the engine's (bad options).
+Expected<std::vector<WorkerObservation>> poll_workers(const Workload& workload,
+                                                      const std::vector<WorkerPlan>& plans,
+                                                      const remote::SshOptions& ssh);
+// Parses `tpuctl agent supervise-status --format json` output.
+WorkerObservation parse_observation(const std::string& out);
+
+// Kills every process tagged with the workload's uid on every host of `plans` (TERM, then
+// KILL after ssh.kill_grace) and waits for them. Per-host results.
+Expected<std::vector<remote::HostResult>> stop_workers(const Workload& workload,
+                                                       const std::vector<WorkerPlan>& plans,
+                                                       const remote::SshOptions& ssh);
+
+// Removes the workload's directory (<workdir>/workloads/<uid>) on every host of `plans`.
+Expected<std::vector<remote::HostResult>>
+remove_workload_files(const Workload& workload, const std::vector<WorkerPlan>& plans,
+                      const remote::SshOptions& ssh);
+
+// The log bytes of each worker from `offsets[i]` on (one entry per plan; missing logs are
+// empty). Output in HostResult::out.
+Expected<std::vector<remote::HostResult>> read_logs(const Workload& workload,
+                                                    const std::vector<WorkerPlan>& plans,
+                                                    const std::vector<uint64_t>& offsets,
+                                                    const remote::SshOptions& ssh);
+
+} // namespace tpuctl::provision

@@ -1,0 +1,56 @@
+// The steps workload commands and the monitor share (internal to provision/): reading, changing
+// and writing a workload record with compare-and-swap, its events, ending it, and starting an
+// attempt on every worker.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "provision/workload/workload.hpp"
+#include "provision/workload/workload_ops.hpp"
+#include "provision/workload/workload_remote.hpp"
+#include "state/store.hpp"
+
+namespace tpuctl::provision {
+
+int64_t now_of(const MonitorOptions& o);
+void say(const MonitorOptions& o, const std::string& line);
+// Sleeps `duration` in slices of 50 ms, returning early when `cancel` fires.
+void sleep_for(std::chrono::milliseconds duration, const remote::CancelToken* cancel);
+
+// A workload event (initiator SERVICE) with the message and the restart count in its detail.
+state::Op state_event(const Workload& wl, WorkloadState from, WorkloadState to, int64_t now,
+                      const std::string& type, const std::string& message);
+
+// Why mutate() did not write.
+enum class Skip { none, gone, deleting, not_ours };
+
+struct Mutation {
+  std::optional<Workload> workload; // the record as written (or as found when skipped)
+  Skip skipped = Skip::none;
+};
+
+// Re-reads the workload and applies `change` to it, committing with compare-and-swap (retried on
+// conflict). Skips (writes nothing) when the record is gone, being deleted, or, with
+// `need_lease`, when this process no longer holds the monitor lease. `change` returns the
+// events (or other ops) to commit with it, or nullopt to write nothing; it may run more than
+// once.
+using ChangeFn = std::function<std::optional<std::vector<state::Op>>(Workload&)>;
+Expected<Mutation> mutate(state::StateStore& store, const std::string& pool,
+                          const std::string& name, bool need_lease, const ChangeFn& change);
+
+// Ends the workload: SUCCEEDED or FAILED with `message`, workers still running or pending
+// STOPPED (FAILED), the monitor's lease dropped, the time accounted (a failed attempt's running
+// time is lost). Returns the STATE_CHANGED event.
+std::optional<std::vector<state::Op>> finish(Workload& wl, WorkloadState to,
+                                             const std::string& message, int64_t now);
+
+// Starts the workload's current attempt everywhere. On a failure stops whatever started and
+// returns the message naming the workers (their indices in `failed`); "" when every worker
+// started.
+Expected<std::string> start_attempt(const Workload& wl, const std::vector<WorkerPlan>& plans,
+                                    std::vector<size_t>& failed, const MonitorOptions& o);
+
+} // namespace tpuctl::provision

@@ -1,0 +1,199 @@
+// The workload failure policy as pure logic: how polls become worker states (observe) and what
+// the monitor does next (decide).
+#include <doctest/doctest.h>
+
+#include "provision/workload/workload.hpp"
+#include "provision/workload/workload_policy.hpp"
+
+using namespace tpuctl::provision;
+
+TEST_SUITE_BEGIN("unit");
+
+namespace {
+
+Workload four_workers(FailPolicy policy = FailPolicy::any, int max_restarts = 0) {
+  Workload w;
+  w.name = "train";
+  w.fail_policy = policy;
+  w.max_restarts = max_restarts;
+  w.state = WorkloadState::running;
+  w.started_at_ms = 1000;
+  w.attempt_started_ms = 1000;
+  for (int i = 0; i < 4; ++i) {
+    WorkloadWorker x;
+    x.node = "c-0";
+    x.worker = i;
+    x.host = "h" + std::to_string(i);
+    x.state = WorkerState::running;
+    w.workers.push_back(x);
+  }
+  return w;
+}
+
+WorkerObservation running(int64_t now, int64_t beat) {
+  WorkerObservation o;
+  o.reached = true;
+  o.has_status = true;
+  o.attempt = 0;
+  o.state = "running";
+  o.now_ms = now;
+  o.heartbeat_ms = beat;
+  o.supervisor_alive = true;
+  return o;
+}
+
+WorkerObservation exited(int code, int attempt = 0) {
+  WorkerObservation o = running(5000, 5000);
+  o.state = "exited";
+  o.exit_code = code;
+  o.attempt = attempt;
+  return o;
+}
+
+} // namespace
+
+TEST_CASE("provision::observe turns a poll into the worker's state") {
+  PolicyConfig config; // lost after 10 s
+  WorkloadWorker w;
+  SUBCASE("a fresh heartbeat from a live supervisor is RUNNING") {
+    observe(w, running(20'000, 19'000), 0, 1000, 20'000, config);
+    CHECK(w.state == WorkerState::running);
+    CHECK(w.last_heartbeat_ms == 19'000);
+    CHECK(w.last_contact_ms == 20'000);
+  }
+  SUBCASE("exit 0 is SUCCEEDED, any other status FAILED with its code") {
+    observe(w, exited(0), 0, 1000, 6000, config);
+    CHECK(w.state == WorkerState::succeeded);
+    WorkloadWorker v;
+    observe(v, exited(3), 0, 1000, 6000, config);
+    CHECK(v.state == WorkerState::failed);
+    CHECK(v.exit_code == 3);
+  }
+  SUBCASE("a heartbeat older than lost_after (worker clock) is LOST, naming the age") {
+    observe(w, running(40'000, 25'000), 0, 1000, 40'000, config);
+    CHECK(w.state == WorkerState::lost);
+    CHECK(w.detail.find("15s") != std::string::npos);
+  }
+  SUBCASE("a supervisor gone without an exit status is LOST") {
+    auto o = running(20'000, 19'500);
+    o.supervisor_alive = false;
+    observe(w, o, 0, 1000, 20'000, config);
+    CHECK(w.state == WorkerState::lost);
+  }
+  SUBCASE("an unreachable host is only LOST after lost_after without contact") {
+    w.state = WorkerState::running;
+    w.last_contact_ms = 10'000;
+    WorkerObservation down;
+    down.error = "connection refused (127.0.0.9:2222)";
+    observe(w, down, 0, 1000, 15'000, config);
+    CHECK(w.state == WorkerState::running);
+    CHECK(w.detail == down.error);
+    observe(w, down, 0, 1000, 20'001, config);
+    CHECK(w.state == WorkerState::lost);
+    CHECK(w.detail.find("unreachable") != std::string::npos);
+    CHECK(w.detail.find("connection refused") != std::string::npos);
+  }
+  SUBCASE("a status of an earlier attempt means the current one has not started yet") {
+    observe(w, exited(3, 0), 1, 30'000, 31'000, config);
+    CHECK(w.state == WorkerState::pending);
+    observe(w, exited(3, 0), 1, 30'000, 45'000, config);
+    CHECK(w.state == WorkerState::lost);
+  }
+  SUBCASE("an outcome is final for its attempt") {
+    observe(w, exited(0), 0, 1000, 6000, config);
+    WorkerObservation down;
+    down.error = "refused";
+    observe(w, down, 0, 1000, 60'000, config);
+    CHECK(w.state == WorkerState::succeeded);
+  }
+}
+
+TEST_CASE("provision::decide applies the failure policy") {
+  SUBCASE("every worker exited 0: SUCCEEDED") {
+    auto w = four_workers();
+    for (auto& x : w.workers) {
+      x.state = WorkerState::succeeded;
+    }
+    CHECK(decide(w, 9000).verdict == Verdict::succeeded);
+  }
+  SUBCASE("policy any: one failing worker fails the workload, naming it and its exit code") {
+    auto w = four_workers();
+    w.workers[2].state = WorkerState::failed;
+    w.workers[2].exit_code = 3;
+    auto d = decide(w, 9000);
+    CHECK(d.verdict == Verdict::fail);
+    CHECK(d.culprits == std::vector<size_t>{2});
+    CHECK(d.message == "worker 2 of node c-0 (host h2) exited with 3");
+  }
+  SUBCASE("with restarts left, a failure restarts every worker and says which restart") {
+    auto w = four_workers(FailPolicy::any, 2);
+    w.restarts = 1;
+    w.workers[0].state = WorkerState::lost;
+    w.workers[0].detail = "no heartbeat for 12s";
+    auto d = decide(w, 9000);
+    CHECK(d.verdict == Verdict::restart);
+    CHECK(d.message.find("restart 2 of 2") != std::string::npos);
+    CHECK(d.message.find("no heartbeat for 12s") != std::string::npos);
+    w.restarts = 2;
+    d = decide(w, 9000);
+    CHECK(d.verdict == Verdict::fail);
+    CHECK(d.message.find("after 2 restart(s)") != std::string::npos);
+  }
+  SUBCASE("policy all: failures wait for every worker to end") {
+    auto w = four_workers(FailPolicy::all);
+    w.workers[1].state = WorkerState::failed;
+    w.workers[1].exit_code = 1;
+    CHECK(decide(w, 9000).verdict == Verdict::keep_running);
+    for (auto& x : w.workers) {
+      if (x.state == WorkerState::running) {
+        x.state = WorkerState::succeeded;
+      }
+    }
+    auto d = decide(w, 9000);
+    CHECK(d.verdict == Verdict::fail);
+    CHECK(d.culprits == std::vector<size_t>{1});
+  }
+  SUBCASE("past --timeout a running workload fails, saying so") {
+    auto w = four_workers();
+    w.timeout_ms = 60'000;
+    CHECK(decide(w, 60'000).verdict == Verdict::keep_running);
+    auto d = decide(w, 61'001);
+    CHECK(d.verdict == Verdict::fail);
+    CHECK(d.message.find("--timeout 1m") != std::string::npos);
+  }
+  SUBCASE("running workers keep it running") {
+    CHECK(decide(four_workers(), 9000).verdict == Verdict::keep_running);
+  }
+}
+
+TEST_CASE("provision::Workload survives a JSON round trip and rejects unknown values") {
+  auto w = four_workers(FailPolicy::all, 3);
+  w.pool = "p";
+  w.uid = "0123456789abcdef";
+  w.cluster = "c";
+  w.queued_resource = "c";
+  w.command = "python3 -c 'print(1)'";
+  w.env = {{"A", "x y"}, {"B", "$(no)"}};
+  w.workers[1].exit_code = 7;
+  auto back = workload_from_json(to_json(w));
+  REQUIRE(back);
+  CHECK(back->command == w.command);
+  CHECK(back->env == w.env);
+  CHECK(back->fail_policy == FailPolicy::all);
+  CHECK(back->max_restarts == 3);
+  CHECK(back->workers.size() == 4);
+  CHECK(back->workers[1].exit_code == 7);
+  auto doc = to_json(w);
+  doc["state"] = "EXPLODED";
+  auto bad = workload_from_json(doc);
+  REQUIRE(!bad);
+  CHECK(bad.error().message.find("EXPLODED") != std::string::npos);
+  auto policy = parse_fail_policy("some");
+  REQUIRE(!policy);
+  CHECK(policy.error().kind == tpuctl::ErrorKind::usage);
+  CHECK(policy.error().message.find("'some'") != std::string::npos);
+}
+
+TEST_CASE("provision::workload_dir keeps each worker's files apart under the workdir") {
+  CHECK(workload_dir("~/.tpuctl", "abc", "c-1", 3) == "~/.tpuctl/workloads/abc/c-1-3");
+}
