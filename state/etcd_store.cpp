@@ -270,7 +270,7 @@ Expected<std::optional<Record>> EtcdStore::find(const Key& key) {
       return std::optional<Record>{};
     }
     return std::optional<Record>(
-        Record{key, std::move(it->second.doc), it->second.version, it->second.create_revision});
+        Record{key, std::move(it->second.doc), it->second.version, it->second.create_revision, {}});
   }
   TPUCTL_TRY_ASSIGN(Record rec, etcd::decode_record(m_keys, kvs[0]));
   return std::optional<Record>(std::move(rec));
@@ -291,8 +291,8 @@ Expected<std::vector<Record>> EtcdStore::decode_records(Kind kind,
     }
     TPUCTL_TRY_ASSIGN(auto page, etcd::decode_host_page(kv));
     for (auto& [name, rec] : page) {
-      out.push_back(Record{host_key(parsed->pool, name), std::move(rec.doc), rec.version,
-                           rec.create_revision});
+      out.push_back(Record{
+          host_key(parsed->pool, name), std::move(rec.doc), rec.version, rec.create_revision, {}});
     }
   }
   return out;

@@ -73,7 +73,7 @@ TEST_CASE("remote::run_fanout runs a per-host command on 16 sshd hosts, output a
     std::string cmd = "export TPU_WORKER_ID=" + std::to_string(i) +
                       "; echo \"worker $TPU_WORKER_ID on $(hostname)\"; printf 'no newline %s' " +
                       std::to_string(i) + " >&2; exit " + std::to_string(i % 3 == 0 ? 0 : 40 + i);
-    jobs.push_back({targets[i], cmd, i});
+    jobs.push_back({targets[i], cmd, i, {}});
   }
   std::mutex m;
   std::map<std::string, std::vector<std::string>> lines; // host -> "o:..." / "e:..."
@@ -128,7 +128,7 @@ TEST_CASE("remote::run_fanout classifies refused, exit 3, kill -9, timeout and a
   const std::string marker = unique_marker();
   std::vector<remote::Job> jobs;
   auto add = [&](const remote::SshTarget& t, const std::string& cmd) {
-    jobs.push_back({t, cmd, jobs.size()});
+    jobs.push_back({t, cmd, jobs.size(), {}});
   };
   add(targets[0], "echo fine");
   add(pool().refused_target(), "echo never");
@@ -185,11 +185,13 @@ TEST_CASE("remote::run_fanout escalates to KILL and kills orphans and setsid chi
   const std::string marker = unique_marker();
   std::vector<remote::Job> jobs;
   // Ignores TERM: needs the KILL after the grace period.
-  jobs.push_back({targets[6], "export M=" + marker + "; trap '' TERM; sleep 300; sleep 300", 0});
+  jobs.push_back(
+      {targets[6], "export M=" + marker + "; trap '' TERM; sleep 300; sleep 300", 0, {}});
   // The shell exits at once but leaves a child holding stdout open: no session leader is left.
-  jobs.push_back({targets[7], "export M=" + marker + "; sleep 302 & exit 0", 1});
+  jobs.push_back({targets[7], "export M=" + marker + "; sleep 302 & exit 0", 1, {}});
   // A child in a session of its own, outside the command's session.
-  jobs.push_back({targets[8], "export M=" + marker + "; setsid sleep 303 & sleep 304; wait", 2});
+  jobs.push_back(
+      {targets[8], "export M=" + marker + "; setsid sleep 303 & sleep 304; wait", 2, {}});
   auto opts = pool().options();
   opts.command_timeout = std::chrono::milliseconds(1000);
   opts.kill_grace = std::chrono::milliseconds(500);
