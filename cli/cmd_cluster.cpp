@@ -93,7 +93,8 @@ Expected<int> run_create(Context& ctx, const ClusterFlags& f) {
   TPUCTL_TRY_ASSIGN(auto created, provision::create_cluster(*store, req, clock));
   Cluster cluster = created.first;
   const std::string what = "cluster '" + f.name + "'";
-  auto carried = carry_on(ctx, *store, created.second, f.async, timeout, drive, f.ssh, what);
+  auto carried =
+      carry_on(ctx, *store, created.second, f.async, timeout, drive, f.ssh, what, "cluster");
   // What exists is shown whatever happens next; the queued resource alone when the cluster's
   // full description cannot be read.
   Json j;

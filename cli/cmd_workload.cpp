@@ -8,6 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/compat.hpp"
+#include "cli/exit_codes.hpp"
 #include "cli/fanout_output.hpp"
 #include "cli/output.hpp"
 #include "cli/slice_flags.hpp"
@@ -89,6 +90,27 @@ Status print_launch_plan(Context& ctx, const Workload& wl,
   return tpuctl::ok();
 }
 
+// A create that failed: exit 1 when nothing of it was stored; when its record was stored and a
+// later step failed (starting the workers, or the disk filled up), the workload as it now is on
+// stdout and exit 6 (partial), so a script's exit status never denies what exists.
+Expected<int> recorded_or_not(Context& ctx, state::StateStore& store,
+                              const provision::WorkloadRequest& r, bool existed, const Error& e) {
+  if (existed || r.dry_run || state::has_reason(e, state::reason::k_already_exists) ||
+      state::has_reason(e, state::reason::k_store_replaced)) {
+    return e;
+  }
+  auto now = provision::load_workload(store, r.pool, r.name);
+  if (!now) {
+    return e; // not stored (or not readable now: the failure stands as it was)
+  }
+  (void)emit(ctx, workload_json(*now),
+             [&](std::ostream& os, const Json&) { print_workload(os, *now); });
+  return recorded_then_failed(
+      "workload '" + r.name + "'", std::string(to_string(now->state)), e,
+      "it stays until deleted: see 'tpuctl workload describe " + r.name +
+          "' once the cause is fixed, or delete it with 'tpuctl workload delete " + r.name + "'");
+}
+
 Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   provision::WorkloadRequest r;
   r.name = f.name;
@@ -112,7 +134,12 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto options, monitor_options(ctx, f.ssh));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(r.pool, resolve_pool(ctx, *store));
-  TPUCTL_TRY_ASSIGN(auto wl, provision::create_workload(*store, r, options));
+  TPUCTL_TRY_ASSIGN(auto before, store->find(provision::workload_key(r.pool, r.name)));
+  auto created = provision::create_workload(*store, r, options);
+  if (!created) {
+    return recorded_or_not(ctx, *store, r, before.has_value(), created.error());
+  }
+  auto& wl = *created;
   if (f.dry_run) {
     TPUCTL_TRY_ASSIGN(auto plans, provision::plan_workload(*store, wl));
     TPUCTL_TRY(print_launch_plan(ctx, wl, plans));

@@ -307,7 +307,7 @@ Expected<FollowResult> follow(const Context& ctx, state::StateStore& store, cons
 CarryOn carry_on(const Context& ctx, state::StateStore& store,
                  const provision::QueuedResource& recorded, bool async,
                  std::chrono::milliseconds timeout, const provision::DriveOptions& options,
-                 const SshFlags& flags, const std::string& what) {
+                 const SshFlags& flags, const std::string& what, std::string_view group) {
   CarryOn result;
   result.qr = recorded;
   result.done = true;
@@ -342,10 +342,11 @@ CarryOn carry_on(const Context& ctx, state::StateStore& store,
     return result;
   }
   refresh();
-  result.failed = recorded_then_failed(
-      what, "last seen " + std::string(to_string(result.qr.state)), e,
-      "it stays until deleted: follow it with 'tpuctl qr wait " + recorded.id +
-          "' once the cause is fixed, or delete it with 'tpuctl qr delete " + recorded.id + "'");
+  result.failed =
+      recorded_then_failed(what, "last seen " + std::string(to_string(result.qr.state)), e,
+                           "it stays until deleted: follow it with 'tpuctl qr wait " + recorded.id +
+                               "' once the cause is fixed, or delete it with 'tpuctl " +
+                               std::string(group) + " delete " + recorded.id + "'");
   return result;
 }
 

@@ -70,13 +70,13 @@ struct CarryOn {
   // stands) or a failure turned into kind partial (exit 6) by recorded_then_failed, naming
   // `what` ("queued resource 'q'", "cluster 'c'") and its state. The caller prints the record
   // first, then returns it. A store that vanished under the command stays as it was: then the
-  // request is gone too.
+  // request is gone too. `group` ("qr", "cluster") names the command that deletes it.
   std::optional<Error> failed;
 };
 CarryOn carry_on(const Context& ctx, state::StateStore& store,
                  const provision::QueuedResource& recorded, bool async,
                  std::chrono::milliseconds timeout, const provision::DriveOptions& options,
-                 const SshFlags& flags, const std::string& what);
+                 const SshFlags& flags, const std::string& what, std::string_view group = "qr");
 
 // The state directory (where local pools and driver logs live). Errors: a bad --state URL.
 Expected<std::string> state_dir(const Context& ctx);

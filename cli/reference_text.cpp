@@ -18,7 +18,8 @@ const std::vector<ExitStatusRow>& exit_status_rows() {
       {k_exit_not_found,
        "not found: the named pool, host, queued resource, node... does not exist"},
       {k_exit_auth, "authentication or host-key failure"},
-      {k_exit_partial, "partly done: what the command names (a queued resource and its state) was "
+      {k_exit_partial, "partly done: what the command names (a queued resource, cluster or "
+                       "workload, and its state) was "
                        "created and exists, then a later step failed (say, the state store's disk "
                        "filled up)"},
       {k_exit_timeout, "a remote command timed out (as timeout(1))"},

@@ -135,8 +135,13 @@ Expected<RestoreReport> restore_store(const std::string& file, StateStore& targe
   o.read_only = true;
   auto backup = SqliteStore::open(o);
   if (!backup) {
-    return Error(ErrorKind::failure,
-                 "'" + file + "' is not a readable tpuctl backup: " + backup.error().message);
+    // Why, without the advice for --state that does not apply to a backup file.
+    std::string why = backup.error().message;
+    if (auto advice = why.find("; choose another file with --state"); advice != std::string::npos) {
+      why.erase(advice);
+    }
+    return Error(ErrorKind::failure, "'" + file + "' is not a readable tpuctl backup (" + why +
+                                         "): name a file written by 'tpuctl state backup FILE'");
   }
   TPUCTL_TRY_ASSIGN(auto problems, (*backup)->check_integrity());
   if (!problems.empty()) {

@@ -4,14 +4,41 @@
 
 namespace tpuctl::state {
 
-DeferredStore::DeferredStore(StoreInfo info, Creator create)
-    : m_info(std::move(info)), m_create(std::move(create)) {}
+namespace {
+
+// A commit made by a transact() fn before the store exists: it stops the fn, which then runs
+// again inside the real store's transaction.
+constexpr std::string_view k_deferred_write = "deferred_write";
+
+} // namespace
+
+DeferredStore::DeferredStore(StoreInfo info, Creator create, Discarder discard)
+    : m_info(std::move(info)), m_create(std::move(create)), m_discard(std::move(discard)) {}
 
 Status DeferredStore::create() {
   if (!m_real) {
     TPUCTL_TRY_ASSIGN(m_real, m_create());
   }
   return ok();
+}
+
+Expected<CommitResult>
+DeferredStore::first_write(const std::function<Expected<CommitResult>()>& write) {
+  auto discard = [this] {
+    m_real.reset();
+    if (m_discard) {
+      m_discard();
+    }
+  };
+  if (auto created = create(); !created) {
+    discard(); // what the creator made before it failed (an empty file, its directories)
+    return created.error();
+  }
+  auto written = write();
+  if (!written) {
+    discard();
+  }
+  return written;
 }
 
 StoreInfo DeferredStore::info() const {
@@ -67,8 +94,14 @@ Expected<CommitResult> DeferredStore::commit(const std::vector<Op>& ops) {
   for (const auto& op : ops) {
     TPUCTL_TRY(validate_op(op)); // a malformed op creates nothing
   }
-  TPUCTL_TRY(create());
-  return m_real->commit(ops);
+  if (m_probing) {
+    return Error(ErrorKind::failure, "a write before the store exists",
+                 std::string(k_deferred_write));
+  }
+  if (m_real) {
+    return m_real->commit(ops);
+  }
+  return first_write([&] { return m_real->commit(ops); });
 }
 
 Status DeferredStore::put_heartbeat(const std::string& pool, const std::string& host,
@@ -84,14 +117,27 @@ Status DeferredStore::put_heartbeat(const std::string& pool, const std::string& 
 
 Expected<CommitResult> DeferredStore::transact(const TransactFn& fn,
                                                const TransactOptions& options) {
-  if (!m_real) {
-    TPUCTL_TRY_ASSIGN(auto ops, fn(*this));
-    if (ops.empty()) {
+  if (m_real) {
+    return m_real->transact(fn, options);
+  }
+  if (m_probing) { // nested in a probed fn: part of it
+    TPUCTL_TRY_ASSIGN(auto inner, fn(*this));
+    if (inner.empty()) {
       return CommitResult{};
     }
-    TPUCTL_TRY(create());
+    return Error(ErrorKind::failure, "a write before the store exists",
+                 std::string(k_deferred_write));
   }
-  return m_real->transact(fn, options);
+  m_probing = true;
+  auto ops = fn(*this);
+  m_probing = false;
+  if (!ops && !has_reason(ops.error(), k_deferred_write)) {
+    return ops.error(); // refused on the empty store: nothing is created
+  }
+  if (ops && ops->empty()) {
+    return CommitResult{};
+  }
+  return first_write([&] { return m_real->transact(fn, options); });
 }
 
 } // namespace tpuctl::state

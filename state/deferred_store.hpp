@@ -2,7 +2,10 @@
 // OpenOptions::create): until something is written it answers as an empty store and creates
 // nothing (no directory, no file, no etcd key), so a command that fails on bad input, or only
 // reads, leaves no store behind. The first write creates the real store and everything from then
-// on goes to it.
+// on goes to it. That first write is all or nothing: when creating the store or the write fails
+// (a full disk), the store just created is discarded again, so a failed creating command leaves
+// no store (not even an empty or half-written one) behind; and a transact() whose fn writes
+// through nested commits (state restore) runs as one transaction of the real store.
 #pragma once
 
 #include <functional>
@@ -16,8 +19,11 @@ class DeferredStore final : public StateStore {
 public:
   // Creates the real store (called at most once, on the first write).
   using Creator = std::function<Expected<std::unique_ptr<StateStore>>()>;
+  // Removes what the creator made, after the real store was closed (best effort; it must leave
+  // a store that holds anything alone).
+  using Discarder = std::function<void()>;
   // `info`: what info() says until the store exists (its backend and location).
-  DeferredStore(StoreInfo info, Creator create);
+  DeferredStore(StoreInfo info, Creator create, Discarder discard = {});
 
   StoreInfo info() const override;
   Status ping() override;
@@ -46,10 +52,15 @@ public:
 
 private:
   Status create();
+  // The first write: creates the store, runs `write` there, and discards the store again when
+  // either fails.
+  Expected<CommitResult> first_write(const std::function<Expected<CommitResult>()>& write);
 
   StoreInfo m_info;
   Creator m_create;
+  Discarder m_discard;
   std::unique_ptr<StateStore> m_real;
+  bool m_probing = false; // running a transact() fn on the empty store: commits are deferred
 };
 
 } // namespace tpuctl::state

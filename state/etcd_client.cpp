@@ -229,6 +229,15 @@ Error rejection(const std::string& endpoint, std::string_view path, int http, in
   if (code == 11) {
     return Error(ErrorKind::failure, at + ": " + message, std::string(k_compacted));
   }
+  if (message.find("database space exceeded") != std::string::npos) {
+    // etcd's quota is its "disk is full": every write is refused until space is reclaimed.
+    return Error(ErrorKind::failure,
+                 at + " is full: its space quota is used up ('" + message +
+                     "', alarm NOSPACE), so this change was not recorded: reclaim space (etcdctl "
+                     "compact, etcdctl defrag, then etcdctl alarm disarm; or restart it with a "
+                     "larger --quota-backend-bytes) and run the command again",
+                 std::string(reason::k_disk_full));
+  }
   return Error(ErrorKind::failure,
                at + " rejected " + std::string(path) + ": '" + message + "' (HTTP " +
                    std::to_string(http) + ")",

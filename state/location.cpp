@@ -352,6 +352,47 @@ Expected<std::unique_ptr<StateStore>> open_location(const StateLocation& loc,
   return std::unique_ptr<StateStore>(std::move(store));
 }
 
+// The outermost directory of `path` that does not exist yet ("" when its directory exists).
+std::string first_missing_directory(const std::string& path) {
+  std::error_code ec;
+  fs::path dir = fs::path(path).parent_path();
+  std::string missing;
+  while (!dir.empty() && dir != dir.root_path() && !fs::exists(dir, ec)) {
+    missing = dir.string();
+    dir = dir.parent_path();
+  }
+  return missing;
+}
+
+// Undoes the creation of the SQLite store at `loc` by a creating command whose first write
+// failed (a full disk): its file, unless it holds a pool after all (another process wrote
+// there meanwhile) or is busy, and the directories made for it (from `made_from` down, each
+// only when empty).
+void discard_sqlite_store(const StateLocation& loc, const std::string& made_from) {
+  std::error_code ec;
+  if (fs::exists(loc.path, ec)) {
+    OpenOptions existing;
+    existing.create = Creation::never;
+    if (auto store = open_location(loc, existing)) {
+      auto pools = (*store)->list(Kind::pool, "");
+      if (!pools || !pools->records.empty()) {
+        return;
+      }
+    } else if (has_reason(store.error(), reason::k_busy)) {
+      return;
+    }
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+      fs::remove(loc.path + suffix, ec);
+    }
+  }
+  if (made_from.empty()) {
+    return;
+  }
+  for (fs::path dir = fs::path(loc.path).parent_path();
+       dir.string().size() >= made_from.size() && fs::remove(dir, ec); dir = dir.parent_path()) {
+  }
+}
+
 } // namespace
 
 Expected<std::unique_ptr<StateStore>> open_store(std::string_view url, const OpenOptions& options) {
@@ -372,8 +413,15 @@ Expected<std::unique_ptr<StateStore>> open_store(std::string_view url, const Ope
   info.backend = loc.backend == Backend::sqlite ? "sqlite" : "etcd";
   info.location = loc.url();
   info.supported_schema = loc.backend == Backend::sqlite ? k_schema_version : k_etcd_schema_version;
+  DeferredStore::Discarder discard;
+  if (loc.backend == Backend::sqlite) {
+    discard = [loc, made_from = first_missing_directory(loc.path)]() {
+      discard_sqlite_store(loc, made_from);
+    };
+  }
   return std::unique_ptr<StateStore>(std::make_unique<DeferredStore>(
-      std::move(info), [loc, options]() { return open_location(loc, options); }));
+      std::move(info), [loc, options]() { return open_location(loc, options); },
+      std::move(discard)));
 }
 
 } // namespace tpuctl::state

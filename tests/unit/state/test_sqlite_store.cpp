@@ -283,6 +283,27 @@ TEST_CASE("state::open_store creates the default directory 0700 and the file 060
     CHECK(mode_of(tmp.path() / "xdg") == 0700);
     CHECK(mode_of(dir / "state.db") == 0600);
   }
+  SUBCASE("on the first write, all or nothing: a fn's nested commits are one transaction, and "
+          "a failure leaves no store and no directory behind") {
+    o.create = Creation::on_first_write;
+    auto s = open_store("", o);
+    REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
+    auto failed = (*s)->transact([](StateStore& t) -> Expected<std::vector<Op>> {
+      TPUCTL_TRY(t.commit({CreateOp{pool_key("p"), Json::object()}}));
+      return Error(ErrorKind::failure, "a later step failed");
+    });
+    REQUIRE(!failed);
+    CHECK(failed.error().message == "a later step failed");
+    CHECK(!std::filesystem::exists(tmp.path() / "xdg"));
+    auto done = (*s)->transact([](StateStore& t) -> Expected<std::vector<Op>> {
+      TPUCTL_TRY(t.commit({CreateOp{pool_key("p"), Json::object()}}));
+      TPUCTL_TRY(t.commit({CreateOp{pool_key("q"), Json::object()}}));
+      return std::vector<Op>{};
+    });
+    REQUIRE_MESSAGE(done, (done ? "" : done.error().message));
+    CHECK((*s)->find(pool_key("p"))->has_value());
+    CHECK((*s)->find(pool_key("q"))->has_value());
+  }
   SUBCASE("at open") {
     o.create = Creation::at_open;
     auto s = open_store("", o);
