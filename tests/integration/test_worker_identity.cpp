@@ -132,6 +132,32 @@ TEST_CASE("identity: every slice of a 2-node request names its workers NODE/WORK
   auto failed = env.run({"workload", "wait", "long", "--timeout", "90s", "--format", "json"});
   CHECK(failed.exit_code == 1);
   CHECK_MESSAGE(contains(failed.err, "its slice 'demo-1' was deleted"), failed.err);
+  // The workload and cluster records follow the one schema: workers lead with node, slice,
+  // worker, host; times are text; counts are *_count; error is null or an object.
+  const auto wl = nlohmann::ordered_json::parse(failed.out); // in the order printed
+  CHECK(wl["worker_count"] == 2);
+  CHECK(wl["running"] == 0);
+  CHECK(wl["finished_at"].is_string());
+  for (const auto& w : wl["workers"]) {
+    std::vector<std::string> first;
+    for (auto it = w.begin(); it != w.end() && first.size() < 4; ++it) {
+      first.push_back(it.key());
+    }
+    CHECK(first == std::vector<std::string>{"node", "slice", "worker", "host"});
+    CHECK((w["exit_code"].is_null() || w["exit_code"].is_number()));
+    CHECK((w["last_heartbeat"].is_null() || w["last_heartbeat"].is_string()));
+  }
+  for (auto it = wl.begin(); it != wl.end(); ++it) {
+    CHECK_MESSAGE(!(it.key().size() > 3 && it.key().rfind("_ms") == it.key().size() - 3 &&
+                    it.key() != "timeout_ms"),
+                  it.key());
+  }
+  const json cluster = env.run_json({"cluster", "describe", "demo"});
+  CHECK(cluster["error"].is_null());
+  REQUIRE(cluster["slices"].size() == 1); // demo-1 was deleted
+  CHECK(cluster["slices"][0]["name"] == "demo-0");
+  CHECK(cluster["slices"][0]["workers"][0]["node"] == "demo-0");
+  CHECK(cluster["created_at"].is_string());
   REQUIRE(env.run({"cluster", "delete", "demo", "--force", "-q"}).exit_code == 0);
 
   // A preempted (SUSPENDED by the service) request's node shows as PREEMPTED.
