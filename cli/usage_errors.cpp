@@ -83,8 +83,10 @@ std::string between(const std::string& text, const std::string& before, const st
 
 std::vector<std::string> subcommand_names(const CLI::App& app) {
   std::vector<std::string> names;
+  // Inside a hidden group (agent) its commands, hidden as it is, are the ones to suggest.
+  const bool in_hidden = app.get_parent() != nullptr && app.get_group().empty();
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
-    if (sub->get_group().empty()) {
+    if (sub->get_group().empty() && !in_hidden) {
       continue; // hidden
     }
     names.push_back(sub->get_name());
@@ -154,6 +156,11 @@ std::string describe_parse_error(const CLI::App& root, const CLI::ParseError& e)
     if (what.find(" required ") != std::string::npos &&
         what.find(" missing") != std::string::npos && util::starts_with(name, "-")) {
       return name + " needs a value" + takes(where, name) + help_hint;
+    }
+    if (what.find(": At Most ") != std::string::npos && util::starts_with(name, "-")) {
+      // "--format: At Most 1 required but received 2": a flag given twice.
+      return name + " was given " + between(what, " but received ", "") + " times: give it once" +
+             help_hint;
     }
     if (name = between(what, " arguments to ", ", got"); !name.empty()) {
       return name + " was given the wrong number of values" + takes(where, name) + help_hint;

@@ -24,7 +24,7 @@ struct HelpTarget {
 };
 HelpTarget find_help_target(const CLI::App& root, const std::vector<std::string>& words);
 
-// Every visible name (and alias) of the subcommands of `app`.
+// Every visible name (and alias) of the subcommands of `app` (inside a hidden group: all).
 std::vector<std::string> subcommand_names(const CLI::App& app);
 
 } // namespace tpuctl::cli

@@ -160,6 +160,22 @@ TEST_CASE("consistency: no library text: bad numbers, missing values, missing ar
   }
 }
 
+TEST_CASE("consistency: a flag given twice, a bad row limit or batch size, a port out of range, "
+          "a misspelt agent command: one line each, in tpuctl's words") {
+  const std::string twice =
+      one_error(run_tpuctl({"topology", "list", "--format=json", "--format", "yaml"}));
+  CHECK(contains(twice, "--format was given 2 times: give it once"));
+  CHECK(contains(one_error(run_tpuctl({"topology", "list", "--limit", "0"})),
+                 "--limit: '0' is not a count from 1 to 1000000000, or unlimited (see "));
+  CHECK(run_tpuctl({"topology", "list", "--limit", "UNLIMITED"}).exit_code == 0);
+  CHECK(contains(one_error(run_tpuctl({"pool", "ssh", "--batch-size", "-1", "--", "true"})),
+                 "--batch-size: '-1' is not a count from 1 to 4096, or all (see "));
+  const std::string port = one_error(run_tpuctl({"pool", "add-hosts", "h1", "--port", "0"}));
+  CHECK(contains(port, "--port: '0' is not a port (1 to 65535)"));
+  CHECK_FALSE(contains(port, "Value 0"));
+  CHECK(contains(one_error(run_tpuctl({"agent", "prob"})), "did you mean 'probe'?"));
+}
+
 TEST_CASE("consistency: tpuctl help [COMMAND], tpuctl --version") {
   CHECK(run_tpuctl({"help"}).out == run_tpuctl({"--help"}).out);
   auto qr_create = run_tpuctl({"help", "qr", "create"});
