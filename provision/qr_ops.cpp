@@ -175,10 +175,8 @@ std::string request_difference(const QueuedResource& stored, const QueuedResourc
 
 Status check_request_limits(const CreateRequest& req) {
   ErrorList errors;
-  if (req.labels.size() > k_max_labels) {
-    errors.add(ErrorKind::usage, std::to_string(req.labels.size()) +
-                                     " labels: a queued resource takes at most " +
-                                     std::to_string(k_max_labels) + " (as Google Cloud)");
+  if (auto labels = check_label_count(req.labels.size(), "a queued resource"); !labels) {
+    errors.add(labels.error());
   }
   if (req.metadata.size() > k_max_metadata_entries) {
     errors.add(ErrorKind::usage, std::to_string(req.metadata.size()) +

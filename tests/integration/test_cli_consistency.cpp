@@ -324,6 +324,23 @@ TEST_CASE("consistency: counts, durations, deadlines, sizes and request ids are 
   CHECK(contains(one_error(with({"--metadata-from-file", "startup-script=" + big.string()})),
                  "at most 524288"));
   CHECK(s.run_json({"qr", "list"}).empty()); // none of these stored anything
+  // A host takes as many labels as a queued resource, from a flag or an inventory.
+  std::vector<std::string> add{"pool", "add-hosts", "extra01"};
+  for (int i = 0; i < 65; ++i) {
+    add.insert(add.end(), {"--label", "k" + std::to_string(i) + "=v"});
+  }
+  CHECK(contains(one_error(s.run(add)), "65 labels: a host takes at most 64"));
+  json inventory{{"hosts", json::array({{{"host", "extra02"}, {"labels", json::object()}}})}};
+  for (int i = 0; i < 65; ++i) {
+    inventory["hosts"][0]["labels"]["k" + std::to_string(i)] = "v";
+  }
+  const auto file = s.dir.path() / "inventory.json";
+  std::ofstream(file) << inventory.dump();
+  auto imported = s.run({"pool", "import", file.string()});
+  CHECK(imported.exit_code == 2);
+  CHECK_MESSAGE(contains(imported.err, "hosts[0].labels: 65 labels: a host takes at most 64"),
+                imported.err);
+  CHECK(s.run_json({"pool", "hosts"}).size() == 8);
 
   // A request id repeats the same request, or is refused.
   REQUIRE(with({"--request-id", "ci-1", "-q"}).exit_code == 0);
