@@ -370,6 +370,21 @@ TEST_CASE("consistency: counts, durations, deadlines, sizes and request ids are 
   CHECK(contains(one_error(long_cmd), "at most 131071"));
 }
 
+TEST_CASE("consistency: a tpu-vm NODE names one node: a queued resource of several nodes is "
+          "refused by describe and delete alike") {
+  Offline s;
+  REQUIRE(s.run({"qr", "create", "ms", "--accelerator-type", "v5litepod-4", "--node-count", "2",
+                 "--async", "-q"})
+              .exit_code == 0);
+  for (const auto& verb : {"describe", "delete"}) {
+    CAPTURE(verb);
+    CHECK(contains(one_error(s.run({"tpu-vm", verb, "ms"})),
+                   "'ms' is a queued resource of 2 nodes (ms-0, ms-1), not a node"));
+  }
+  CHECK(s.run({"tpu-vm", "describe", "ms-1"}).exit_code == 4); // a node, not placed yet
+  CHECK(s.run_json({"qr", "list"}).size() == 1);
+}
+
 TEST_CASE("consistency: SIGTERM ends a waiting command with 143 (SIGINT: 130)") {
   Offline s;
   REQUIRE(s.run({"qr", "create", "w", "--accelerator-type", "v5litepod-4", "--async", "-q"})
