@@ -5,6 +5,7 @@
 // workloads (and their failure naming the deleted slice), local-down of the only pool.
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include <doctest/doctest.h>
@@ -59,6 +60,20 @@ TEST_CASE("identity: every slice of a 2-node request names its workers NODE/WORK
   REQUIRE(qr["state"] == "ACTIVE");
   const auto labels = labels_of(qr);
   REQUIRE(labels.size() == 2); // ms-0/0@HOST and ms-1/0@HOST
+  // Times are text everywhere, the provisioning report's clock readings too: an *_ms number is
+  // a duration, never a unix timestamp.
+  std::function<void(const json&)> no_ms_times = [&](const json& j) {
+    for (auto it = j.begin(); j.is_structured() && it != j.end(); ++it) {
+      if (j.is_object() && it.key().size() > 3 &&
+          it.key().compare(it.key().size() - 3, 3, "_ms") == 0) {
+        CHECK_MESSAGE((!it.value().is_number() || it.value().get<double>() < 1e12), it.key());
+      }
+      no_ms_times(it.value());
+    }
+  };
+  const json described = env.run_json({"qr", "describe", "ms"});
+  no_ms_times(described);
+  CHECK(described["provisioning"]["report"]["workers"][0]["facts"]["clock_at"].is_string());
 
   auto lines = env.run({"ssh", "ms", "--worker=all", "--command", "echo hi $TPU_WORKER_ID"});
   REQUIRE_MESSAGE(lines.exit_code == 0, lines.err);
