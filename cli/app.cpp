@@ -231,10 +231,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     out << app->help();
     return k_exit_ok;
   }
-  if (args[1] == "help") {
-    // `tpuctl help [COMMAND...]`: that command's --help (git's and gcloud's form).
-    const auto target =
-        find_help_target(*app, std::vector<std::string>(args.begin() + 2, args.end()));
+  if (auto wanted = help_request(*app, std::vector<std::string>(args.begin() + 1, args.end()))) {
+    // `tpuctl help [COMMAND...]`, `tpuctl GROUP help [COMMAND]`: that command's --help.
+    const auto target = find_help_target(*app, *wanted);
     if (target.app == nullptr) {
       err << "tpuctl: error: " << target.error << "\n";
       return k_exit_usage;

@@ -212,4 +212,30 @@ HelpTarget find_help_target(const CLI::App& root, const std::vector<std::string>
   return {at, ""};
 }
 
+std::optional<std::vector<std::string>> help_request(const CLI::App& root,
+                                                     const std::vector<std::string>& words) {
+  const CLI::App* at = &root;
+  for (size_t k = 0; k < words.size(); ++k) {
+    if (words[k] == "help") {
+      std::vector<std::string> path(words.begin(), words.begin() + static_cast<long>(k));
+      for (size_t i = k + 1; i < words.size() && !util::starts_with(words[i], "-"); ++i) {
+        path.push_back(words[i]);
+      }
+      return path;
+    }
+    // Only a group's words may come before it: after a command's, "help" is a value.
+    const CLI::App* next = nullptr;
+    for (const CLI::App* sub : at->get_subcommands([](const CLI::App*) { return true; })) {
+      if (sub->check_name(words[k])) {
+        next = sub;
+      }
+    }
+    if (next == nullptr || next->get_subcommands([](const CLI::App*) { return true; }).empty()) {
+      return std::nullopt;
+    }
+    at = next;
+  }
+  return std::nullopt;
+}
+
 } // namespace tpuctl::cli

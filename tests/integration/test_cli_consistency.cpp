@@ -182,6 +182,13 @@ TEST_CASE("consistency: tpuctl help [COMMAND], tpuctl --version") {
   CHECK(qr_create.exit_code == 0);
   CHECK(qr_create.out == run_tpuctl({"queued-resources", "create", "--help"}).out);
   CHECK(contains(one_error(run_tpuctl({"help", "qr", "creat"})), "did you mean 'create'?"));
+  // help after a group's words too (gcloud's `help` anywhere in the command), not after a
+  // command's: there it is a value.
+  CHECK(run_tpuctl({"qr", "help", "create"}).out == qr_create.out);
+  CHECK(run_tpuctl({"help", "qr", "create", "--format", "json"}).out == qr_create.out);
+  CHECK(run_tpuctl({"pool", "help"}).out == run_tpuctl({"pool", "--help"}).out);
+  CHECK(contains(one_error(run_tpuctl({"qr", "help", "creat"})), "did you mean 'create'?"));
+  CHECK(run_tpuctl({"qr", "describe", "help"}).exit_code == 4); // no request named help
   auto version = run_tpuctl({"--version"});
   CHECK(version.exit_code == 0);
   CHECK(version.out == run_tpuctl({"version"}).out);
