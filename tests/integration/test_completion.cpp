@@ -198,6 +198,9 @@ TEST_CASE("completion in zsh (zpty): typing tpuctl qu<TAB>, describe <TAB>, --fo
   CHECK(file.find(dir.string() + "/inventory.json") != std::string::npos);
   auto conditions = zsh_type(s, "tpuctl qr wait alpha-1 --for=\t", "*delete*state=ACTIVE*");
   CHECK(conditions.find("state=ACTIVE") != std::string::npos);
+  auto key = zsh_type(s, "tpuctl pool add-hosts h1 --identity-file " + dir.string() + "/inv\t",
+                      "*inventory.json*");
+  CHECK(key.find("inventory.json") != std::string::npos); // a long line scrolls: the name only
 }
 
 TEST_CASE("completion: completions/ holds what `tpuctl completion bash|zsh` prints") {
