@@ -189,6 +189,11 @@ TEST_CASE("consistency: tpuctl help [COMMAND], tpuctl --version") {
   CHECK(run_tpuctl({"pool", "help"}).out == run_tpuctl({"pool", "--help"}).out);
   CHECK(contains(one_error(run_tpuctl({"qr", "help", "creat"})), "did you mean 'create'?"));
   CHECK(run_tpuctl({"qr", "describe", "help"}).exit_code == 4); // no request named help
+  // A gcloud command with only `gcloud` replaced.
+  CHECK(run_tpuctl({"alpha", "compute", "tpus", "queued-resources", "create", "--help"}).out ==
+        qr_create.out);
+  CHECK(run_tpuctl({"compute", "tpus", "tpu-vm", "list", "--help"}).out ==
+        run_tpuctl({"tpu-vm", "list", "--help"}).out);
   auto version = run_tpuctl({"--version"});
   CHECK(version.exit_code == 0);
   CHECK(version.out == run_tpuctl({"version"}).out);
