@@ -22,6 +22,9 @@ namespace tpuctl::cli {
 
 namespace {
 
+// The largest --limit: more rows than any list has.
+constexpr int64_t k_max_limit = 1'000'000'000;
+
 constexpr const char* k_description =
     "tpuctl: TPU-style slices, queued resources and --worker=all broadcast on your own SSH hosts";
 
@@ -54,6 +57,7 @@ void add_global_flags(CLI::App& app, GlobalOptions& g) {
       ->group(group);
   app.add_option("--limit", g.limit,
                  "list commands: at most N rows (after --filter and --sort-by), or unlimited")
+      ->check(count_or(1, k_max_limit, "unlimited"))
       ->type_name("N")
       ->group(group);
   app.add_option("--pool", g.pool, "host pool to use (default: the only pool, or 'default')")
@@ -135,10 +139,9 @@ Status validate_globals(Context& ctx, const std::string& command) {
       ctx.out = &null_stream;
     }
   }
-  if (!ctx.globals.limit.empty() && ctx.globals.limit != "unlimited") {
-    if (auto n = util::parse_int(ctx.globals.limit, "--limit", 1); !n) {
-      problems.add(usage_error(n.error().message + " (a number of rows, or unlimited)"));
-    } else {
+  if (!ctx.globals.limit.empty() && util::to_lower(ctx.globals.limit) != "unlimited") {
+    // check_entry_values refused anything else (count_or).
+    if (auto n = util::parse_int(ctx.globals.limit, "--limit", 1, k_max_limit); n) {
       ctx.row_limit = static_cast<size_t>(*n);
     }
   }
@@ -228,10 +231,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     out << app->help();
     return k_exit_ok;
   }
-  if (args[1] == "help") {
-    // `tpuctl help [COMMAND...]`: that command's --help (git's and gcloud's form).
-    const auto target =
-        find_help_target(*app, std::vector<std::string>(args.begin() + 2, args.end()));
+  if (auto wanted = help_request(*app, std::vector<std::string>(args.begin() + 1, args.end()))) {
+    // `tpuctl help [COMMAND...]`, `tpuctl GROUP help [COMMAND]`: that command's --help.
+    const auto target = find_help_target(*app, *wanted);
     if (target.app == nullptr) {
       err << "tpuctl: error: " << target.error << "\n";
       return k_exit_usage;

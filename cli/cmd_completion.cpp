@@ -80,6 +80,13 @@ std::vector<std::string> live_values(const std::vector<std::string>& words, Live
       }
     }
     break;
+  case LiveKind::node_ids:
+    if (auto all = provision::list_queued_resources(s, *pool)) {
+      for (const auto& q : *all) {
+        out.insert(out.end(), q.node_ids.begin(), q.node_ids.end());
+      }
+    }
+    break;
   case LiveKind::queued_resources:
   case LiveKind::nodes:
     if (auto all = provision::list_queued_resources(s, *pool)) {

@@ -332,7 +332,7 @@ void add_qr_create(CLI::App& group, Registry& registry, bool tpu_vm) {
   cmd->add_option("--valid-after-duration", f->valid_after_duration,
                   "do not place before this long")
       ->type_name("D")
-      ->check(timeout_duration());
+      ->check(timeout_duration("now"));
   cmd->add_option("--valid-after-time", f->valid_after_time, "do not place before this time")
       ->type_name("RFC3339");
   cmd->add_option("--max-run-duration", f->max_run_duration,

@@ -30,7 +30,7 @@ struct NodeFlags {
 // deleted slice). Errors: failure naming the running workloads; the store's.
 Status check_no_running_workloads(state::StateStore& store, const std::string& pool,
                                   const std::string& node, bool force) {
-  TPUCTL_TRY_ASSIGN(auto target, provision::resolve_target(store, pool, node));
+  TPUCTL_TRY_ASSIGN(auto target, provision::resolve_node(store, pool, node));
   const auto label = target.qr.labels.find(provision::k_cluster_label);
   if (force || label == target.qr.labels.end()) {
     return tpuctl::ok();
@@ -116,7 +116,7 @@ void setup_tpu_vm(CLI::App& group, Registry& registry) {
       [describe](Context& ctx) -> Expected<int> {
         TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
         TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
-        TPUCTL_TRY_ASSIGN(auto target, provision::resolve_target(*store, pool, *describe));
+        TPUCTL_TRY_ASSIGN(auto target, provision::resolve_node(*store, pool, *describe));
         const auto& ids = target.qr.node_ids;
         const auto at = std::find(ids.begin(), ids.end(), *describe);
         if (at == ids.end() || !nodes_listed(target.qr)) {

@@ -529,6 +529,15 @@ Expected<provision::Tier> tier_of(const std::vector<TierFlag>& given, bool exclu
 }
 
 std::vector<std::string> normalize_aliases(std::vector<std::string> args) {
+  // gcloud's own words before the command: `tpuctl [alpha|beta] compute tpus qr list`, for a
+  // command copied with only `gcloud` replaced.
+  size_t at = 1;
+  if (at < args.size() && (args[at] == "alpha" || args[at] == "beta")) {
+    ++at;
+  }
+  if (at + 1 < args.size() && args[at] == "compute" && args[at + 1] == "tpus") {
+    args.erase(args.begin() + 1, args.begin() + static_cast<long>(at) + 2);
+  }
   for (auto& a : args) {
     if (a == "-tgps") {
       a = "--termination-grace-period-seconds";

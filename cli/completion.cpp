@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "cli/config.hpp"
 #include "topology/accelerator_type.hpp"
 #include "topology/generation.hpp"
 #include "util/strings.hpp"
@@ -72,7 +73,10 @@ std::optional<LiveKind> live_kind(const CLI::App& app, const std::string& name) 
   if (name == "QR_ID" && app.get_name() != "create") {
     return LiveKind::queued_resources;
   }
-  if (name == "TARGET" || name == "NODE" || name == "NODE_ID") {
+  if (name == "NODE" || (name == "TARGET" && group == "tpu-vm")) {
+    return LiveKind::node_ids;
+  }
+  if (name == "TARGET" || name == "NODE_ID") {
     return LiveKind::nodes;
   }
   if (name == "HOST" || name == "HOSTS" || name == "hosts") {
@@ -92,10 +96,16 @@ std::optional<LiveKind> live_kind(const CLI::App& app, const std::string& name) 
 std::string path_marker(const CLI::Option& opt) {
   const std::string type = opt.get_type_name();
   const std::string name = opt.get_name();
-  if (type == "DIR") {
+  // A flag named for a path takes one whatever its value is called (--identity-file F).
+  const auto named = [&](const char* suffix) {
+    return std::any_of(opt.get_lnames().begin(), opt.get_lnames().end(),
+                       [&](const std::string& l) { return l.ends_with(suffix); });
+  };
+  if (type == "DIR" || named("-dir") || named("-directory")) {
     return k_dirs_marker;
   }
-  if (type == "PATH" || type == "FILE" || type == "K=FILE" || name == "FILE" || name == "PATHS") {
+  if (type == "PATH" || type == "FILE" || type == "K=FILE" || name == "FILE" || name == "PATHS" ||
+      named("-file")) {
     return k_files_marker;
   }
   return "";
@@ -367,11 +377,16 @@ std::vector<Candidate> complete(const CLI::App& root, const std::vector<std::str
     at = positional.back();
   }
   if (at != nullptr && at->get_name() == "VALUE" && !given.empty()) {
-    // config set KEY VALUE: the values of that key's flag.
-    const std::string key = given.front() == "ssh.strict_host_key_checking"
-                                ? "strict-host-key-checking"
-                            : given.front() == "ssh.batch_size" ? "batch-size"
-                                                                : given.front();
+    // config set KEY VALUE: the values of that key's flag (file names for a file's).
+    std::string key = given.front();
+    for (const auto& k : config_keys()) {
+      if (k.name == given.front()) {
+        key = k.flag.substr(2);
+      }
+    }
+    if (key.ends_with("-file")) {
+      out.push_back({k_files_marker, ""});
+    }
     for (auto& v : fixed_values(key)) {
       out.push_back({v, ""});
     }

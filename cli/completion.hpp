@@ -27,7 +27,8 @@ enum class LiveKind {
   pools,
   hosts,
   queued_resources,
-  nodes,
+  nodes,    // queued resources and their nodes (an ssh TARGET)
+  node_ids, // nodes only (a tpu-vm NODE; a one-node request's node has its id)
   clusters,
   workloads,
   subject_nodes,

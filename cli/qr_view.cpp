@@ -57,7 +57,17 @@ Json workers_of(const provision::QueuedResource& qr, size_t slice) {
   return workers;
 }
 
-// The stored provisioning report with each worker's slice next to its node.
+// A worker's clock reading in its report (the agent's unix milliseconds) as the time text every
+// other time is: `clock_at` in place of `from` ("clock_unix_ms", "clock_ms").
+void clock_as_time(Json& record, const char* from) {
+  if (record.is_object() && record.contains(from) && record[from].is_number_integer()) {
+    record["clock_at"] = util::format_timestamp_ms(record[from].get<int64_t>());
+    record.erase(from);
+  }
+}
+
+// The stored provisioning report with each worker's slice next to its node, and its clocks as
+// times.
 Json provisioning_json(const provision::QueuedResource& qr) {
   nlohmann::json raw = qr.provisioning;
   raw.erase("lease");
@@ -70,6 +80,12 @@ Json provisioning_json(const provision::QueuedResource& qr) {
     for (auto& w : *workers) {
       if (!w.is_object() || !w.contains("node")) {
         continue;
+      }
+      if (w.contains("facts")) {
+        clock_as_time(w["facts"], "clock_unix_ms");
+      }
+      if (w.contains("preflight")) {
+        clock_as_time(w["preflight"], "clock_ms");
       }
       Json ordered;
       for (auto it = w.begin(); it != w.end(); ++it) {

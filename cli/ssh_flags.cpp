@@ -18,6 +18,7 @@ void add_ssh_policy_flags(CLI::App& app, SshFlags& f) {
   f.batch_size = active_config().get("ssh.batch_size").value_or(f.batch_size);
   f.strict = active_config().get("ssh.strict_host_key_checking").value_or(f.strict);
   app.add_option("--batch-size", f.batch_size, "hosts in flight at once: N or all (default 64)")
+      ->check(count_or(1, 4096, "all"))
       ->type_name("N")
       ->group(group);
   app.add_option("--connect-timeout", f.connect_timeout,

@@ -83,8 +83,10 @@ std::string between(const std::string& text, const std::string& before, const st
 
 std::vector<std::string> subcommand_names(const CLI::App& app) {
   std::vector<std::string> names;
+  // Inside a hidden group (agent) its commands, hidden as it is, are the ones to suggest.
+  const bool in_hidden = app.get_parent() != nullptr && app.get_group().empty();
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
-    if (sub->get_group().empty()) {
+    if (sub->get_group().empty() && !in_hidden) {
       continue; // hidden
     }
     names.push_back(sub->get_name());
@@ -155,6 +157,11 @@ std::string describe_parse_error(const CLI::App& root, const CLI::ParseError& e)
         what.find(" missing") != std::string::npos && util::starts_with(name, "-")) {
       return name + " needs a value" + takes(where, name) + help_hint;
     }
+    if (what.find(": At Most ") != std::string::npos && util::starts_with(name, "-")) {
+      // "--format: At Most 1 required but received 2": a flag given twice.
+      return name + " was given " + between(what, " but received ", "") + " times: give it once" +
+             help_hint;
+    }
     if (name = between(what, " arguments to ", ", got"); !name.empty()) {
       return name + " was given the wrong number of values" + takes(where, name) + help_hint;
     }
@@ -203,6 +210,32 @@ HelpTarget find_help_target(const CLI::App& root, const std::vector<std::string>
     at = next;
   }
   return {at, ""};
+}
+
+std::optional<std::vector<std::string>> help_request(const CLI::App& root,
+                                                     const std::vector<std::string>& words) {
+  const CLI::App* at = &root;
+  for (size_t k = 0; k < words.size(); ++k) {
+    if (words[k] == "help") {
+      std::vector<std::string> path(words.begin(), words.begin() + static_cast<long>(k));
+      for (size_t i = k + 1; i < words.size() && !util::starts_with(words[i], "-"); ++i) {
+        path.push_back(words[i]);
+      }
+      return path;
+    }
+    // Only a group's words may come before it: after a command's, "help" is a value.
+    const CLI::App* next = nullptr;
+    for (const CLI::App* sub : at->get_subcommands([](const CLI::App*) { return true; })) {
+      if (sub->check_name(words[k])) {
+        next = sub;
+      }
+    }
+    if (next == nullptr || next->get_subcommands([](const CLI::App*) { return true; }).empty()) {
+      return std::nullopt;
+    }
+    at = next;
+  }
+  return std::nullopt;
 }
 
 } // namespace tpuctl::cli

@@ -24,7 +24,14 @@ struct HelpTarget {
 };
 HelpTarget find_help_target(const CLI::App& root, const std::vector<std::string>& words);
 
-// Every visible name (and alias) of the subcommands of `app`.
+// The command words of a help request among `words` (the words after `tpuctl`): `help
+// [COMMAND...]` first, or after a group's words (`qr help [create]`, as gcloud's and git's
+// `help`), up to the first flag. nullopt when `words` asks for no help (`qr describe help`
+// describes a request named help).
+std::optional<std::vector<std::string>> help_request(const CLI::App& root,
+                                                     const std::vector<std::string>& words);
+
+// Every visible name (and alias) of the subcommands of `app` (inside a hidden group: all).
 std::vector<std::string> subcommand_names(const CLI::App& app);
 
 } // namespace tpuctl::cli

@@ -8,7 +8,8 @@ namespace tpuctl::cli {
 namespace {
 
 // The names check_entry_values looks the validators up by.
-constexpr const char* k_names[] = {"count", "positive duration", "timeout", "port"};
+constexpr const char* k_names[] = {"count", "positive duration", "timeout", "port",
+                                   "count or word"};
 
 // `check` as a validator named `name`, inactive while CLI11 parses (check_entry_values runs it).
 CLI::Validator entry_check(std::function<std::string(std::string&)> check, const char* name) {
@@ -31,6 +32,18 @@ CLI::Validator count_in(int64_t min, int64_t max) {
       k_names[0]);
 }
 
+CLI::Validator count_or(int64_t min, int64_t max, std::string word) {
+  return entry_check(
+      [min, max, word](std::string& text) -> std::string {
+        if (util::to_lower(text) == word || util::parse_int(text, "value", min, max)) {
+          return "";
+        }
+        return "'" + util::printable(text) + "' is not a count from " + std::to_string(min) +
+               " to " + std::to_string(max) + ", or " + word;
+      },
+      k_names[4]);
+}
+
 CLI::Validator positive_duration() {
   return entry_check(
       [](std::string& text) -> std::string {
@@ -47,13 +60,13 @@ CLI::Validator positive_duration() {
       k_names[1]);
 }
 
-CLI::Validator timeout_duration() {
+CLI::Validator timeout_duration(std::string zero) {
   return entry_check(
-      [](std::string& text) -> std::string {
+      [zero](std::string& text) -> std::string {
         auto d = util::parse_duration(text, "value");
         return d ? ""
                  : "'" + util::printable(text) +
-                       "' is not a duration (use e.g. 90s, 15m, 2h, 1h30m; 0 for no limit)";
+                       "' is not a duration (use e.g. 90s, 15m, 2h, 1h30m; 0 for " + zero + ")";
       },
       k_names[2]);
 }

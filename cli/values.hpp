@@ -17,12 +17,16 @@ namespace tpuctl::cli {
 // A whole number from `min` to `max`: "--node-count: '0' is not a count from 1 to 1024".
 CLI::Validator count_in(int64_t min, int64_t max);
 
+// A count as count_in, or `word` (any case): "--limit: '0' is not a count from 1 to ..., or
+// unlimited".
+CLI::Validator count_or(int64_t min, int64_t max, std::string word);
+
 // A duration (90s, 15m, 2h, 1h30m, a bare number of seconds) longer than zero: a deadline, a
 // run limit, an interval.
 CLI::Validator positive_duration();
 
-// A timeout: a duration; 0 means no limit (say so in the flag's help).
-CLI::Validator timeout_duration();
+// A timeout: a duration; 0 means no limit, or what `zero` says (say so in the flag's help).
+CLI::Validator timeout_duration(std::string zero = "no limit");
 
 // A TCP port, 1 to 65535 (0 too when `allow_zero`: "pick one").
 CLI::Validator port_number(bool allow_zero = false);

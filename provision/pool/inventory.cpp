@@ -178,6 +178,9 @@ Expected<Inventory> parse_inventory(const std::string& requested_pool, const std
       if (!h["labels"].is_object()) {
         problems.add(usage_error(where(base + "/labels", label + ".labels") +
                                  ": must be an object of strings"));
+      } else if (auto count = check_label_count(h["labels"].size(), "a host"); !count) {
+        problems.add(
+            usage_error(where(base + "/labels", label + ".labels") + ": " + count.error().message));
       } else {
         for (auto it = h["labels"].begin(); it != h["labels"].end(); ++it) {
           auto kv = it.value().is_string()

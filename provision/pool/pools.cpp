@@ -162,6 +162,14 @@ Expected<std::pair<std::string, std::string>> parse_label(const std::string& tex
   return std::make_pair(key, value);
 }
 
+Status check_label_count(size_t count, const std::string& owner) {
+  if (count <= k_max_labels) {
+    return tpuctl::ok();
+  }
+  return usage_error(std::to_string(count) + " labels: " + owner + " takes at most " +
+                     std::to_string(k_max_labels) + " (as Google Cloud)");
+}
+
 Expected<std::vector<PoolInfo>> list_pools(state::StateStore& store) {
   TPUCTL_TRY_ASSIGN(auto listing, store.list(state::Kind::pool, ""));
   std::vector<PoolInfo> out;
@@ -367,6 +375,7 @@ Expected<std::vector<HostEntry>> add_hosts(state::StateStore& store, const std::
   if (!options.user.empty()) {
     TPUCTL_TRY(util::validate_username(options.user));
   }
+  TPUCTL_TRY(check_label_count(options.labels.size(), "a host"));
   std::vector<HostEntry> entries;
   std::vector<std::optional<Dims>> wanted;
   std::optional<Dims> coords;

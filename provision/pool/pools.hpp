@@ -67,6 +67,14 @@ Status validate_pool_name(const std::string& name);
 Expected<std::pair<std::string, std::string>> parse_label(const std::string& text,
                                                           std::string_view what = "--label");
 
+// The most labels one host or one queued resource carries, as Google Cloud allows: every list
+// reads them all (100,000 labels once made every later `qr list` take seconds).
+constexpr size_t k_max_labels = 64;
+
+// Usage error when `count` labels, of `owner` ("a queued resource", "host 'n1'"), pass
+// k_max_labels: names the count and the limit.
+Status check_label_count(size_t count, const std::string& owner);
+
 // Which pool a command means: `requested` when given (it must exist, else not_found listing the
 // pools); otherwise the only pool; otherwise 'default' when it exists. Errors: no pools (with how
 // to create one), or several and none named (listing them).

@@ -469,4 +469,18 @@ Expected<TargetNodes> resolve_target(state::StateStore& store, const std::string
   return e;
 }
 
+Expected<TargetNodes> resolve_node(state::StateStore& store, const std::string& pool,
+                                   const std::string& node) {
+  TPUCTL_TRY_ASSIGN(TargetNodes target, resolve_target(store, pool, node));
+  if (target.qr.id == node && target.qr.node_ids.size() > 1) {
+    return make_error(ErrorKind::usage,
+                      "'" + node + "' is a queued resource of " +
+                          std::to_string(target.qr.node_ids.size()) + " nodes (" +
+                          util::join(target.qr.node_ids, ", ") +
+                          "), not a node: name one of them, or use 'tpuctl queued-resources' "
+                          "for the whole request");
+  }
+  return target;
+}
+
 } // namespace tpuctl::provision

@@ -166,4 +166,9 @@ struct TargetNodes {
 Expected<TargetNodes> resolve_target(state::StateStore& store, const std::string& pool,
                                      const std::string& target);
 
+// What a `tpu-vm` NODE names: one node (or a one-node request, whose node has its id). Errors:
+// resolve_target's; usage when `node` is a queued resource of several nodes (naming them).
+Expected<TargetNodes> resolve_node(state::StateStore& store, const std::string& pool,
+                                   const std::string& node);
+
 } // namespace tpuctl::provision

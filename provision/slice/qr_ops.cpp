@@ -175,10 +175,8 @@ std::string request_difference(const QueuedResource& stored, const QueuedResourc
 
 Status check_request_limits(const CreateRequest& req) {
   ErrorList errors;
-  if (req.labels.size() > k_max_labels) {
-    errors.add(ErrorKind::usage, std::to_string(req.labels.size()) +
-                                     " labels: a queued resource takes at most " +
-                                     std::to_string(k_max_labels) + " (as Google Cloud)");
+  if (auto labels = check_label_count(req.labels.size(), "a queued resource"); !labels) {
+    errors.add(labels.error());
   }
   if (req.metadata.size() > k_max_metadata_entries) {
     errors.add(ErrorKind::usage, std::to_string(req.metadata.size()) +
@@ -434,13 +432,7 @@ Expected<QueuedResource> reset_queued_resource(state::StateStore& store, const s
 
 Expected<NodeDeletion> delete_node(state::StateStore& store, const std::string& pool,
                                    const std::string& node_id, const state::Clock& clock) {
-  TPUCTL_TRY_ASSIGN(TargetNodes target, resolve_target(store, pool, node_id));
-  if (target.qr.id == node_id && target.qr.node_ids.size() > 1) {
-    return make_error(ErrorKind::usage, "'" + node_id + "' is a queued resource of " +
-                                            std::to_string(target.qr.node_ids.size()) +
-                                            " nodes, not a node: name one of its nodes, or "
-                                            "delete it with 'tpuctl queued-resources delete'");
-  }
+  TPUCTL_TRY_ASSIGN(TargetNodes target, resolve_node(store, pool, node_id));
   NodeDeletion del;
   del.before = target.qr;
   const QrNode* node = find_node(target.qr, node_id);

@@ -47,9 +47,7 @@ struct CreateOutcome {
 };
 
 // The sizes a request may have, checked before anything is stored (as Google Cloud limits them:
-// 64 labels; metadata, the startup script included, 512 KiB in all). 100,000 labels once made
-// every later `qr list` take seconds.
-constexpr size_t k_max_labels = 64;
+// 64 labels, k_max_labels of pools.hpp; metadata, the startup script included, 512 KiB in all).
 constexpr size_t k_max_metadata_entries = 128;
 constexpr size_t k_max_metadata_bytes = 512 * 1024;
 

@@ -34,7 +34,10 @@ Expected<std::vector<int>> parse_index_selection(std::string_view text, int work
                                                  std::string_view what_view) {
   const std::string what(what_view);
   const std::string shown = "--" + what + " '" + util::printable(std::string(text)) + "'";
-  const std::string range = "0-" + std::to_string(workers - 1);
+  // "there are workers 0-3", "there is only node 0".
+  const std::string existing = workers == 1
+                                   ? "there is only " + what + " 0"
+                                   : "there are " + what + "s 0-" + std::to_string(workers - 1);
   if (util::to_lower(text) == "all") {
     std::vector<int> all;
     for (int w = 0; w < workers; ++w) {
@@ -58,8 +61,7 @@ Expected<std::vector<int>> parse_index_selection(std::string_view text, int work
                            " id (use all, N, a list like 0,2 or a range like 1-3)");
       }
       if (*w >= workers) {
-        return usage_error(shown + ": " + what + " " + item + " does not exist; there are " + what +
-                           "s " + range);
+        return usage_error(shown + ": " + what + " " + item + " does not exist; " + existing);
       }
       picked.insert(*w);
       continue;
@@ -75,8 +77,8 @@ Expected<std::vector<int>> parse_index_selection(std::string_view text, int work
                          "' must start below its end (write a single " + what + " as N)");
     }
     if (*b >= workers) {
-      return usage_error(shown + ": range '" + item + "' goes past the last " + what +
-                         "; there are " + what + "s " + range);
+      return usage_error(shown + ": range '" + item + "' goes past the last " + what + "; " +
+                         existing);
     }
     for (int w = *a; w <= *b; ++w) {
       picked.insert(w);

@@ -282,6 +282,12 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
       continue;
     }
     TPUCTL_TRY_ASSIGN(auto observations, poll_workers(wl, *plans, o.ssh));
+    // A slice deleted while its workers were polled is the reason they ended (tpu-vm delete kills
+    // them after it removed the node): the next turn says so, not their exit status.
+    TPUCTL_TRY_ASSIGN(SliceCheck after, check_slices(store, wl));
+    if (after.status != SliceStatus::intact) {
+      continue;
+    }
     const int64_t now = now_of(o);
     std::vector<WorkloadWorker> before = wl.workers;
     Decision d;

@@ -160,12 +160,40 @@ TEST_CASE("consistency: no library text: bad numbers, missing values, missing ar
   }
 }
 
+TEST_CASE("consistency: a flag given twice, a bad row limit or batch size, a port out of range, "
+          "a misspelt agent command: one line each, in tpuctl's words") {
+  const std::string twice =
+      one_error(run_tpuctl({"topology", "list", "--format=json", "--format", "yaml"}));
+  CHECK(contains(twice, "--format was given 2 times: give it once"));
+  CHECK(contains(one_error(run_tpuctl({"topology", "list", "--limit", "0"})),
+                 "--limit: '0' is not a count from 1 to 1000000000, or unlimited (see "));
+  CHECK(run_tpuctl({"topology", "list", "--limit", "UNLIMITED"}).exit_code == 0);
+  CHECK(contains(one_error(run_tpuctl({"pool", "ssh", "--batch-size", "-1", "--", "true"})),
+                 "--batch-size: '-1' is not a count from 1 to 4096, or all (see "));
+  const std::string port = one_error(run_tpuctl({"pool", "add-hosts", "h1", "--port", "0"}));
+  CHECK(contains(port, "--port: '0' is not a port (1 to 65535)"));
+  CHECK_FALSE(contains(port, "Value 0"));
+  CHECK(contains(one_error(run_tpuctl({"agent", "prob"})), "did you mean 'probe'?"));
+}
+
 TEST_CASE("consistency: tpuctl help [COMMAND], tpuctl --version") {
   CHECK(run_tpuctl({"help"}).out == run_tpuctl({"--help"}).out);
   auto qr_create = run_tpuctl({"help", "qr", "create"});
   CHECK(qr_create.exit_code == 0);
   CHECK(qr_create.out == run_tpuctl({"queued-resources", "create", "--help"}).out);
   CHECK(contains(one_error(run_tpuctl({"help", "qr", "creat"})), "did you mean 'create'?"));
+  // help after a group's words too (gcloud's `help` anywhere in the command), not after a
+  // command's: there it is a value.
+  CHECK(run_tpuctl({"qr", "help", "create"}).out == qr_create.out);
+  CHECK(run_tpuctl({"help", "qr", "create", "--format", "json"}).out == qr_create.out);
+  CHECK(run_tpuctl({"pool", "help"}).out == run_tpuctl({"pool", "--help"}).out);
+  CHECK(contains(one_error(run_tpuctl({"qr", "help", "creat"})), "did you mean 'create'?"));
+  CHECK(run_tpuctl({"qr", "describe", "help"}).exit_code == 4); // no request named help
+  // A gcloud command with only `gcloud` replaced.
+  CHECK(run_tpuctl({"alpha", "compute", "tpus", "queued-resources", "create", "--help"}).out ==
+        qr_create.out);
+  CHECK(run_tpuctl({"compute", "tpus", "tpu-vm", "list", "--help"}).out ==
+        run_tpuctl({"tpu-vm", "list", "--help"}).out);
   auto version = run_tpuctl({"--version"});
   CHECK(version.exit_code == 0);
   CHECK(version.out == run_tpuctl({"version"}).out);
@@ -308,6 +336,23 @@ TEST_CASE("consistency: counts, durations, deadlines, sizes and request ids are 
   CHECK(contains(one_error(with({"--metadata-from-file", "startup-script=" + big.string()})),
                  "at most 524288"));
   CHECK(s.run_json({"qr", "list"}).empty()); // none of these stored anything
+  // A host takes as many labels as a queued resource, from a flag or an inventory.
+  std::vector<std::string> add{"pool", "add-hosts", "extra01"};
+  for (int i = 0; i < 65; ++i) {
+    add.insert(add.end(), {"--label", "k" + std::to_string(i) + "=v"});
+  }
+  CHECK(contains(one_error(s.run(add)), "65 labels: a host takes at most 64"));
+  json inventory{{"hosts", json::array({{{"host", "extra02"}, {"labels", json::object()}}})}};
+  for (int i = 0; i < 65; ++i) {
+    inventory["hosts"][0]["labels"]["k" + std::to_string(i)] = "v";
+  }
+  const auto file = s.dir.path() / "inventory.json";
+  std::ofstream(file) << inventory.dump();
+  auto imported = s.run({"pool", "import", file.string()});
+  CHECK(imported.exit_code == 2);
+  CHECK_MESSAGE(contains(imported.err, "hosts[0].labels: 65 labels: a host takes at most 64"),
+                imported.err);
+  CHECK(s.run_json({"pool", "hosts"}).size() == 8);
 
   // A request id repeats the same request, or is refused.
   REQUIRE(with({"--request-id", "ci-1", "-q"}).exit_code == 0);
@@ -335,6 +380,21 @@ TEST_CASE("consistency: counts, durations, deadlines, sizes and request ids are 
   const std::string word(100 * 1024, 'x');
   auto long_cmd = s.run({"pool", "ssh", "--hosts", "node01", "--", "echo", word, word});
   CHECK(contains(one_error(long_cmd), "at most 131071"));
+}
+
+TEST_CASE("consistency: a tpu-vm NODE names one node: a queued resource of several nodes is "
+          "refused by describe and delete alike") {
+  Offline s;
+  REQUIRE(s.run({"qr", "create", "ms", "--accelerator-type", "v5litepod-4", "--node-count", "2",
+                 "--async", "-q"})
+              .exit_code == 0);
+  for (const auto& verb : {"describe", "delete"}) {
+    CAPTURE(verb);
+    CHECK(contains(one_error(s.run({"tpu-vm", verb, "ms"})),
+                   "'ms' is a queued resource of 2 nodes (ms-0, ms-1), not a node"));
+  }
+  CHECK(s.run({"tpu-vm", "describe", "ms-1"}).exit_code == 4); // a node, not placed yet
+  CHECK(s.run_json({"qr", "list"}).size() == 1);
 }
 
 TEST_CASE("consistency: SIGTERM ends a waiting command with 143 (SIGINT: 130)") {

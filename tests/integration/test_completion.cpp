@@ -165,6 +165,19 @@ TEST_CASE("completion in bash: file names where a path goes, types, topologies, 
   CHECK(has(bash_complete(s, "tpuctl config set pool "), "team"));
   auto flags = bash_complete(s, "tpuctl qr list --");
   CHECK(std::set<std::string>(flags.begin(), flags.end()).size() == flags.size());
+  // A flag named for a file takes one, whatever its value is called.
+  CHECK(bash_complete(s, "tpuctl pool add-hosts h1 --identity-file " + d + "/se") ==
+        std::vector<std::string>{d + "/setup.sh"});
+  CHECK(bash_complete(s, "tpuctl config set ssh.identity_file " + d + "/se") ==
+        std::vector<std::string>{d + "/setup.sh"});
+  // A tpu-vm NODE is a node: a queued resource of several nodes is not offered, its nodes are.
+  REQUIRE(run_tpuctl({"qr", "create", "multi", "--accelerator-type", "v5litepod-4", "--node-count",
+                      "2", "--async", "--valid-after-duration", "1h"},
+                     s.env)
+              .exit_code == 0);
+  CHECK(bash_complete(s, "tpuctl tpu-vm describe ") ==
+        std::vector<std::string>{"alpha-1", "beta-2", "multi-0", "multi-1"});
+  CHECK(has(bash_complete(s, "tpuctl ssh m"), "multi"));
 }
 
 TEST_CASE("completion in zsh (zpty): typing tpuctl qu<TAB>, describe <TAB>, --format=<TAB>") {
@@ -187,6 +200,9 @@ TEST_CASE("completion in zsh (zpty): typing tpuctl qu<TAB>, describe <TAB>, --fo
   CHECK(file.find(dir.string() + "/inventory.json") != std::string::npos);
   auto conditions = zsh_type(s, "tpuctl qr wait alpha-1 --for=\t", "*delete*state=ACTIVE*");
   CHECK(conditions.find("state=ACTIVE") != std::string::npos);
+  auto key = zsh_type(s, "tpuctl pool add-hosts h1 --identity-file " + dir.string() + "/inv\t",
+                      "*inventory.json*");
+  CHECK(key.find("inventory.json") != std::string::npos); // a long line scrolls: the name only
 }
 
 TEST_CASE("completion: completions/ holds what `tpuctl completion bash|zsh` prints") {

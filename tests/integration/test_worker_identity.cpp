@@ -5,6 +5,7 @@
 // workloads (and their failure naming the deleted slice), local-down of the only pool.
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include <doctest/doctest.h>
@@ -59,6 +60,20 @@ TEST_CASE("identity: every slice of a 2-node request names its workers NODE/WORK
   REQUIRE(qr["state"] == "ACTIVE");
   const auto labels = labels_of(qr);
   REQUIRE(labels.size() == 2); // ms-0/0@HOST and ms-1/0@HOST
+  // Times are text everywhere, the provisioning report's clock readings too: an *_ms number is
+  // a duration, never a unix timestamp.
+  std::function<void(const json&)> no_ms_times = [&](const json& j) {
+    for (auto it = j.begin(); j.is_structured() && it != j.end(); ++it) {
+      if (j.is_object() && it.key().size() > 3 &&
+          it.key().compare(it.key().size() - 3, 3, "_ms") == 0) {
+        CHECK_MESSAGE((!it.value().is_number() || it.value().get<double>() < 1e12), it.key());
+      }
+      no_ms_times(it.value());
+    }
+  };
+  const json described = env.run_json({"qr", "describe", "ms"});
+  no_ms_times(described);
+  CHECK(described["provisioning"]["report"]["workers"][0]["facts"]["clock_at"].is_string());
 
   auto lines = env.run({"ssh", "ms", "--worker=all", "--command", "echo hi $TPU_WORKER_ID"});
   REQUIRE_MESSAGE(lines.exit_code == 0, lines.err);
@@ -132,6 +147,32 @@ TEST_CASE("identity: every slice of a 2-node request names its workers NODE/WORK
   auto failed = env.run({"workload", "wait", "long", "--timeout", "90s", "--format", "json"});
   CHECK(failed.exit_code == 1);
   CHECK_MESSAGE(contains(failed.err, "its slice 'demo-1' was deleted"), failed.err);
+  // The workload and cluster records follow the one schema: workers lead with node, slice,
+  // worker, host; times are text; counts are *_count; error is null or an object.
+  const auto wl = nlohmann::ordered_json::parse(failed.out); // in the order printed
+  CHECK(wl["worker_count"] == 2);
+  CHECK(wl["running"] == 0);
+  CHECK(wl["finished_at"].is_string());
+  for (const auto& w : wl["workers"]) {
+    std::vector<std::string> first;
+    for (auto it = w.begin(); it != w.end() && first.size() < 4; ++it) {
+      first.push_back(it.key());
+    }
+    CHECK(first == std::vector<std::string>{"node", "slice", "worker", "host"});
+    CHECK((w["exit_code"].is_null() || w["exit_code"].is_number()));
+    CHECK((w["last_heartbeat"].is_null() || w["last_heartbeat"].is_string()));
+  }
+  for (auto it = wl.begin(); it != wl.end(); ++it) {
+    CHECK_MESSAGE(!(it.key().size() > 3 && it.key().rfind("_ms") == it.key().size() - 3 &&
+                    it.key() != "timeout_ms"),
+                  it.key());
+  }
+  const json cluster = env.run_json({"cluster", "describe", "demo"});
+  CHECK(cluster["error"].is_null());
+  REQUIRE(cluster["slices"].size() == 1); // demo-1 was deleted
+  CHECK(cluster["slices"][0]["name"] == "demo-0");
+  CHECK(cluster["slices"][0]["workers"][0]["node"] == "demo-0");
+  CHECK(cluster["created_at"].is_string());
   REQUIRE(env.run({"cluster", "delete", "demo", "--force", "-q"}).exit_code == 0);
 
   // A preempted (SUSPENDED by the service) request's node shows as PREEMPTED.

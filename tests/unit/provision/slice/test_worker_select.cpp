@@ -29,7 +29,9 @@ TEST_CASE("provision::parse_worker_selection follows gcloud's --worker grammar")
   SUBCASE("workers outside the slice and malformed items are usage errors naming the value") {
     auto out = parse_worker_selection("4", 4);
     REQUIRE(!out);
-    CHECK(out.error().message.find("0-3") != std::string::npos);
+    CHECK(out.error().message.find("there are workers 0-3") != std::string::npos);
+    CHECK(parse_worker_selection("1", 1).error().message.find("there is only worker 0") !=
+          std::string::npos);
     CHECK(!parse_worker_selection("1-4", 4));
     for (const char* bad : {"", "x", ",", "-1", "1-", "a-b", "al", "1;rm -rf /", "1 2"}) {
       CAPTURE(bad);
