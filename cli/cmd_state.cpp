@@ -17,6 +17,7 @@
 #include "state/backup.hpp"
 #include "state/location.hpp"
 #include "state/migrate.hpp"
+#include "util/strings.hpp"
 
 namespace tpuctl::cli {
 
@@ -58,13 +59,12 @@ Json copied_json(const state::MigrationReport& r) {
 }
 
 std::string copied_text(const Json& c) {
-  return std::to_string(c["pools"].get<size_t>()) + " pools, " +
-         std::to_string(c["hosts"].get<size_t>()) + " hosts, " +
-         std::to_string(c["queued_resources"].get<size_t>()) + " queued resources, " +
-         std::to_string(c["clusters"].get<size_t>()) + " clusters, " +
-         std::to_string(c["workloads"].get<size_t>()) + " workloads, " +
-         std::to_string(c["claims"].get<size_t>()) + " claims and " +
-         std::to_string(c["events"].get<size_t>()) + " events";
+  const auto n = [&](const char* key, std::string_view noun) {
+    return util::counted(c[key].get<size_t>(), noun);
+  };
+  return n("pools", "pool") + ", " + n("hosts", "host") + ", " +
+         n("queued_resources", "queued resource") + ", " + n("clusters", "cluster") + ", " +
+         n("workloads", "workload") + ", " + n("claims", "claim") + " and " + n("events", "event");
 }
 
 Expected<int> run_migrate(Context& ctx, const MigrateFlags& f) {

@@ -76,8 +76,8 @@ Status print_launch_plan(Context& ctx, const Workload& wl,
     j["container"] = Json{{"image", wl.container.image}, {"runtime", wl.container.runtime}};
   }
   TPUCTL_TRY(emit(ctx, j, [&](std::ostream& os, const Json&) {
-    os << "dry run: workload '" << wl.name << "' would start on " << plans.size()
-       << " workers of cluster " << wl.cluster
+    os << "dry run: workload '" << wl.name << "' would start on "
+       << util::counted(plans.size(), "worker") << " of cluster " << wl.cluster
        << (wl.container.image.empty()
                ? ""
                : " in image " + wl.container.image + " (" + wl.container.runtime + ")")
@@ -432,8 +432,8 @@ Expected<int> run_delete(Context& ctx, const WorkloadFlags& f) {
   if (rows.size() == 1 && (!f.name.empty() || !f.flag_name.empty())) {
     TPUCTL_TRY(emit(ctx, rows.at(0), [&](std::ostream& os, const Json&) {
       os << "deleted workload '" << names[0] << "' (was " << cell_text(rows[0]["state"])
-         << "): its processes on " << cell_text(rows[0]["worker_count"])
-         << " workers are stopped\n";
+         << "): its processes on "
+         << util::counted(rows[0].value("worker_count", size_t{0}), "worker") << " are stopped\n";
     }));
     return 0;
   }

@@ -209,7 +209,7 @@ void print_qr(std::ostream& os, const provision::QueuedResource& qr) {
     os << r[0] << ":" << std::string(r[0].size() < 18 ? 18 - r[0].size() : 1, ' ') << r[1] << "\n";
   }
   for (const auto& n : qr.nodes) {
-    os << "\nnode " << n.id << " (" << n.workers.size() << " workers):\n";
+    os << "\nnode " << n.id << " (" << util::counted(n.workers.size(), "worker") << "):\n";
     std::vector<std::vector<std::string>> wrows;
     for (const auto& w : n.workers) {
       wrows.push_back({std::to_string(w.worker), w.host, w.address,

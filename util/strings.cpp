@@ -137,6 +137,14 @@ Expected<std::chrono::milliseconds> parse_duration(std::string_view text, std::s
   return std::chrono::milliseconds(static_cast<int64_t>(total_ms));
 }
 
+std::string counted(size_t n, std::string_view singular, std::string_view plural) {
+  std::string out = std::to_string(n) + " ";
+  if (n == 1) {
+    return out.append(singular);
+  }
+  return plural.empty() ? out.append(singular).append("s") : out.append(plural);
+}
+
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) {

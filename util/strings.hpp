@@ -44,6 +44,10 @@ Expected<std::chrono::milliseconds> parse_optional_duration(std::string_view tex
 // The inverse, for messages: 1500 -> "1.5s", 90000 -> "1m30s", 7200000 -> "2h", 250 -> "250ms".
 std::string format_duration(std::chrono::milliseconds duration);
 
+// A count and its noun, reading right for one: counted(1, "host") is "1 host", counted(3, "host")
+// "3 hosts"; `plural` for nouns that do not just take an s ("queued resources" is the default's).
+std::string counted(size_t n, std::string_view singular, std::string_view plural = {});
+
 // Levenshtein edit distance (for "did you mean").
 size_t edit_distance(std::string_view a, std::string_view b);
 

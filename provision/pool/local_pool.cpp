@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "remote/local_sshd.hpp"
+#include "util/strings.hpp"
 
 namespace tpuctl::provision {
 
@@ -88,7 +89,7 @@ Expected<LocalUpResult> local_up(state::StateStore& store, const LocalUpOptions&
     }
     if (static_cast<int>(view.hosts.size()) != options.hosts) {
       return usage_error("local pool '" + options.pool + "' has " +
-                         std::to_string(view.hosts.size()) + " hosts, not " +
+                         util::counted(view.hosts.size(), "host") + ", not " +
                          std::to_string(options.hosts) + ": run 'tpuctl pool local-down --pool " +
                          options.pool + "' first to change its size");
     }
@@ -119,8 +120,8 @@ Expected<LocalUpResult> local_up(state::StateStore& store, const LocalUpOptions&
                       make_pool_layout(options.generation, options.chips_per_host, options.shape));
     if (layout.capacity() < options.hosts) {
       return usage_error("--shape: " + options.shape + " holds " +
-                         std::to_string(layout.capacity()) + " hosts, fewer than --hosts " +
-                         std::to_string(options.hosts));
+                         util::counted(static_cast<size_t>(layout.capacity()), "host") +
+                         ", fewer than --hosts " + std::to_string(options.hosts));
     }
   }
   TPUCTL_TRY_ASSIGN(auto sshd,

@@ -328,13 +328,14 @@ Expected<std::vector<state::Op>> plan_add(state::StateStore& store, const std::s
     }
     if (next >= capacity) {
       int free_positions = capacity - static_cast<int>(view.hosts.size());
-      problems.add(Error(
-          ErrorKind::usage,
-          "pool '" + pool + "' has room for " + std::to_string(capacity) + " hosts (grid " +
-              topology::format_dims(view.info.layout.host_grid, 3) + ", " +
-              std::to_string(std::max(0, free_positions)) + " free) but " +
-              std::to_string(entries.size()) + " were added: recreate it with a larger --shape",
-          "pool_full"));
+      problems.add(Error(ErrorKind::usage,
+                         "pool '" + pool + "' has room for " +
+                             util::counted(static_cast<size_t>(capacity), "host") + " (grid " +
+                             topology::format_dims(view.info.layout.host_grid, 3) + ", " +
+                             std::to_string(std::max(0, free_positions)) + " free) but " +
+                             std::to_string(entries.size()) +
+                             " were added: recreate it with a larger --shape",
+                         "pool_full"));
       break;
     }
     used.insert(next);

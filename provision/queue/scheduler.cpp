@@ -197,7 +197,7 @@ SchedulePlan schedule(const PoolView& view, const std::vector<QueuedResource>& q
       qr.pending_reason.clear();
       qr.error.reset();
       transition(qr, QrState::provisioning, Initiator::service, now_ms,
-                 "placed on " + std::to_string(hosts_of(qr).size()) + " hosts");
+                 "placed on " + util::counted(hosts_of(qr).size(), "host"));
       mark_changed(changed, qr);
       plan.claims.emplace_back(qr.id, hosts_of(qr));
       continue;

@@ -170,36 +170,38 @@ Expected<DriveResult> drive(state::StateStore& store, const std::string& pool,
       return finish(store, pool, id, QrState::provisioning, options,
                     [](QueuedResource&, std::vector<state::Op>&, int64_t) {});
     }
-    return finish(store, pool, id, QrState::provisioning, options,
-                  [&](QueuedResource& q, std::vector<state::Op>& ops, int64_t now) {
-                    if (report && report->ok) {
-                      q.provisioning["agent_sha256"] = report->agent_sha256;
-                      q.provisioning["report"] = to_stored_json(*report);
-                      auto script = q.metadata.find("startup-script");
-                      if (script == q.metadata.end() || script->second.empty()) {
-                        q.provisioning[k_nothing_launched] = true; // every agent has exited
-                      } else {
-                        q.provisioning.erase(k_nothing_launched);
-                      }
-                      size_t workers = hosts_of(q).size();
-                      transition(q, QrState::active, state::Initiator::service, now,
-                                 "all " + std::to_string(workers) + " workers passed preflight");
-                      return;
-                    }
-                    if (report) {
-                      q.error = report->failure.value_or(
-                          QrError{k_provisioning_failed, "provisioning failed", -1, "", ""});
-                      q.provisioning["report"] = to_stored_json(*report);
-                    } else {
-                      q.error = QrError{k_provisioning_failed, report.error().message, -1, "", ""};
-                    }
-                    q.nodes.clear();
-                    transition(q, QrState::failed, state::Initiator::service, now,
-                               q.error->message);
-                    if (!hosts.empty()) {
-                      ops.push_back(state::ReleaseOp{pool, hosts, id});
-                    }
-                  });
+    return finish(
+        store, pool, id, QrState::provisioning, options,
+        [&](QueuedResource& q, std::vector<state::Op>& ops, int64_t now) {
+          if (report && report->ok) {
+            q.provisioning["agent_sha256"] = report->agent_sha256;
+            q.provisioning["report"] = to_stored_json(*report);
+            auto script = q.metadata.find("startup-script");
+            if (script == q.metadata.end() || script->second.empty()) {
+              q.provisioning[k_nothing_launched] = true; // every agent has exited
+            } else {
+              q.provisioning.erase(k_nothing_launched);
+            }
+            size_t workers = hosts_of(q).size();
+            transition(q, QrState::active, state::Initiator::service, now,
+                       workers == 1
+                           ? std::string("its worker passed preflight")
+                           : "all " + std::to_string(workers) + " workers passed preflight");
+            return;
+          }
+          if (report) {
+            q.error = report->failure.value_or(
+                QrError{k_provisioning_failed, "provisioning failed", -1, "", ""});
+            q.provisioning["report"] = to_stored_json(*report);
+          } else {
+            q.error = QrError{k_provisioning_failed, report.error().message, -1, "", ""};
+          }
+          q.nodes.clear();
+          transition(q, QrState::failed, state::Initiator::service, now, q.error->message);
+          if (!hosts.empty()) {
+            ops.push_back(state::ReleaseOp{pool, hosts, id});
+          }
+        });
   }
   case QrState::suspending: {
     kill_processes(qr, view, options, cancel);

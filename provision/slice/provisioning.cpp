@@ -528,8 +528,8 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
   steps.push_back(std::move(preflight));
 
   // Between steps: the report, the first failure (which ends provisioning) and what comes next.
-  say(options, "pushing the agent (sha256 " + sha.substr(0, 12) + ") to " + std::to_string(count) +
-                   " workers");
+  say(options,
+      "pushing the agent (sha256 " + sha.substr(0, 12) + ") to " + util::counted(count, "worker"));
   std::optional<QrError> failure;
   int64_t t = steady_ms();
   int64_t probe_before = now_ms();
@@ -629,9 +629,9 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     }
     const std::string& next = steps[k + 1].name; // relay and push-fallback: the push said
     if (next == "startup") {
-      say(options, "running the startup script on " + std::to_string(count) + " workers");
+      say(options, "running the startup script on " + util::counted(count, "worker"));
     } else if (next == "preflight") {
-      say(options, "preflight on " + std::to_string(count) + " workers (" +
+      say(options, "preflight on " + util::counted(count, "worker") + " (" +
                        (links.empty() ? std::string("all pairs")
                                       : "coordinator, torus neighbours" +
                                             std::string(qr.nodes.size() > 1 ? ", DCN peers" : "")) +

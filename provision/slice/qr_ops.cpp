@@ -336,7 +336,7 @@ Expected<std::optional<QueuedResource>> begin_delete(state::StateStore& store,
       Error e = loaded.error();
       e.message += ": 'tpuctl queued-resources delete " + id + " --force' removes its record" +
                    (held.empty() ? std::string()
-                                 : " and releases its " + std::to_string(held.size()) + " hosts");
+                                 : " and releases its " + util::counted(held.size(), "host"));
       return e;
     }
     TPUCTL_TRY_ASSIGN(QueuedResource qr, std::move(loaded));

@@ -128,7 +128,7 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   }
   wl.workers = pending_workers(plans, 0);
   if (!wl.container.image.empty()) {
-    say(o, "asking " + std::to_string(plans.size()) + " workers for docker or podman");
+    say(o, "asking " + util::counted(plans.size(), "worker") + " for docker or podman");
     auto runtime = choose_runtime(wl.container, plans, o.ssh);
     if (!runtime && !r.dry_run) {
       return runtime.error();
@@ -144,8 +144,8 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
     return wl;
   }
   if (!r.app_files.empty()) {
-    say(o, "copying the script dir (" + std::to_string(r.app_files.size()) + " files) to " +
-               std::to_string(plans.size()) + " workers");
+    say(o, "copying the script dir (" + util::counted(r.app_files.size(), "file") + ") to " +
+               util::counted(plans.size(), "worker"));
     TPUCTL_TRY(push_app_files(r.app_files, plans, wl.uid, o.ssh));
   }
   wl.monitor = to_json(own_lease(wl.created_at_ms, o.lease_ttl));
@@ -165,7 +165,7 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
     }
     return e;
   }
-  say(o, "starting '" + r.name + "' on " + std::to_string(plans.size()) + " workers of cluster " +
+  say(o, "starting '" + r.name + "' on " + util::counted(plans.size(), "worker") + " of cluster " +
              cluster.name);
   std::vector<size_t> failed;
   TPUCTL_TRY_ASSIGN(std::string failure, start_attempt(wl, plans, failed, o));

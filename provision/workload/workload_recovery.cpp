@@ -262,7 +262,7 @@ Expected<RecoveryStep> recovery_step(state::StateStore& store, const Workload& i
   }
   wl = *started.workload;
   say(o, "cluster '" + wl.cluster + "' is ACTIVE again: starting attempt " +
-             std::to_string(wl.attempt) + " on " + std::to_string(plans.size()) + " workers");
+             std::to_string(wl.attempt) + " on " + util::counted(plans.size(), "worker"));
   std::vector<size_t> failed;
   TPUCTL_TRY_ASSIGN(std::string failure, start_attempt(wl, plans, failed, o));
   const int64_t at = now_of(o);

@@ -99,3 +99,12 @@ TEST_CASE("util::nearest suggests close names and prefixes, best first") {
 }
 
 TEST_SUITE_END();
+
+TEST_CASE("util::counted reads right for one, for none and for many") {
+  CHECK(util::counted(1, "host") == "1 host");
+  CHECK(util::counted(0, "host") == "0 hosts");
+  CHECK(util::counted(256, "worker") == "256 workers");
+  CHECK(util::counted(2, "queued resource") == "2 queued resources");
+  CHECK(util::counted(3, "child", "children") == "3 children");
+  CHECK(util::counted(1, "child", "children") == "1 child");
+}
