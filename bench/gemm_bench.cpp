@@ -29,6 +29,7 @@
 #include <fstream>
 #include <functional>
 #include <omp.h>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -49,6 +50,15 @@ struct Args {
   std::vector<int> threads{1, 2};
   bool quick = false;
   bool targets = false;
+  // tpuctl's family cap, as `tpuctl kernel run --isa` (run_gemm_bench.sh --avx2-host passes
+  // avx2 and caps both peers to AVX2 as well).
+  GemmIsa isa = GemmIsa::auto_select;
+  GemmOptions options(int count) const {
+    GemmOptions o;
+    o.threads = count;
+    o.isa = isa;
+    return o;
+  }
 };
 
 struct Shape {
@@ -181,17 +191,32 @@ struct DnnlMatmul {
   }
 };
 
-DnnlMatmul dnnl_matmul(dnnl::memory::data_type in, dnnl::memory::data_type out, int m, int n, int k,
-                       void* a, void* b, void* c) {
+// Nothing when oneDNN has no implementation for it (bf16 under ONEDNN_MAX_CPU_ISA=AVX2).
+std::optional<DnnlMatmul> dnnl_matmul(dnnl::memory::data_type in, dnnl::memory::data_type out,
+                                      int m, int n, int k, void* a, void* b, void* c) {
   using tag = dnnl::memory::format_tag;
   dnnl::memory::desc a_md({m, k}, in, tag::ab), b_md({k, n}, in, tag::ab),
       c_md({m, n}, out, tag::ab);
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), dnnl_engine());
+  dnnl::matmul::primitive_desc pd;
+  try {
+    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), dnnl_engine());
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  }
   DnnlMatmul mm{dnnl::matmul(pd), {}, pd.impl_info_str()};
   mm.args = {{DNNL_ARG_SRC, dnnl::memory(a_md, dnnl_engine(), a)},
              {DNNL_ARG_WEIGHTS, dnnl::memory(b_md, dnnl_engine(), b)},
              {DNNL_ARG_DST, dnnl::memory(c_md, dnnl_engine(), c)}};
   return mm;
+}
+
+// The peers of a row: OpenBLAS, and oneDNN when it has an implementation.
+std::vector<Contender> peers_with(Contender openblas, std::optional<DnnlMatmul>& dn) {
+  std::vector<Contender> peers{std::move(openblas)};
+  if (dn) {
+    peers.push_back({"oneDNN", dn->impl, [&dn] { dn->run(); }});
+  }
+  return peers;
 }
 
 // ---- one row ----
@@ -289,8 +314,7 @@ std::vector<Row> run_shape(const Args& args, int threads, const Shape& s, Sessio
   fill(bh, rng);
   fill(a8, rng);
   fill(b8, rng);
-  GemmOptions o;
-  o.threads = threads;
+  const GemmOptions o = args.options(threads);
   const int m = s.m, n = s.n, k = s.k;
   const std::string core = session.openblas_core;
   auto sgemm = [&, m, n, k](const float* x, const float* y) {
@@ -310,57 +334,62 @@ std::vector<Row> run_shape(const Args& args, int threads, const Shape& s, Sessio
   {
     auto pf = pack_b_f32(k, n, b.data(), n, o);
     die_on(pf.has_value() ? tpuctl::Status{} : tpuctl::Status{pf.error()});
-    DnnlMatmul dn = dnnl_matmul(dt::f32, dt::f32, m, n, k, a.data(), b.data(), c2.data());
-    session.onednn_impl[0] = dn.impl;
-    finish(measure(args, threads, s, "fp32",
-                   {"tpuctl", "",
-                    [&] { die_on(gemm_f32(m, n, k, a.data(), k, b.data(), n, c.data(), n, o)); }},
-                   {"packed", "",
-                    [&] { die_on(gemm_f32_packed(m, a.data(), k, *pf, c.data(), n, o)); }},
-                   {{"OpenBLAS", "sgemm, core " + core, [&] { sgemm(a.data(), b.data()); }},
-                    {"oneDNN", dn.impl, [&] { dn.run(); }}}),
-           GemmDtype::fp32);
+    std::optional<DnnlMatmul> dn =
+        dnnl_matmul(dt::f32, dt::f32, m, n, k, a.data(), b.data(), c2.data());
+    session.onednn_impl[0] = dn ? dn->impl : "none";
+    finish(
+        measure(
+            args, threads, s, "fp32",
+            {"tpuctl", "",
+             [&] { die_on(gemm_f32(m, n, k, a.data(), k, b.data(), n, c.data(), n, o)); }},
+            {"packed", "", [&] { die_on(gemm_f32_packed(m, a.data(), k, *pf, c.data(), n, o)); }},
+            peers_with({"OpenBLAS", "sgemm, core " + core, [&] { sgemm(a.data(), b.data()); }},
+                       dn)),
+        GemmDtype::fp32);
   }
   {
     auto ph = pack_b_bf16(k, n, bh.data(), n, o);
     die_on(ph.has_value() ? tpuctl::Status{} : tpuctl::Status{ph.error()});
-    DnnlMatmul dn = dnnl_matmul(dt::bf16, dt::f32, m, n, k, ah.data(), bh.data(), c2.data());
-    session.onednn_impl[1] = dn.impl;
+    std::optional<DnnlMatmul> dn =
+        dnnl_matmul(dt::bf16, dt::f32, m, n, k, ah.data(), bh.data(), c2.data());
+    session.onednn_impl[1] = dn ? dn->impl : "none";
     finish(
         measure(
             args, threads, s, "bf16",
             {"tpuctl", "",
              [&] { die_on(gemm_bf16(m, n, k, ah.data(), k, bh.data(), n, c.data(), n, o)); }},
             {"packed", "", [&] { die_on(gemm_bf16_packed(m, ah.data(), k, *ph, c.data(), n, o)); }},
-            {{"OpenBLAS", "widen to fp32 + sgemm, core " + core,
-              [&] {
-                widen_bf16(ah.data(), a_wide.data(), as);
-                widen_bf16(bh.data(), b_wide.data(), bs);
-                sgemm(a_wide.data(), b_wide.data());
-              }},
-             {"oneDNN", dn.impl, [&] { dn.run(); }}}),
+            peers_with({"OpenBLAS", "widen to fp32 + sgemm, core " + core,
+                        [&] {
+                          widen_bf16(ah.data(), a_wide.data(), as);
+                          widen_bf16(bh.data(), b_wide.data(), bs);
+                          sgemm(a_wide.data(), b_wide.data());
+                        }},
+                       dn)),
         GemmDtype::bf16);
   }
   {
     auto p8 = pack_b_s8(k, n, b8.data(), n, o);
     die_on(p8.has_value() ? tpuctl::Status{} : tpuctl::Status{p8.error()});
-    DnnlMatmul dn = dnnl_matmul(dt::s8, dt::s32, m, n, k, a8.data(), b8.data(), c32_peer.data());
-    session.onednn_impl[2] = dn.impl;
+    std::optional<DnnlMatmul> dn =
+        dnnl_matmul(dt::s8, dt::s32, m, n, k, a8.data(), b8.data(), c32_peer.data());
+    session.onednn_impl[2] = dn ? dn->impl : "none";
     finish(
         measure(
             args, threads, s, "int8",
             {"tpuctl", "",
              [&] { die_on(gemm_s8(m, n, k, a8.data(), k, b8.data(), n, c32.data(), n, o)); }},
             {"packed", "", [&] { die_on(gemm_s8_packed(m, a8.data(), k, *p8, c32.data(), n, o)); }},
-            {{"OpenBLAS", "sgemm op rate, core " + core, [&] { sgemm(a.data(), b.data()); }},
-             {"oneDNN", dn.impl, [&] { dn.run(); }}}),
+            peers_with(
+                {"OpenBLAS", "sgemm op rate, core " + core, [&] { sgemm(a.data(), b.data()); }},
+                dn)),
         GemmDtype::int8);
     // tpuctl's int8 is exact (the unit tests hold it to the reference); is oneDNN's here?
     long bad = 0;
     for (size_t i = 0; i < cs; ++i) {
       bad += c32[i] != c32_peer[i];
     }
-    if (session.onednn_s8_exact == "not checked" || bad > 0) {
+    if (dn && (session.onednn_s8_exact == "not checked" || bad > 0)) {
       session.onednn_s8_exact = bad == 0 ? "yes (equal to tpuctl's exact result on every int8 row)"
                                          : "**no**: " + std::to_string(bad) + " of " +
                                                std::to_string(cs) + " elements differ at " +
@@ -415,8 +444,20 @@ Args parse_args(int argc, char** argv) {
         a.threads.push_back(std::max(1, std::atoi(list.substr(p, q - p).c_str())));
         p = q == std::string::npos ? list.size() : q + 1;
       }
+    } else if (w == "--isa" && i + 1 < argc) {
+      auto isa = parse_gemm_isa(argv[++i]);
+      if (isa) {
+        a.isa = *isa;
+      }
+      auto chosen = isa ? selected_isa(GemmDtype::int8, a.options(1)) : isa;
+      if (!chosen) {
+        std::fprintf(stderr, "gemm_bench: %s\n", chosen.error().message.c_str());
+        std::exit(2);
+      }
     } else {
-      std::fprintf(stderr, "usage: gemm_bench [--quick | --targets] [--reps N] [--threads 1,2]\n");
+      std::fprintf(
+          stderr,
+          "usage: gemm_bench [--quick | --targets] [--reps N] [--threads 1,2] [--isa ISA]\n");
       std::exit(2);
     }
   }
@@ -441,7 +482,7 @@ std::string fixed(double v, int decimals) {
 
 // Issue 19's targets for the host's kind (by the int8 family that ran), or the first kernel
 // issue's on an AVX2-only host.
-void print_targets(const std::vector<Row>& rows) {
+void print_targets(const Args& args, const std::vector<Row>& rows) {
   std::printf("\n### Targets (medians of interleaved samples)\n\n");
   std::printf("| target | by wall clock | met | 1 thread by CPU time | met |\n"
               "|---|---|---|---|---|\n");
@@ -450,7 +491,7 @@ void print_targets(const std::vector<Row>& rows) {
                 value >= goal ? "yes" : "**no**", cpu > 0 ? fixed(cpu, 3).c_str() : "-",
                 cpu > 0 ? (cpu >= goal ? "yes" : "**no**") : "-");
   };
-  const GemmIsa int8_isa = *selected_isa(GemmDtype::int8);
+  const GemmIsa int8_isa = *selected_isa(GemmDtype::int8, args.options(1));
   const bool wide = int8_isa != GemmIsa::avx2 && int8_isa != GemmIsa::portable;
   for (int n : {1024, 2048}) {
     for (const char* dtype : {"fp32", "bf16", "int8"}) {
@@ -515,8 +556,9 @@ int main(int argc, char** argv) {
   std::printf("- CPU: %s, %u hardware threads\n", cpu_model().c_str(),
               std::thread::hardware_concurrency());
   std::printf("- tpuctl kernel families: fp32 %s, bf16 %s, int8 %s (this host has:",
-              to_string(*selected_isa(GemmDtype::fp32)), to_string(*selected_isa(GemmDtype::bf16)),
-              to_string(*selected_isa(GemmDtype::int8)));
+              to_string(*selected_isa(GemmDtype::fp32, args.options(1))),
+              to_string(*selected_isa(GemmDtype::bf16, args.options(1))),
+              to_string(*selected_isa(GemmDtype::int8, args.options(1))));
   for (GemmIsa isa : host_isas()) {
     std::printf(" %s", to_string(isa));
   }
@@ -525,8 +567,11 @@ int main(int argc, char** argv) {
               session.openblas_core.c_str(),
               std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "unset");
   const dnnl_version_t* v = dnnl_version();
-  std::printf("- oneDNN: %d.%d.%d (%s runtime, threads set with omp_set_num_threads)\n", v->major,
-              v->minor, v->patch, v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other");
+  const char* onednn_cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  std::printf("- oneDNN: %d.%d.%d (%s runtime, threads set with omp_set_num_threads; "
+              "ONEDNN_MAX_CPU_ISA %s)\n",
+              v->major, v->minor, v->patch, v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other",
+              onednn_cap ? onednn_cap : "unset");
   std::printf("- protocol: %d interleaved samples per row (rotating order), samples of >= 4 ms, "
               "medians\n",
               args.reps);
@@ -574,13 +619,17 @@ int main(int argc, char** argv) {
     const PeerResult* dn = r.peer("oneDNN");
     const bool one = r.threads == 1;
     auto cpu = [&](const PeerResult* p) { return one ? fixed(p->cpu_ratio_med, 3) : "-"; };
-    std::printf("| %d | %s | %s | %s | %s | %.1f (%.1f / %.1f) | %.1f | %.1f (%.3f / %s) | %.1f "
-                "(%.3f / %s) | %.3f (%s) | %.0f%% (%s) |\n",
+    auto peer = [&](const PeerResult* p) {
+      return p ? fixed(p->rate.med, 1) + " (" + fixed(p->ratio_med, 3) + " / " + cpu(p) + ")"
+               : std::string("none");
+    };
+    std::printf("| %d | %s | %s | %s | %s | %.1f (%.1f / %.1f) | %.1f | %s | %s | %.3f (%s) | "
+                "%.0f%% (%s) |\n",
                 r.threads, r.group.c_str(), shape_text(r.shape).c_str(), r.dtype.c_str(),
-                r.isa.c_str(), r.cand.med, r.cand.best, r.cand.worst, r.packed.med, ob->rate.med,
-                ob->ratio_med, cpu(ob).c_str(), dn->rate.med, dn->ratio_med, cpu(dn).c_str(),
-                r.better()->ratio_med, cpu(r.better(true)).c_str(),
-                r.peak > 0 ? 100 * r.cand.med / r.peak : 0.0, r.unit.c_str());
+                r.isa.c_str(), r.cand.med, r.cand.best, r.cand.worst, r.packed.med,
+                peer(ob).c_str(), peer(dn).c_str(), r.better()->ratio_med,
+                cpu(r.better(true)).c_str(), r.peak > 0 ? 100 * r.cand.med / r.peak : 0.0,
+                r.unit.c_str());
   }
   if (!args.targets) {
     std::printf("\nSmall-M rows as weight bandwidth (B bytes / median time, GB/s):\n\n");
@@ -595,9 +644,9 @@ int main(int argc, char** argv) {
       double gop = 2.0 * r.shape.m * r.shape.n * r.shape.k / 1e9;
       std::printf("| %d | %s | %s | %.1f | %.1f | %.1f |\n", r.threads, shape_text(r.shape).c_str(),
                   r.dtype.c_str(), gb / (gop / r.cand.med), gb / (gop / r.packed.med),
-                  gb / (gop / r.peer("oneDNN")->rate.med));
+                  r.peer("oneDNN") ? gb / (gop / r.peer("oneDNN")->rate.med) : 0.0);
     }
   }
-  print_targets(rows);
+  print_targets(args, rows);
   return 0;
 }
