@@ -13,12 +13,22 @@
 // more than a 257^3 GEMM takes. Spinning alone would steal a shared host's CPU for as long as
 // the process lives. GEMM calls often come back to back (layers, benchmark reps), so a worker
 // that has just finished spins briefly for the next job.
+//
+// Placement: Linux often wakes a worker on the CPU of the thread that woke it (wake-affine), and
+// for a call of a few milliseconds the load balancer does not move it in time: the worker and
+// the caller then share one core and the job runs at one thread's speed while the other core
+// idles (seen on the 2-vCPU development VM as 2-thread GEMMs at exactly the 1-thread rate). A
+// worker that joins a job on the caller's CPU therefore moves itself off that CPU for the job
+// (its affinity minus the caller's CPU, restored afterwards); where that is the only CPU it
+// may use, it stays.
 #include "kernels/parallel_for.hpp"
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <pthread.h>
+#include <sched.h>
 #include <thread>
 #include <vector>
 
@@ -78,6 +88,7 @@ public:
     }
     uint64_t generation = (m_ticket.load(std::memory_order_relaxed) >> 16) + 1;
     m_body = &body;
+    m_caller_cpu = sched_getcpu();
     m_finished.store(0, std::memory_order_relaxed);
     m_join.store((generation << 32) | k_open, std::memory_order_relaxed);
     {
@@ -131,7 +142,20 @@ private:
       if (static_cast<uint64_t>(index) > (ticket & 0xffff) || !try_join(seen)) {
         continue; // not needed, or the caller has already finished
       }
+      bool moved = false;
+      cpu_set_t allowed;
+      if (m_caller_cpu >= 0 && sched_getcpu() == m_caller_cpu &&
+          pthread_getaffinity_np(pthread_self(), sizeof allowed, &allowed) == 0 &&
+          CPU_COUNT(&allowed) > 1) {
+        cpu_set_t away = allowed;
+        CPU_CLR(m_caller_cpu, &away);
+        moved =
+            CPU_COUNT(&away) > 0 && pthread_setaffinity_np(pthread_self(), sizeof away, &away) == 0;
+      }
       (*m_body)();
+      if (moved) {
+        pthread_setaffinity_np(pthread_self(), sizeof allowed, &allowed);
+      }
       m_finished.fetch_add(1, std::memory_order_acq_rel);
       std::lock_guard<std::mutex> lock(m_mutex);
       m_done.notify_one();
@@ -145,6 +169,7 @@ private:
   // Written before the ticket is published; read only by workers that joined, whom the caller
   // waits for before it returns.
   const std::function<void()>* m_body = nullptr;
+  int m_caller_cpu = -1; // the caller's CPU when it published the job (same rule as m_body)
   std::atomic<uint64_t> m_ticket{0}; // generation << 16 | workers wanted
   std::atomic<uint64_t> m_join{0};   // generation << 32 | open | joined
   std::atomic<int> m_finished{0};

@@ -5,7 +5,8 @@
 // pool workers as they become ready. The copies share the work through atomic counters (claim
 // the next chunk until none is left), so a worker that wakes late simply finds less to do, and
 // one that wakes after the caller has finished finds the job closed and skips it: the caller
-// never waits for a thread to start, only for the copies that joined to finish.
+// never waits for a thread to start, only for the copies that joined to finish. A worker that
+// joins on the caller's CPU runs its copy on another CPU the process may use (see the .cpp).
 #pragma once
 
 #include <atomic>

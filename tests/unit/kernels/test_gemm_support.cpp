@@ -1,12 +1,15 @@
 // The GEMM's support code: the thread pool (every index claimed exactly once, nesting, the
-// counter handshake), the peak probe (positive, cached per process, one per unit the CPU has)
-// and the choice of kernel family (CPUID against /proc/cpuinfo, the --isa cap, the refusal of a
-// family the host lacks). Speeds are not asserted.
+// counter handshake, a worker moving off the caller's CPU and back), the peak probe (positive,
+// cached per process, one per unit the CPU has) and the choice of kernel family (CPUID against
+// /proc/cpuinfo, the --isa cap, the refusal of a family the host lacks). Speeds are not asserted.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <dirent.h>
 #include <fstream>
+#include <pthread.h>
+#include <sched.h>
 #include <set>
 #include <sstream>
 #include <string>
@@ -58,6 +61,67 @@ TEST_CASE("kernels::run_shared runs at most the asked number of copies, the call
   CHECK(copies.load() >= 1);
   CHECK(copies.load() <= 3);
   CHECK(caller_ran.load());
+}
+
+namespace {
+
+// The CPUs a thread of this process may run on, as /proc/self/task/TID/status lists them.
+std::vector<std::string> allowed_lists_of_threads() {
+  std::vector<std::string> out;
+  DIR* dir = opendir("/proc/self/task");
+  REQUIRE(dir != nullptr);
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') {
+      continue;
+    }
+    std::ifstream status(std::string("/proc/self/task/") + e->d_name + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+        out.push_back(line.substr(line.find_first_not_of(" \t", 18)));
+      }
+    }
+  }
+  closedir(dir);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("kernels::run_shared: a worker that joins on the caller's CPU runs the job on another "
+          "and gets its CPUs back") {
+  cpu_set_t process;
+  REQUIRE(pthread_getaffinity_np(pthread_self(), sizeof process, &process) == 0);
+  if (CPU_COUNT(&process) < 2) {
+    MESSAGE("this process may use only one CPU: nothing to move to, not checked");
+    return;
+  }
+  run_shared(2, [] {}); // the pool's worker exists before the caller is pinned (it inherits)
+  const std::vector<std::string> before = allowed_lists_of_threads();
+  const int home = sched_getcpu();
+  cpu_set_t pinned;
+  CPU_ZERO(&pinned);
+  CPU_SET(home, &pinned);
+  REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof pinned, &pinned) == 0);
+  std::atomic<int> on_home{0}, worker_copies{0};
+  const auto caller = std::this_thread::get_id();
+  for (int job = 0; job < 40; ++job) {
+    std::atomic<long> sum{0};
+    parallel_for(64, 2, [&](int i) {
+      if (std::this_thread::get_id() != caller) {
+        worker_copies.fetch_add(1);
+        on_home.fetch_add(sched_getcpu() == home);
+      }
+      auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      sum.fetch_add(i);
+    });
+    CHECK(sum.load() == 64 * 63 / 2);
+  }
+  REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof process, &process) == 0);
+  MESSAGE("worker copies: ", worker_copies.load(), " of 2560 indexes");
+  CHECK(on_home.load() == 0);                  // never beside the pinned caller while the job ran
+  CHECK(allowed_lists_of_threads() == before); // and every thread has its CPUs back
 }
 
 TEST_CASE("kernels::wait_for returns once another thread has counted up to the target") {
