@@ -234,7 +234,8 @@ void add_check(CLI::App& group, Registry& registry) {
                               {"os", "os"},
                               {"cores", "cores"},
                               {"memory_total_mib", "memory_total_mib"},
-                              {"disk_free_mib", "disk_free_mib"}}));
+                              {"disk_free_mib", "disk_free_mib"},
+                              {"units", "units"}}));
         if (!ctx.machine_format()) {
           ctx.stderr_stream() << failure_report(results);
         }

@@ -108,6 +108,15 @@ TEST_CASE("pool local-up: 16 real sshd hosts, broadcast, failure statuses, drain
     REQUIRE(probe.exit_code == 0);
     CHECK(rows[0]["units"] == json::parse(probe.out)["units"]);
     CHECK(rows[0]["units"].is_array());
+    // The table shows them too, as a comma list in the last column.
+    auto table = env.run({"pool", "check", "--hosts", rows[0]["host"].get<std::string>()});
+    CHECK(table.exit_code == 0);
+    std::string units;
+    for (const auto& u : rows[0]["units"]) {
+      units += (units.empty() ? "" : ",") + u.get<std::string>();
+    }
+    CHECK(table.out.find("UNITS") != std::string::npos);
+    CHECK(table.out.find(units.empty() ? "\n" : units + "\n") != std::string::npos);
   }
   SUBCASE("a drained host shows in describe and local-up again is safe") {
     CHECK(env.run({"pool", "drain", "127.0.60.3", "--reason", "disk"}).exit_code == 0);
