@@ -86,13 +86,24 @@ inline __attribute__((always_inline)) void store_quads(__m256i r0, __m256i r1, _
   _mm256_storeu_si256(out + 3, _mm256_permute2x128_si256(q2, q3, 0x31));
 }
 
+// How far ahead along each row of B the packer asks for lines (bytes). It reads 32 bytes of
+// each of 16 rows per panel, so its row streams advance slowly and each first touch of a line
+// waited on L2 or L3: with the lines of 256 bytes on requested, the plain call's packing of B
+// cost 3.2% of an int8 1024^3 product instead of 5.8% (the gap to the packed-B call, 3 runs
+// of 40 samples each with an OpenBLAS call between samples; 128 bytes: 3.8%).
+constexpr long k_b_prefetch_bytes = 256;
+
 // Rows [0, kc) x columns [0, nc) of b as quads, rows past kc (up to `depth`) zero.
 template <bool Bias, typename Out>
 inline __attribute__((always_inline)) void pack_quads(int kc, int nc, const int8_t* b, long ldb,
                                                       Out* dst, int depth) {
   __mmask32 m = nc >= 32 ? ~0u : (1u << nc) - 1u;
   auto row = [&](int p) {
-    return p < kc ? _mm256_maskz_loadu_epi8(m, b + p * ldb) : _mm256_setzero_si256();
+    if (p >= kc) {
+      return _mm256_setzero_si256();
+    }
+    _mm_prefetch(reinterpret_cast<const char*>(b + p * ldb) + k_b_prefetch_bytes, _MM_HINT_T0);
+    return _mm256_maskz_loadu_epi8(m, b + p * ldb);
   };
   for (int p = 0; p < depth; p += 4, dst += 4 * k_wide_nr) {
     store_quads<Bias>(row(p), row(p + 1), row(p + 2), row(p + 3), dst);
