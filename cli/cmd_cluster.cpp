@@ -204,8 +204,9 @@ Expected<int> run_delete(Context& ctx, const ClusterFlags& given) {
   TPUCTL_TRY(reconcile_and_spawn(ctx, *store)); // freed hosts may start waiting requests
   Json j{{"name", cluster.name}, {"pool", pool}, {"deleted", true}};
   TPUCTL_TRY(emit(ctx, j, [&](std::ostream& os, const Json&) {
-    os << "deleted cluster '" << cluster.name << "' (" << workloads.size()
-       << " workload(s), queued resource '" << cluster.queued_resource << "')\n";
+    os << "deleted cluster '" << cluster.name << "' ("
+       << util::counted(workloads.size(), "workload") << ", queued resource '"
+       << cluster.queued_resource << "')\n";
   }));
   return 0;
 }

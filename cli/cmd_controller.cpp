@@ -71,7 +71,7 @@ void setup_controller(CLI::App& group, Registry& registry) {
           }
         }
         TPUCTL_TRY(emit(ctx, Json{{"carried", total}}, [&](std::ostream& os, const Json&) {
-          os << "carried " << total << " request(s)\n";
+          os << "carried " << util::counted(static_cast<size_t>(total), "request") << "\n";
         }));
         return guard.interrupted() ? guard.exit_status() : 0;
       });

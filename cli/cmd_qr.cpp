@@ -217,7 +217,8 @@ Expected<int> run_create(Context& ctx, const CreateFlags& f) {
     j["why"] = outcome.why;
     TPUCTL_TRY(emit(ctx, j, [&](std::ostream& os, const Json&) {
       os << "dry run: queued resource '" << outcome.qr.id << "' (" << outcome.qr.accelerator_type
-         << ", " << outcome.qr.node_ids.size() << " node(s)) in pool '" << pool << "'\n";
+         << ", " << util::counted(outcome.qr.node_ids.size(), "node") << ") in pool '" << pool
+         << "'\n";
       if (!outcome.dry_run_placement) {
         os << "it would wait: " << outcome.why << "\n";
         return;

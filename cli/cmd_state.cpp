@@ -13,7 +13,7 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/state_access.hpp"
-#include "provision/queue/state_check.hpp"
+#include "provision/workload/workload_check.hpp"
 #include "state/backup.hpp"
 #include "state/location.hpp"
 #include "state/migrate.hpp"
@@ -186,7 +186,7 @@ void add_check(CLI::App& group, Registry& registry) {
         for (const auto& problem : integrity) {
           add("", "store", problem);
         }
-        if (auto found = provision::check_invariants(*store, ""); !found) {
+        if (auto found = provision::check_state(*store, ""); !found) {
           add("", "store", "its records cannot be read: " + found.error().message);
         } else {
           for (const auto& f : *found) {
@@ -205,8 +205,8 @@ void add_check(CLI::App& group, Registry& registry) {
           return 0;
         }
         return Error(ErrorKind::failure, "state store " + where + " has " +
-                                             std::to_string(rows.size()) +
-                                             " problems (listed above); restore a backup "
+                                             util::counted(rows.size(), "problem") +
+                                             " (listed above); restore a backup "
                                              "('tpuctl state restore FILE --force') or repair "
                                              "what they name");
       });

@@ -14,8 +14,9 @@ std::string qr_name(const std::string& id) {
   return "queued resource '" + id + "'";
 }
 
-// The findings of one pool's snapshot.
-std::vector<Finding> check_pool(const state::PoolSnapshot& snap) {
+} // namespace
+
+std::vector<Finding> check_pool_snapshot(const state::PoolSnapshot& snap) {
   const std::string& pool = snap.pool.key.pool;
   std::vector<Finding> out;
   auto add = [&](std::string subject, std::string problem) {
@@ -108,9 +109,9 @@ std::vector<Finding> check_pool(const state::PoolSnapshot& snap) {
   return out;
 }
 
-} // namespace
-
-Expected<std::vector<Finding>> check_invariants(state::StateStore& store, const std::string& pool) {
+Expected<std::vector<Finding>>
+check_snapshots(state::StateStore& store, const std::string& pool,
+                const std::function<std::vector<Finding>(const state::PoolSnapshot&)>& check) {
   std::vector<std::string> names;
   if (!pool.empty()) {
     names.push_back(pool);
@@ -123,7 +124,7 @@ Expected<std::vector<Finding>> check_invariants(state::StateStore& store, const 
   std::vector<Finding> out;
   for (const auto& name : names) {
     TPUCTL_TRY_ASSIGN(auto snap, store.snapshot(name));
-    auto found = check_pool(snap);
+    auto found = check(snap);
     out.insert(out.end(), found.begin(), found.end());
   }
   return out;

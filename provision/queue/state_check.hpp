@@ -11,6 +11,7 @@
 //    that is in use is allowed, and is not a finding).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,13 @@ struct Finding {
   std::string problem; // lowercase, says what is wrong and what it should be
 };
 
-// The findings in `pool`'s snapshot, or in every pool when `pool` is empty. Errors: the store
-// cannot be read.
-Expected<std::vector<Finding>> check_invariants(state::StateStore& store, const std::string& pool);
+// The findings in one pool's snapshot (the claims, hosts and queued resources above).
+std::vector<Finding> check_pool_snapshot(const state::PoolSnapshot& snap);
+
+// Runs `check` on the snapshot of `pool`, or of every pool when `pool` is empty (each pool read
+// once, at one revision). Errors: the store cannot be read.
+Expected<std::vector<Finding>>
+check_snapshots(state::StateStore& store, const std::string& pool,
+                const std::function<std::vector<Finding>(const state::PoolSnapshot&)>& check);
 
 } // namespace tpuctl::provision

@@ -115,7 +115,7 @@ TEST_CASE("state backup/restore/check on SQLite: a consistent 0600 snapshot; res
   auto found = env.run({"--state", "sqlite:" + damaged.string(), "state", "check"});
   CHECK(found.exit_code == 1);
   CHECK(contains(found.out, "integrity_check"));
-  CHECK(contains(found.err, "problems (listed above)"));
+  CHECK(contains(found.err, " (listed above)"));
 
   // --force: the store is the backup again; the next command carries on from there.
   auto restored = env.run({"state", "restore", backup.string(), "--force"});
@@ -234,4 +234,44 @@ TEST_CASE("state on etcd: a cluster restarted with an empty data directory is a 
   // Another machine that never used the store sees a store, as it is.
   Machine other(url);
   CHECK(other.run({"pool", "list"}).exit_code == 0);
+}
+
+TEST_CASE("state check: a cluster whose queued resource was deleted and a workload whose cluster "
+          "is gone are findings that say how to clear them; cluster delete clears the first") {
+  QrEnv env(2, "127.0.228.10");
+  auto created = env.run({"cluster", "create", "--cluster", "c1", "--tpu-type", "v5litepod-4"});
+  REQUIRE_MESSAGE(created.exit_code == 0, created.err);
+  REQUIRE(env.run({"qr", "delete", "c1", "--force"}).exit_code == 0);
+  auto found = env.run({"state", "check", "--format", "json"});
+  CHECK(found.exit_code == 1);
+  std::string all = json::parse(found.out).dump();
+  CAPTURE(all);
+  CHECK(contains(all, "cluster 'c1'"));
+  CHECK(contains(all, "its queued resource 'c1' does not exist"));
+  CHECK(contains(all, "'tpuctl cluster delete c1' removes the cluster"));
+  CHECK(env.run({"cluster", "delete", "c1"}).exit_code == 0);
+  auto clean = env.run({"state", "check"});
+  CHECK_MESSAGE(clean.exit_code == 0, (clean.out + clean.err));
+
+  // A workload record whose cluster record is gone (no command leaves one: written here).
+  REQUIRE(
+      env.run({"cluster", "create", "--cluster", "c2", "--tpu-type", "v5litepod-4"}).exit_code ==
+      0);
+  REQUIRE(env.run({"workload", "create", "--cluster", "c2", "--workload", "w2", "--command",
+                   "sleep 600"})
+              .exit_code == 0);
+  {
+    auto store = state::open_store("sqlite:" + env.store_path().string());
+    REQUIRE(store.has_value());
+    REQUIRE((*store)->commit({state::RemoveOp{{state::Kind::cluster, "local", "c2"}}}));
+  }
+  auto orphan = env.run({"state", "check", "--format", "json"});
+  CHECK(orphan.exit_code == 1);
+  all = json::parse(orphan.out).dump();
+  CHECK(contains(all, "workload 'w2'"));
+  CHECK(contains(all, "belongs to cluster 'c2', which does not exist"));
+  CHECK(env.run({"workload", "delete", "w2"}).exit_code == 0);
+  CHECK(env.run({"qr", "delete", "c2", "--force"}).exit_code == 0);
+  auto cleared = env.run({"state", "check"});
+  CHECK_MESSAGE(cleared.exit_code == 0, (cleared.out + cleared.err));
 }
