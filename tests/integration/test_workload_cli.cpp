@@ -14,7 +14,7 @@
 
 #include "tests/support/helpers.hpp"
 #include "tests/support/local_pool_fixture.hpp"
-#include "tests/support/qr_env.hpp"
+#include "tests/support/workload_env.hpp"
 #include "util/strings.hpp"
 
 using nlohmann::json;
@@ -24,28 +24,16 @@ TEST_SUITE_BEGIN("integration");
 
 namespace {
 
-// Every process on this machine (the local pool's workers included) tagged with the workload.
-std::vector<int> tagged(const std::string& uid) {
-  return tpuctl::test::processes_with_marker("TPUCTL_WORKLOAD_UID=" + uid);
-}
+using tpuctl::test::workload_processes;
 
 // A pool with an ACTIVE cluster `name`; kills whatever its workloads left at the end.
-struct ClusterEnv : QrEnv {
-  std::vector<std::string> uids;
-
+struct ClusterEnv : tpuctl::test::WorkloadEnv {
   ClusterEnv(const std::string& address_base, const std::string& name,
              const std::string& type = "v5litepod-16", int slices = 1)
-      : QrEnv(8, address_base) {
+      : WorkloadEnv(8, address_base) {
     auto r = run({"cluster", "create", "--cluster", name, "--tpu-type", type, "--num-slices",
                   std::to_string(slices)});
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-  }
-  ~ClusterEnv() {
-    for (const auto& uid : uids) {
-      for (int pid : tagged(uid)) {
-        ::kill(pid, SIGKILL);
-      }
-    }
   }
   // "[NODE/WORKER@HOST] ": how workload logs (and tpuctl ssh) prefix that worker's lines.
   std::string prefix(int slice, int worker) const {
@@ -57,34 +45,12 @@ struct ClusterEnv : QrEnv {
     return "[" + w["node"].get<std::string>() + "/" + std::to_string(worker) + "@" +
            w["host"].get<std::string>() + "] ";
   }
-  // Creates a workload (exit 0 required) and returns its uid.
+  // Creates a workload on "demo" (exit 0 required) and returns its uid.
   std::string create(const std::string& name, const std::string& command,
                      std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{"workload", "create",    "--cluster", "demo",     "--workload",
-                                  name,       "--command", command,     "--format", "json"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto r = run(args);
-    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    auto uid = json::parse(r.out)["uid"].get<std::string>();
-    uids.push_back(uid);
-    return uid;
+    return create_workload("demo", name, command, std::move(extra));
   }
 };
-
-// The tagged processes that run as worker `worker` (TPU_WORKER_ID in their environment).
-std::vector<int> tagged_worker(const std::string& uid, int worker) {
-  std::vector<int> out;
-  const std::string id = std::string("TPU_WORKER_ID=") + std::to_string(worker) + '\0';
-  for (int pid : tagged(uid)) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
-    std::stringstream env;
-    env << in.rdbuf();
-    if (('\0' + env.str()).find('\0' + id) != std::string::npos) {
-      out.push_back(pid);
-    }
-  }
-  return out;
-}
 
 } // namespace
 
@@ -139,7 +105,7 @@ TEST_CASE("workload: one worker exiting 3 FAILS it, naming the worker; the other
       CHECK(w["state"] == "STOPPED");
     }
   }
-  CHECK(tagged(uid).empty());
+  CHECK(workload_processes(uid).empty());
 }
 
 TEST_CASE("workload: --max-restarts restarts every worker together") {
@@ -188,13 +154,7 @@ TEST_CASE("workload: a worker host that dies is LOST within the documented 16 s;
   const std::string host = cluster["slices"][0]["workers"][1]["host"];
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   // The host dies: its sshd and everything the workload runs there.
-  std::ifstream pidfile(env.pool_dir() / "hosts" / host / "sshd.pid");
-  int sshd = 0;
-  REQUIRE(static_cast<bool>(pidfile >> sshd));
-  REQUIRE(::kill(sshd, SIGKILL) == 0);
-  for (int pid : tagged_worker(uid, 1)) {
-    ::kill(pid, SIGKILL);
-  }
+  env.kill_worker_host(uid, host, 1);
   const auto died = std::chrono::steady_clock::now();
   auto waited = env.run({"workload", "wait", "victim", "--timeout", "60s"});
   const auto noticed =
@@ -203,18 +163,18 @@ TEST_CASE("workload: a worker host that dies is LOST within the documented 16 s;
   CHECK(waited.err.find("worker 1 of node demo-0 (host " + host + ") was lost") !=
         std::string::npos);
   CHECK(waited.err.find("unreachable") != std::string::npos);
-  CHECK(noticed.count() <= 20); // 16 s documented, plus this machine's noise
-  CHECK(tagged(uid).empty());   // the live workers were stopped
+  CHECK(noticed.count() <= 20);           // 16 s documented, plus this machine's noise
+  CHECK(workload_processes(uid).empty()); // the live workers were stopped
 }
 
 TEST_CASE("workload delete: no process with the workload's tag is left on any worker") {
   ClusterEnv env("127.0.153.2", "demo");
   auto uid = env.create("long", "setsid sleep 300 & sleep 300 & sleep 400");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  CHECK(tagged(uid).size() >= 4 * 4); // supervisor, shell and sleeps on every worker
+  CHECK(workload_processes(uid).size() >= 4 * 4); // supervisor, shell and sleeps on every worker
   auto del = env.run({"workload", "delete", "long"});
   REQUIRE_MESSAGE(del.exit_code == 0, del.err);
-  CHECK(tagged(uid).empty());
+  CHECK(workload_processes(uid).empty());
   auto gone = env.run({"workload", "describe", "long"});
   CHECK(gone.exit_code == 4);
   CHECK(gone.err.find("workload 'long' not found") != std::string::npos);
@@ -227,10 +187,10 @@ TEST_CASE("cluster delete: refused while workloads run; --force stops them and f
   CHECK(refused.exit_code == 1);
   CHECK(refused.err.find("running workloads (busy)") != std::string::npos);
   CHECK(env.run_json({"cluster", "describe", "demo"})["state"] == "ACTIVE");
-  CHECK(tagged(uid).size() >= 4);
+  CHECK(workload_processes(uid).size() >= 4);
   auto forced = env.run({"cluster", "delete", "demo", "--force"});
   REQUIRE_MESSAGE(forced.exit_code == 0, forced.err);
-  CHECK(tagged(uid).empty());
+  CHECK(workload_processes(uid).empty());
   CHECK(env.run_json({"cluster", "list"}).empty());
   CHECK(env.run_json({"workload", "list"}).empty());
   CHECK(env.claims().empty());

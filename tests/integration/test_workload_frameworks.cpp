@@ -11,7 +11,7 @@
 
 #include "tests/support/helpers.hpp"
 #include "tests/support/local_pool_fixture.hpp"
-#include "tests/support/qr_env.hpp"
+#include "tests/support/workload_env.hpp"
 #include "util/process.hpp"
 #include "util/strings.hpp"
 
@@ -23,29 +23,16 @@ TEST_SUITE_BEGIN("integration");
 namespace {
 
 // A pool of 8 hosts with an ACTIVE cluster "fw" of two v5litepod-16 slices (4 workers each).
-struct TwoSliceCluster : QrEnv {
-  std::vector<std::string> uids;
-  TwoSliceCluster() : QrEnv(8, "127.0.200.2") {
+struct TwoSliceCluster : tpuctl::test::WorkloadEnv {
+  TwoSliceCluster() : WorkloadEnv(8, "127.0.200.2") {
     auto r = run({"cluster", "create", "--cluster", "fw", "--tpu-type", "v5litepod-16",
                   "--num-slices", "2"});
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   }
-  ~TwoSliceCluster() {
-    for (const auto& uid : uids) {
-      for (int pid : tpuctl::test::processes_with_marker("TPUCTL_WORKLOAD_UID=" + uid)) {
-        ::kill(pid, SIGKILL);
-      }
-    }
-  }
   // Runs a workload to its end (exit 0 required) and returns `workload describe` as json.
   json run_workload(const std::string& name, const std::string& command,
                     std::vector<std::string> extra) {
-    std::vector<std::string> args{"workload", "create",    "--cluster", "fw",       "--workload",
-                                  name,       "--command", command,     "--format", "json"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto created = run(args);
-    REQUIRE_MESSAGE(created.exit_code == 0, created.err);
-    uids.push_back(json::parse(created.out)["uid"].get<std::string>());
+    create_workload("fw", name, command, std::move(extra));
     auto waited = run({"workload", "wait", name, "--timeout", "120s", "--format", "json"});
     const auto logs = run({"workload", "logs", name});
     const auto described = run({"workload", "describe", name});

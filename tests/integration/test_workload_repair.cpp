@@ -13,7 +13,7 @@
 
 #include "tests/support/helpers.hpp"
 #include "tests/support/local_pool_fixture.hpp"
-#include "tests/support/qr_env.hpp"
+#include "tests/support/workload_env.hpp"
 
 using nlohmann::json;
 using tpuctl::test::QrEnv;
@@ -22,31 +22,13 @@ TEST_SUITE_BEGIN("integration");
 
 namespace {
 
-std::vector<int> tagged(const std::string& uid) {
-  return tpuctl::test::processes_with_marker("TPUCTL_WORKLOAD_UID=" + uid);
-}
+using tpuctl::test::workload_processes;
 
-// Kills whatever the workloads left at the end.
-struct RepairEnv : QrEnv {
-  std::vector<std::string> uids;
-  RepairEnv(int hosts, const std::string& base) : QrEnv(hosts, base) {}
-  ~RepairEnv() {
-    for (const auto& uid : uids) {
-      for (int pid : tagged(uid)) {
-        ::kill(pid, SIGKILL);
-      }
-    }
-  }
+struct RepairEnv : tpuctl::test::WorkloadEnv {
+  RepairEnv(int hosts, const std::string& base) : WorkloadEnv(hosts, base) {}
   std::string create(const std::string& cluster, const std::string& name,
                      const std::string& command, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{"workload", "create",    "--cluster", cluster,    "--workload",
-                                  name,       "--command", command,     "--format", "json"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto r = run(args);
-    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    auto uid = json::parse(r.out)["uid"].get<std::string>();
-    uids.push_back(uid);
-    return uid;
+    return create_workload(cluster, name, command, std::move(extra));
   }
   // Polls `workload describe` (which also restarts a missing monitor) until `done` holds.
   json wait_for(const std::string& name, const std::function<bool(const json&)>& done,
@@ -63,21 +45,6 @@ struct RepairEnv : QrEnv {
         },
         timeout);
     return last;
-  }
-  // The host of worker `worker` (of every slice) dies: its sshd and everything the workload runs
-  // there.
-  void kill_worker_host(const std::string& uid, const std::string& host, int worker) const {
-    std::ifstream pidfile(pool_dir() / "hosts" / host / "sshd.pid");
-    int sshd = 0;
-    REQUIRE(static_cast<bool>(pidfile >> sshd));
-    REQUIRE(::kill(sshd, SIGKILL) == 0);
-    const std::string id = "TPU_WORKER_ID=" + std::to_string(worker) + '\0';
-    for (int pid : tagged(uid)) {
-      if (tpuctl::test::read_file("/proc/" + std::to_string(pid) + "/environ").find(id) !=
-          std::string::npos) {
-        ::kill(pid, SIGKILL);
-      }
-    }
   }
   std::string monitor_log(const std::string& name) const {
     return tpuctl::test::read_file(dir.path() / "state" / "tpuctl" / "logs" /
@@ -154,7 +121,7 @@ TEST_CASE("repair: a dead worker host is drained naming the workload, the slice 
   CHECK(cluster["goodput"]["lost_ms"] == after["goodput"]["lost_ms"]);
 
   REQUIRE(env.run({"cluster", "delete", "demo", "--force", "-q"}).exit_code == 0);
-  CHECK(tagged(uid).empty());
+  CHECK(workload_processes(uid).empty());
 }
 
 TEST_CASE("repair: a requeue cluster preempted by a reserved request resumes its workload when "
@@ -191,7 +158,7 @@ TEST_CASE("repair: a requeue cluster preempted by a reserved request resumes its
   CHECK(resumed["restarts"] == 0); // a preemption uses no restart
   CHECK(resumed["goodput"]["lost_ms"].get<int64_t>() > 0);
   REQUIRE(env.run({"cluster", "delete", "cheap", "--force", "-q"}).exit_code == 0);
-  CHECK(tagged(uid).empty());
+  CHECK(workload_processes(uid).empty());
 
   // A plain spot request keeps gcloud's behaviour: SUSPENDED, and it stays so.
   REQUIRE(env.run({"qr", "create", "plain", "--accelerator-type", "v5litepod-16", "--spot"})
@@ -247,14 +214,13 @@ TEST_CASE("chaos: the monitor killed in the middle of a repair (hosts drained, t
   auto claims = env.claims();
   CHECK(claims.size() == 4);
   CHECK(claims.count(dead) == 0);
-  for (int pid : tagged(uid)) {
-    const std::string environ =
-        tpuctl::test::read_file("/proc/" + std::to_string(pid) + "/environ");
-    CHECK_MESSAGE(
-        environ.find(std::string("TPUCTL_WORKLOAD_ATTEMPT=1") + '\0') != std::string::npos, pid);
+  for (int pid : workload_processes(uid)) {
+    const std::string vars = tpuctl::test::read_file("/proc/" + std::to_string(pid) + "/environ");
+    CHECK_MESSAGE(vars.find(std::string("TPUCTL_WORKLOAD_ATTEMPT=1") + '\0') != std::string::npos,
+                  pid);
   }
   REQUIRE(env.run({"cluster", "delete", "demo", "--force", "-q"}).exit_code == 0);
-  CHECK(tagged(uid).empty());
+  CHECK(workload_processes(uid).empty());
 }
 
 TEST_CASE("repair: with no free hosts for the replacement the workload waits, RECOVERING with the "
@@ -291,7 +257,7 @@ TEST_CASE("repair: with no free hosts for the replacement the workload waits, RE
             ended["goodput"]["queued_ms"].get<int64_t>() >
         0);
   REQUIRE(env.run({"cluster", "delete", "demo", "--force", "-q"}).exit_code == 0);
-  CHECK(tagged(uid).empty());
+  CHECK(workload_processes(uid).empty());
 }
 
 TEST_SUITE_END();

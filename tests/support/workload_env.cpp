@@ -1,0 +1,60 @@
+#include "tests/support/workload_env.hpp"
+
+#include <csignal>
+#include <fstream>
+
+#include <doctest/doctest.h>
+
+#include "tests/support/local_pool_fixture.hpp"
+
+namespace tpuctl::test {
+
+std::vector<int> workload_processes(const std::string& uid) {
+  return processes_with_marker("TPUCTL_WORKLOAD_UID=" + uid);
+}
+
+std::vector<int> workload_worker_processes(const std::string& uid, int worker) {
+  std::vector<int> out;
+  const std::string id = std::string("TPU_WORKER_ID=") + std::to_string(worker) + '\0';
+  for (int pid : workload_processes(uid)) {
+    if (('\0' + read_file("/proc/" + std::to_string(pid) + "/environ")).find('\0' + id) !=
+        std::string::npos) {
+      out.push_back(pid);
+    }
+  }
+  return out;
+}
+
+WorkloadEnv::~WorkloadEnv() {
+  for (const auto& uid : uids) {
+    for (int pid : workload_processes(uid)) {
+      ::kill(pid, SIGKILL);
+    }
+  }
+}
+
+std::string WorkloadEnv::create_workload(const std::string& cluster, const std::string& name,
+                                         const std::string& command,
+                                         std::vector<std::string> extra) {
+  std::vector<std::string> args{"workload", "create",    "--cluster", cluster,    "--workload",
+                                name,       "--command", command,     "--format", "json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = run(args);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  auto uid = nlohmann::json::parse(r.out)["uid"].get<std::string>();
+  uids.push_back(uid);
+  return uid;
+}
+
+void WorkloadEnv::kill_worker_host(const std::string& uid, const std::string& host,
+                                   int worker) const {
+  std::ifstream pidfile(pool_dir() / "hosts" / host / "sshd.pid");
+  int sshd = 0;
+  REQUIRE(static_cast<bool>(pidfile >> sshd));
+  REQUIRE(::kill(sshd, SIGKILL) == 0);
+  for (int pid : workload_worker_processes(uid, worker)) {
+    ::kill(pid, SIGKILL);
+  }
+}
+
+} // namespace tpuctl::test

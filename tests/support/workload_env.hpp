@@ -1,0 +1,32 @@
+// A QrEnv for workload tests: creates workloads on a cluster, finds the processes they started
+// on the local pool (every one carries TPUCTL_WORKLOAD_UID in its environment), kills a worker's
+// host, and at the end kills whatever its workloads left.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tests/support/qr_env.hpp"
+
+namespace tpuctl::test {
+
+// Every process on this machine (the local pool's workers included) tagged with the workload.
+std::vector<int> workload_processes(const std::string& uid);
+// Those that run as worker `worker` (TPU_WORKER_ID in their environment).
+std::vector<int> workload_worker_processes(const std::string& uid, int worker);
+
+struct WorkloadEnv : QrEnv {
+  std::vector<std::string> uids; // of every workload created here
+
+  using QrEnv::QrEnv;
+  ~WorkloadEnv();
+
+  // `workload create --cluster CLUSTER --workload NAME --command COMMAND --format json EXTRA...`
+  // (exit 0 required); returns the workload's uid.
+  std::string create_workload(const std::string& cluster, const std::string& name,
+                              const std::string& command, std::vector<std::string> extra = {});
+  // The host dies: its sshd and every process of the workload that runs there as `worker`.
+  void kill_worker_host(const std::string& uid, const std::string& host, int worker) const;
+};
+
+} // namespace tpuctl::test
