@@ -94,13 +94,13 @@ Expected<WaitCondition> parse_for(const std::string& text) {
   if (text == "delete") {
     return WaitCondition{true, QrState::active};
   }
-  if (util::starts_with(text, "state=")) {
-    if (auto s = provision::parse_qr_state(text.substr(6))) {
-      return WaitCondition{false, *s};
-    }
+  // state=STATE as kubectl's --for=jsonpath spells a condition, or the bare state (any case).
+  const std::string state = util::starts_with(text, "state=") ? text.substr(6) : text;
+  if (auto s = provision::parse_qr_state(state)) {
+    return WaitCondition{false, *s};
   }
   return usage_error("--for '" + util::printable(text) +
-                     "' is not state=STATE (ACTIVE, SUSPENDED, FAILED, ...) or delete");
+                     "' is not a state (ACTIVE, SUSPENDED, FAILED, ..., or state=STATE) or delete");
 }
 
 Expected<int> run_wait(Context& ctx, const LifecycleFlags& f) {
@@ -179,7 +179,7 @@ void add_qr_lifecycle(CLI::App& group, Registry& registry) {
   CLI::App* w = registry.add(group, "wait", "wait until a request reaches a state (or is deleted)",
                              [wait](Context& ctx) { return run_wait(ctx, *wait); });
   w->add_option("QR_ID", wait->id, "the queued resource")->required();
-  w->add_option("--for", wait->for_condition, "state=STATE (default state=ACTIVE) or delete")
+  w->add_option("--for", wait->for_condition, "STATE or state=STATE (default ACTIVE), or delete")
       ->type_name("COND");
   w->add_option("--timeout", wait->timeout, "give up after this long: exit 3 (0: no limit)")
       ->type_name("D")

@@ -374,6 +374,10 @@ TEST_CASE("consistency: counts, durations, deadlines, sizes and request ids are 
               .exit_code == 0);
   auto failed = s.run({"qr", "wait", "late", "--for", "state=FAILED", "--timeout", "30s"});
   REQUIRE_MESSAGE(failed.exit_code == 0, failed.err);
+  // The bare state, in any case, is the same condition; a word that is none is exit 2.
+  CHECK(s.run({"qr", "wait", "late", "--for", "failed", "--timeout", "5s"}).exit_code == 0);
+  CHECK(contains(one_error(s.run({"qr", "wait", "late", "--for", "sideways"})),
+                 "is not a state (ACTIVE, SUSPENDED, FAILED"));
   CHECK(contains(one_error(s.run({"qr", "reset", "late"})), "valid-until time"));
 
   // A remote command longer than a worker's shell takes is refused before connecting.
