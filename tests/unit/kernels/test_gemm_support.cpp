@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -85,6 +86,20 @@ std::vector<std::string> allowed_lists_of_threads() {
   return out;
 }
 
+// The ids of this process's threads other than the calling one.
+std::vector<pid_t> other_threads() {
+  std::vector<pid_t> out;
+  DIR* dir = opendir("/proc/self/task");
+  REQUIRE(dir != nullptr);
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] != '.' && std::atoi(e->d_name) != static_cast<int>(gettid())) {
+      out.push_back(static_cast<pid_t>(std::atoi(e->d_name)));
+    }
+  }
+  closedir(dir);
+  return out;
+}
+
 } // namespace
 
 TEST_CASE("kernels::run_shared: a worker that joins on the caller's CPU runs the job on another "
@@ -102,25 +117,41 @@ TEST_CASE("kernels::run_shared: a worker that joins on the caller's CPU runs the
   CPU_ZERO(&pinned);
   CPU_SET(home, &pinned);
   REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof pinned, &pinned) == 0);
-  std::atomic<int> on_home{0}, worker_copies{0};
+  // Where each worker copy starts its job: a worker that joined on `home` has moved by then. (Not
+  // checked later in the copy: a worker that joined elsewhere may be moved to `home` by the
+  // scheduler, to balance against the other test the suite runs at the same time.)
+  std::atomic<int> on_home{0}, worker_copies{0}, indexes{0};
   const auto caller = std::this_thread::get_id();
-  for (int job = 0; job < 40; ++job) {
+  const std::vector<pid_t> others = other_threads();
+  for (int job = 0; job < 200; ++job) {
+    // Every other thread of the process (the pool's worker among them) is put on `home` and
+    // allowed everything again: the worker then joins the job on the caller's CPU, as Linux's
+    // wake-affine placement often leaves it.
+    for (pid_t tid : others) {
+      sched_setaffinity(tid, sizeof pinned, &pinned);
+      sched_setaffinity(tid, sizeof process, &process);
+    }
+    std::atomic<int> next{0};
     std::atomic<long> sum{0};
-    parallel_for(64, 2, [&](int i) {
+    run_shared(2, [&] {
       if (std::this_thread::get_id() != caller) {
         worker_copies.fetch_add(1);
         on_home.fetch_add(sched_getcpu() == home);
       }
-      auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
-      while (std::chrono::steady_clock::now() < until) {
+      for (int i = next.fetch_add(1); i < 64; i = next.fetch_add(1)) {
+        auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        sum.fetch_add(i);
+        indexes.fetch_add(1);
       }
-      sum.fetch_add(i);
     });
     CHECK(sum.load() == 64 * 63 / 2);
   }
   REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof process, &process) == 0);
-  MESSAGE("worker copies: ", worker_copies.load(), " of 2560 indexes");
-  CHECK(on_home.load() == 0);                  // never beside the pinned caller while the job ran
+  CHECK(indexes.load() == 200 * 64);
+  MESSAGE("worker copies: ", worker_copies.load(), " of 200 jobs");
+  CHECK(on_home.load() == 0);                  // no copy started beside the pinned caller
   CHECK(allowed_lists_of_threads() == before); // and every thread has its CPUs back
 }
 
@@ -224,12 +255,21 @@ TEST_CASE("kernels: an AVX-512 bf16 dot or VNNI chain does at least the work of 
     MESSAGE("no AVX-512F here: nothing to compare");
     return;
   }
-  const double fma = measure_peak_gops(PeakKind::fp32_fma_avx512, 1, 0.03);
+  // Each rate is the best of five short runs, interleaved: the suite runs two tests at once, and
+  // one run that lost its core to the other (seen: 226 against an FMA run's 262) says nothing.
+  auto best_of = [](PeakKind kind) {
+    double best = 0;
+    for (int i = 0; i < 5; ++i) {
+      best = std::max(best, measure_peak_gops(kind, 1, 0.02));
+    }
+    return best;
+  };
+  const double fma = best_of(PeakKind::fp32_fma_avx512);
   REQUIRE(fma > 0);
   for (PeakKind kind : {PeakKind::bf16_dot_avx512, PeakKind::int8_vnni_avx512}) {
     if (host_has(kind)) {
       CAPTURE(std::string(to_string(kind)));
-      CHECK(measure_peak_gops(kind, 1, 0.03) > 0.9 * fma);
+      CHECK(best_of(kind) > 0.9 * fma);
     }
   }
 }
