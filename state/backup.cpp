@@ -41,8 +41,8 @@ private:
   bool m_held = false;
 };
 
-// Copies `source` into a new SQLite store at `tmp` and checks it. The store is closed (its WAL
-// folded into the file) when this returns.
+// Copies `source` into a new SQLite store at `tmp`, checks it and takes it out of WAL mode. The
+// store is closed when this returns.
 Expected<BackupReport> write_copy(StateStore& source, const std::string& tmp) {
   BackupReport report;
   SqliteOptions o;
@@ -58,6 +58,8 @@ Expected<BackupReport> write_copy(StateStore& source, const std::string& tmp) {
   if (!problems.empty()) {
     return Error(ErrorKind::failure, "the copy failed its integrity check: " + problems.front());
   }
+  // One self-contained file: reading it (restore) then leaves nothing beside it.
+  TPUCTL_TRY(copy->leave_wal());
   return report;
 }
 

@@ -302,6 +302,15 @@ Status SqliteStore::check_writable() const {
   return ok();
 }
 
+Status SqliteStore::leave_wal() {
+  TPUCTL_TRY_ASSIGN(auto mode, m_db.query_text("PRAGMA journal_mode = DELETE", "configure"));
+  if (mode != "delete") {
+    return unavailable("cannot take '" + m_db.path() + "' out of write-ahead logging (journal " +
+                       "mode is '" + mode + "')");
+  }
+  return {};
+}
+
 Expected<std::vector<std::string>> SqliteStore::check_integrity() {
   TPUCTL_TRY(check_identity());
   std::vector<std::string> found;

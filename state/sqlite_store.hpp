@@ -69,6 +69,10 @@ public:
   void end_reads() override;
   // PRAGMA integrity_check and foreign_key_check, and the revision counter's presence.
   Expected<std::vector<std::string>> check_integrity() override;
+  // Folds the write-ahead log into the file and leaves WAL mode (journal_mode DELETE): the file
+  // is then the whole database, and a read-only open leaves no -wal or -shm beside it (state
+  // backup's copy; the next read-write open switches back to WAL). Errors: unavailable.
+  Status leave_wal();
   // Runs fn inside BEGIN IMMEDIATE, so its reads are current and its ops cannot conflict.
   Expected<CommitResult> transact(const TransactFn& fn,
                                   const TransactOptions& options = {}) override;

@@ -120,6 +120,10 @@ TEST_CASE("state backup/restore/check on SQLite: a consistent 0600 snapshot; res
   // --force: the store is the backup again; the next command carries on from there.
   auto restored = env.run({"state", "restore", backup.string(), "--force"});
   CHECK_MESSAGE(restored.exit_code == 0, restored.err);
+  // The backup is one file, and reading it leaves nothing beside it (no -wal, no -shm).
+  for (const char* sidecar : {"-wal", "-shm", "-journal"}) {
+    CHECK_MESSAGE(!fs::exists(backup.string() + sidecar), std::string(sidecar));
+  }
   CHECK(requests(env) == before);
   CHECK(env.claims() == claims_before);
   auto sound = env.run({"state", "check"});
