@@ -210,8 +210,11 @@ std::optional<DnnlMatmul> dnnl_matmul(dnnl::memory::data_type in, dnnl::memory::
   return mm;
 }
 
-// The peers of a row: OpenBLAS, and oneDNN when it has an implementation.
-std::vector<Contender> peers_with(Contender openblas, std::optional<DnnlMatmul>& dn) {
+// The peers of a row: OpenBLAS, and oneDNN when it has an implementation (which `impl` records
+// for the session header: its implementation string, or "none").
+std::vector<Contender> peers_with(Contender openblas, std::optional<DnnlMatmul>& dn,
+                                  std::string& impl) {
+  impl = dn ? dn->impl : "none";
   std::vector<Contender> peers{std::move(openblas)};
   if (dn) {
     peers.push_back({"oneDNN", dn->impl, [&dn] { dn->run(); }});
@@ -336,15 +339,14 @@ std::vector<Row> run_shape(const Args& args, int threads, const Shape& s, Sessio
     die_on(pf.has_value() ? tpuctl::Status{} : tpuctl::Status{pf.error()});
     std::optional<DnnlMatmul> dn =
         dnnl_matmul(dt::f32, dt::f32, m, n, k, a.data(), b.data(), c2.data());
-    session.onednn_impl[0] = dn ? dn->impl : "none";
     finish(
         measure(
             args, threads, s, "fp32",
             {"tpuctl", "",
              [&] { die_on(gemm_f32(m, n, k, a.data(), k, b.data(), n, c.data(), n, o)); }},
             {"packed", "", [&] { die_on(gemm_f32_packed(m, a.data(), k, *pf, c.data(), n, o)); }},
-            peers_with({"OpenBLAS", "sgemm, core " + core, [&] { sgemm(a.data(), b.data()); }},
-                       dn)),
+            peers_with({"OpenBLAS", "sgemm, core " + core, [&] { sgemm(a.data(), b.data()); }}, dn,
+                       session.onednn_impl[0])),
         GemmDtype::fp32);
   }
   {
@@ -352,7 +354,6 @@ std::vector<Row> run_shape(const Args& args, int threads, const Shape& s, Sessio
     die_on(ph.has_value() ? tpuctl::Status{} : tpuctl::Status{ph.error()});
     std::optional<DnnlMatmul> dn =
         dnnl_matmul(dt::bf16, dt::f32, m, n, k, ah.data(), bh.data(), c2.data());
-    session.onednn_impl[1] = dn ? dn->impl : "none";
     finish(
         measure(
             args, threads, s, "bf16",
@@ -365,7 +366,7 @@ std::vector<Row> run_shape(const Args& args, int threads, const Shape& s, Sessio
                           widen_bf16(bh.data(), b_wide.data(), bs);
                           sgemm(a_wide.data(), b_wide.data());
                         }},
-                       dn)),
+                       dn, session.onednn_impl[1])),
         GemmDtype::bf16);
   }
   {
@@ -373,7 +374,6 @@ std::vector<Row> run_shape(const Args& args, int threads, const Shape& s, Sessio
     die_on(p8.has_value() ? tpuctl::Status{} : tpuctl::Status{p8.error()});
     std::optional<DnnlMatmul> dn =
         dnnl_matmul(dt::s8, dt::s32, m, n, k, a8.data(), b8.data(), c32_peer.data());
-    session.onednn_impl[2] = dn ? dn->impl : "none";
     finish(
         measure(
             args, threads, s, "int8",
@@ -381,8 +381,8 @@ std::vector<Row> run_shape(const Args& args, int threads, const Shape& s, Sessio
              [&] { die_on(gemm_s8(m, n, k, a8.data(), k, b8.data(), n, c32.data(), n, o)); }},
             {"packed", "", [&] { die_on(gemm_s8_packed(m, a8.data(), k, *p8, c32.data(), n, o)); }},
             peers_with(
-                {"OpenBLAS", "sgemm op rate, core " + core, [&] { sgemm(a.data(), b.data()); }},
-                dn)),
+                {"OpenBLAS", "sgemm op rate, core " + core, [&] { sgemm(a.data(), b.data()); }}, dn,
+                session.onednn_impl[2])),
         GemmDtype::int8);
     // tpuctl's int8 is exact (the unit tests hold it to the reference); is oneDNN's here?
     long bad = 0;

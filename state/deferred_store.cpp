@@ -10,6 +10,11 @@ namespace {
 // again inside the real store's transaction.
 constexpr std::string_view k_deferred_write = "deferred_write";
 
+Error deferred_write() {
+  return Error(ErrorKind::failure, "a write before the store exists",
+               std::string(k_deferred_write));
+}
+
 } // namespace
 
 DeferredStore::DeferredStore(StoreInfo info, Creator create, Discarder discard)
@@ -95,8 +100,7 @@ Expected<CommitResult> DeferredStore::commit(const std::vector<Op>& ops) {
     TPUCTL_TRY(validate_op(op)); // a malformed op creates nothing
   }
   if (m_probing) {
-    return Error(ErrorKind::failure, "a write before the store exists",
-                 std::string(k_deferred_write));
+    return deferred_write();
   }
   if (m_real) {
     return m_real->commit(ops);
@@ -125,8 +129,7 @@ Expected<CommitResult> DeferredStore::transact(const TransactFn& fn,
     if (inner.empty()) {
       return CommitResult{};
     }
-    return Error(ErrorKind::failure, "a write before the store exists",
-                 std::string(k_deferred_write));
+    return deferred_write();
   }
   m_probing = true;
   auto ops = fn(*this);

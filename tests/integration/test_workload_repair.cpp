@@ -24,12 +24,20 @@ namespace {
 
 using tpuctl::test::workload_processes;
 
+bool all_running_attempt(const json& wl, int attempt) {
+  if (wl["state"] != "RUNNING" || wl["attempt"] != attempt) {
+    return false;
+  }
+  for (const auto& w : wl["workers"]) {
+    if (w["state"] != "RUNNING" || w["attempt"] != attempt) {
+      return false;
+    }
+  }
+  return true;
+}
+
 struct RepairEnv : tpuctl::test::WorkloadEnv {
   RepairEnv(int hosts, const std::string& base) : WorkloadEnv(hosts, base) {}
-  std::string create(const std::string& cluster, const std::string& name,
-                     const std::string& command, std::vector<std::string> extra = {}) {
-    return create_workload(cluster, name, command, std::move(extra));
-  }
   // Polls `workload describe` (which also restarts a missing monitor) until `done` holds.
   json wait_for(const std::string& name, const std::function<bool(const json&)>& done,
                 std::chrono::seconds timeout) {
@@ -46,23 +54,25 @@ struct RepairEnv : tpuctl::test::WorkloadEnv {
         timeout);
     return last;
   }
+  // A cluster "demo" of one v5litepod-16 running workload "long" on every worker's first
+  // attempt (created with COMMAND and EXTRA, EXTRA_ENV added to the create's environment): its
+  // uid, and `workload describe` then.
+  std::pair<std::string, json>
+  start_long(const std::string& command, std::vector<std::string> extra,
+             const std::map<std::string, std::string>& extra_env = {}) {
+    auto created = run({"cluster", "create", "--cluster", "demo", "--tpu-type", "v5litepod-16"});
+    REQUIRE_MESSAGE(created.exit_code == 0, created.err);
+    std::string uid = create_workload("demo", "long", command, std::move(extra), extra_env);
+    json running = wait_for(
+        "long", [](const json& w) { return all_running_attempt(w, 0); }, std::chrono::seconds(30));
+    REQUIRE(all_running_attempt(running, 0));
+    return {uid, running};
+  }
   std::string monitor_log(const std::string& name) const {
     return tpuctl::test::read_file(dir.path() / "state" / "tpuctl" / "logs" /
                                    ("workload-" + name + ".log"));
   }
 };
-
-bool all_running_attempt(const json& wl, int attempt) {
-  if (wl["state"] != "RUNNING" || wl["attempt"] != attempt) {
-    return false;
-  }
-  for (const auto& w : wl["workers"]) {
-    if (w["state"] != "RUNNING" || w["attempt"] != attempt) {
-      return false;
-    }
-  }
-  return true;
-}
 
 std::set<std::string> hosts_of(const json& wl) {
   std::set<std::string> out;
@@ -77,13 +87,8 @@ std::set<std::string> hosts_of(const json& wl) {
 TEST_CASE("repair: a dead worker host is drained naming the workload, the slice is placed again "
           "on free hosts and every worker runs the next attempt") {
   RepairEnv env(8, "127.0.201.2"); // 8 hosts: the cluster's 4 and 4 spares
-  auto created = env.run({"cluster", "create", "--cluster", "demo", "--tpu-type", "v5litepod-16"});
-  REQUIRE_MESSAGE(created.exit_code == 0, created.err);
-  const std::string uid = env.create(
-      "demo", "long", "echo attempt=$TPUCTL_WORKLOAD_ATTEMPT; sleep 300", {"--max-restarts", "1"});
-  json before = env.wait_for(
-      "long", [](const json& w) { return all_running_attempt(w, 0); }, std::chrono::seconds(30));
-  REQUIRE(all_running_attempt(before, 0));
+  const auto [uid, before] =
+      env.start_long("echo attempt=$TPUCTL_WORKLOAD_ATTEMPT; sleep 300", {"--max-restarts", "1"});
   const std::string dead = before["workers"][1]["host"];
 
   env.kill_worker_host(uid, dead, 1);
@@ -131,7 +136,7 @@ TEST_CASE("repair: a requeue cluster preempted by a reserved request resumes its
       env.run({"cluster", "create", "--cluster", "cheap", "--tpu-type", "v5litepod-16", "--spot"});
   REQUIRE_MESSAGE(created.exit_code == 0, created.err);
   CHECK(env.run_json({"cluster", "describe", "cheap"})["on_preemption"] == "requeue");
-  const std::string uid = env.create("cheap", "train", "sleep 300");
+  const std::string uid = env.create_workload("cheap", "train", "sleep 300");
   REQUIRE(env.wait_for(
               "train", [](const json& w) { return all_running_attempt(w, 0); },
               std::chrono::seconds(30))["state"] == "RUNNING");
@@ -176,18 +181,9 @@ TEST_CASE("repair: a requeue cluster preempted by a reserved request resumes its
 TEST_CASE("chaos: the monitor killed in the middle of a repair (hosts drained, the slice not yet "
           "requeued): the next command finishes the repair and nothing leaks") {
   RepairEnv env(8, "127.0.203.2");
-  auto created = env.run({"cluster", "create", "--cluster", "demo", "--tpu-type", "v5litepod-16"});
-  REQUIRE_MESSAGE(created.exit_code == 0, created.err);
   // The detached monitor inherits the failpoint: it dies (SIGKILL) right after draining.
-  auto r = env.run_with({"workload", "create", "--cluster", "demo", "--workload", "long",
-                         "--command", "sleep 300", "--max-restarts", "1", "--format", "json"},
-                        {{"TPUCTL_FAILPOINT", "workload.repair"}});
-  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-  const std::string uid = json::parse(r.out)["uid"].get<std::string>();
-  env.uids.push_back(uid);
-  json before = env.wait_for(
-      "long", [](const json& w) { return all_running_attempt(w, 0); }, std::chrono::seconds(30));
-  REQUIRE(all_running_attempt(before, 0));
+  const auto [uid, before] = env.start_long("sleep 300", {"--max-restarts", "1"},
+                                            {{"TPUCTL_FAILPOINT", "workload.repair"}});
   const std::string dead = before["workers"][2]["host"];
   env.kill_worker_host(uid, dead, 2);
   // The commands that follow (describe restarts a monitor that is gone) finish the repair.
@@ -226,13 +222,8 @@ TEST_CASE("chaos: the monitor killed in the middle of a repair (hosts drained, t
 TEST_CASE("repair: with no free hosts for the replacement the workload waits, RECOVERING with the "
           "reason shown, until its --timeout fails it") {
   RepairEnv env(4, "127.0.204.2"); // exactly one v5litepod-16: no spare
-  auto created = env.run({"cluster", "create", "--cluster", "demo", "--tpu-type", "v5litepod-16"});
-  REQUIRE_MESSAGE(created.exit_code == 0, created.err);
-  const std::string uid =
-      env.create("demo", "long", "sleep 300", {"--max-restarts", "2", "--timeout", "30s"});
-  json before = env.wait_for(
-      "long", [](const json& w) { return all_running_attempt(w, 0); }, std::chrono::seconds(30));
-  REQUIRE(all_running_attempt(before, 0));
+  const auto [uid, before] =
+      env.start_long("sleep 300", {"--max-restarts", "2", "--timeout", "30s"});
   const std::string dead = before["workers"][3]["host"];
   env.kill_worker_host(uid, dead, 3);
   json waiting = env.wait_for(

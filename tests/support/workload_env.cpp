@@ -34,12 +34,12 @@ WorkloadEnv::~WorkloadEnv() {
 }
 
 std::string WorkloadEnv::create_workload(const std::string& cluster, const std::string& name,
-                                         const std::string& command,
-                                         std::vector<std::string> extra) {
+                                         const std::string& command, std::vector<std::string> extra,
+                                         const std::map<std::string, std::string>& extra_env) {
   std::vector<std::string> args{"workload", "create",    "--cluster", cluster,    "--workload",
                                 name,       "--command", command,     "--format", "json"};
   args.insert(args.end(), extra.begin(), extra.end());
-  auto r = run(args);
+  auto r = run_with(args, extra_env);
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   auto uid = nlohmann::json::parse(r.out)["uid"].get<std::string>();
   uids.push_back(uid);

@@ -3,6 +3,7 @@
 // host, and at the end kills whatever its workloads left.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,9 +23,10 @@ struct WorkloadEnv : QrEnv {
   ~WorkloadEnv();
 
   // `workload create --cluster CLUSTER --workload NAME --command COMMAND --format json EXTRA...`
-  // (exit 0 required); returns the workload's uid.
+  // (exit 0 required), with `extra_env` added to its environment; returns the workload's uid.
   std::string create_workload(const std::string& cluster, const std::string& name,
-                              const std::string& command, std::vector<std::string> extra = {});
+                              const std::string& command, std::vector<std::string> extra = {},
+                              const std::map<std::string, std::string>& extra_env = {});
   // The host dies: its sshd and every process of the workload that runs there as `worker`.
   void kill_worker_host(const std::string& uid, const std::string& host, int worker) const;
 };
