@@ -11,11 +11,13 @@
 #include <iostream>
 #include <signal.h>
 #include <sstream>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "util/private_files.hpp"
+#include "util/process_tree.hpp"
 
 namespace tpuctl::agent {
 
@@ -53,73 +55,9 @@ void write_atomically(const std::string& path, const std::string& text) {
   ::rename(tmp.c_str(), path.c_str());
 }
 
-void write_all(int fd, const std::string& text) {
-  size_t off = 0;
-  while (off < text.size()) {
-    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      return;
-    }
-    off += static_cast<size_t>(n);
-  }
-}
-
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   return abbrev ? abbrev : std::to_string(sig);
-}
-
-} // namespace
-
-bool group_has_live_members(int pgid) {
-  DIR* d = ::opendir("/proc");
-  if (d == nullptr) {
-    return ::kill(-pgid, 0) == 0;
-  }
-  bool live = false;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] < '1' || e->d_name[0] > '9') {
-      continue;
-    }
-    std::ifstream stat(std::string("/proc/") + e->d_name + "/stat");
-    std::string text;
-    std::getline(stat, text);
-    auto paren = text.rfind(')');
-    if (paren == std::string::npos) {
-      continue;
-    }
-    std::istringstream rest(text.substr(paren + 1));
-    char state = 0;
-    long ppid = 0;
-    long group = 0;
-    if (rest >> state >> ppid >> group && group == pgid && state != 'Z' && state != 'X') {
-      live = true;
-      break;
-    }
-  }
-  ::closedir(d);
-  return live;
-}
-
-namespace {
-
-// Stops what is left of process group `pgid`: TERM, then KILL after `grace`. Zombies (exited,
-// waiting for a parent that may never reap them) do not count as left.
-void stop_group(pid_t pgid, std::chrono::milliseconds grace) {
-  if (::kill(-pgid, SIGTERM) != 0) {
-    return; // the group is gone
-  }
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (!group_has_live_members(pgid)) {
-      return;
-    }
-    ::usleep(50 * 1000);
-  }
-  ::kill(-pgid, SIGKILL);
 }
 
 // The supervisor: never returns. `ready` gets "ok <supervisor> <pid>\n" once the command runs,
@@ -129,7 +67,7 @@ void stop_group(pid_t pgid, std::chrono::milliseconds grace) {
   const std::string status_path = o.dir + "/status.json";
   const std::string heartbeat_path = o.dir + "/heartbeat";
   auto fail = [&](const std::string& what) {
-    write_all(ready, "error " + what + ": " + std::strerror(errno) + "\n");
+    util::write_all(ready, "error " + what + ": " + std::strerror(errno) + "\n");
     ::_exit(1);
   };
   int null = ::open("/dev/null", O_RDONLY);
@@ -144,8 +82,8 @@ void stop_group(pid_t pgid, std::chrono::milliseconds grace) {
   ::close(null);
   ::close(log);
   if (o.attempt > 0) {
-    write_all(1, "--- tpuctl: attempt " + std::to_string(o.attempt) + " (restart " +
-                     std::to_string(o.attempt) + ") ---\n");
+    util::write_all(1, "--- tpuctl: attempt " + std::to_string(o.attempt) + " (restart " +
+                           std::to_string(o.attempt) + ") ---\n");
   }
 
   sigset_t handled;
@@ -156,6 +94,10 @@ void stop_group(pid_t pgid, std::chrono::milliseconds grace) {
   sigset_t old_mask;
   ::sigprocmask(SIG_BLOCK, &handled, &old_mask);
 
+  // Everything the command starts stays below this process, even after a double fork or
+  // setsid (process_tree.hpp): stopping the workload walks this tree, never the process table.
+  // Before the fork: an orphan made at once must not go to init.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   const int64_t started = now_ms();
   pid_t child = ::fork();
   if (child < 0) {
@@ -178,41 +120,69 @@ void stop_group(pid_t pgid, std::chrono::milliseconds grace) {
               {"started_ms", started}};
   write_atomically(status_path, status.dump() + "\n");
   write_atomically(heartbeat_path, std::to_string(now_ms()) + "\n");
-  write_all(ready, "ok " + std::to_string(self) + " " + std::to_string(child) + "\n");
+  util::write_all(ready, "ok " + std::to_string(self) + " " + std::to_string(child) + "\n");
   ::close(ready);
 
-  bool stopping = false;
-  auto kill_at = std::chrono::steady_clock::time_point::max();
-  auto next_beat = std::chrono::steady_clock::now() + o.heartbeat_interval;
+  using Clock = std::chrono::steady_clock;
+  // TERM (or KILL) to the command's group and to every process below the supervisor.
+  auto signal_tree = [&](int sig) {
+    ::kill(-child, sig);
+    for (int pid : util::descendants(self)) {
+      ::kill(pid, sig);
+    }
+  };
+  bool stopping = false; // told to stop (TERM, INT, HUP)
+  bool child_done = false;
+  bool killed = false;
+  auto kill_at = Clock::time_point::max();
+  auto next_beat = Clock::now() + o.heartbeat_interval;
   int wait_status = 0;
   for (;;) {
-    pid_t done = ::waitpid(child, &wait_status, WNOHANG);
-    if (done == child) {
-      break;
+    int st = 0;
+    for (pid_t done; (done = ::waitpid(-1, &st, WNOHANG)) > 0;) {
+      if (done == child) {
+        wait_status = st;
+        child_done = true;
+      } // else: an orphan of the command, reparented here: reaped
     }
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = Clock::now();
+    if (child_done) {
+      // Whatever the command left running is stopped the same way: TERM, grace, KILL.
+      if (kill_at == Clock::time_point::max() && !killed) {
+        signal_tree(SIGTERM);
+        kill_at = now + o.kill_grace;
+      }
+      if (util::descendants(self).empty()) {
+        break;
+      }
+    }
     if (now >= next_beat) {
       write_atomically(heartbeat_path, std::to_string(now_ms()) + "\n");
       next_beat = now + o.heartbeat_interval;
     }
-    if (stopping && now >= kill_at) {
-      ::kill(-child, SIGKILL);
-      kill_at = std::chrono::steady_clock::time_point::max();
+    if (now >= kill_at && !killed) {
+      signal_tree(SIGKILL);
+      killed = true;
+      kill_at = now + std::chrono::seconds(2); // KILLed processes are gone within a moment
+    } else if (killed && now >= kill_at && child_done) {
+      break; // unkillable (D state): record the exit all the same
     }
     auto wake = std::min(next_beat, kill_at);
     auto wait_for = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now);
-    wait_for = std::clamp(wait_for, std::chrono::milliseconds(10), std::chrono::milliseconds(500));
+    wait_for = std::clamp(wait_for, std::chrono::milliseconds(10),
+                          std::chrono::milliseconds(child_done ? 50 : 500));
     timespec ts{static_cast<time_t>(wait_for.count() / 1000),
                 static_cast<long>((wait_for.count() % 1000) * 1'000'000)};
     siginfo_t info{};
     int sig = ::sigtimedwait(&handled, &info, &ts);
     if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && !stopping) {
       stopping = true;
-      ::kill(-child, SIGTERM);
-      kill_at = std::chrono::steady_clock::now() + o.kill_grace;
+      if (!killed) {
+        signal_tree(SIGTERM);
+        kill_at = std::min(kill_at, Clock::now() + o.kill_grace);
+      }
     }
   }
-  stop_group(child, o.kill_grace); // what the command left in its group
   status["state"] = "exited";
   status["finished_ms"] = now_ms();
   status["stopped"] = stopping;
@@ -225,18 +195,6 @@ void stop_group(pid_t pgid, std::chrono::milliseconds grace) {
   write_atomically(heartbeat_path, std::to_string(now_ms()) + "\n");
   write_atomically(status_path, status.dump() + "\n");
   ::_exit(0);
-}
-
-// True while `pid` runs (a zombie does not count: its parent has not reaped it yet).
-bool process_running(int pid) {
-  if (pid <= 0 || (::kill(pid, 0) != 0 && errno != EPERM)) {
-    return false;
-  }
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(stat, text);
-  auto paren = text.rfind(')');
-  return paren == std::string::npos || paren + 2 >= text.size() || text[paren + 2] != 'Z';
 }
 
 } // namespace
@@ -339,7 +297,7 @@ Json supervised_status(const std::string& dir) {
     out["heartbeat_ms"] = beat;
   }
   if (out["status"].is_object()) {
-    out["supervisor_alive"] = process_running(out["status"].value("supervisor_pid", 0));
+    out["supervisor_alive"] = util::process_running(out["status"].value("supervisor_pid", 0));
   }
   return out;
 }

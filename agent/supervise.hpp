@@ -7,9 +7,11 @@
 // <dir>/heartbeat every interval, and records the outcome in <dir>/status.json:
 //   {"attempt", "state": "running"|"exited", "supervisor_pid", "pid", "started_ms",
 //    "finished_ms", "exit_code" (128+N for signal N), "signal", "stopped"}
-// SIGTERM, SIGINT or SIGHUP to the supervisor stops the command's whole group (TERM, then KILL
-// after the grace period) and records it as exited with "stopped": true. When the command exits
-// by itself, whatever it left running in its group is stopped the same way.
+// The supervisor is a child subreaper: whatever the command starts stays below it, even after a
+// double fork or setsid. SIGTERM, SIGINT or SIGHUP to the supervisor stops that whole tree (TERM,
+// then KILL after the grace period) and records the command as exited with "stopped": true. When
+// the command exits by itself, whatever it left running is stopped the same way, so a workload's
+// processes end with its command (as a container's do).
 //
 // Every process inherits the caller's environment, so the tag the controller exports
 // (TPUCTL_WORKLOAD_UID) marks all of them, including any that leave the group.
@@ -19,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -50,7 +53,31 @@ Expected<Supervised> start_supervised(const SuperviseOptions& options);
 // is reported as null with "error". Never fails.
 nlohmann::json supervised_status(const std::string& dir);
 
-// True while process group `pgid` has a member that is not a zombie (scans /proc).
-bool group_has_live_members(int pgid);
+// `tpuctl agent supervise-watch`: the controller's view of one worker, pushed instead of polled.
+// Writes supervised_status(dir) as one JSON line to `out_fd` at once, again within a moment of
+// every change of status.json or of the supervisor's liveness, and at least every `interval`
+// (a heartbeat line); returns when `in_fd` reaches end-of-file or hangs up (the SSH channel
+// that runs it closed: nothing outlives its connection) or `out_fd` cannot be written. Uses
+// inotify on `dir` where it can, else wakes every `interval`. Errors: usage (interval under
+// 100 ms).
+Status watch_supervised(const std::string& dir, std::chrono::milliseconds interval, int in_fd,
+                        int out_fd);
+
+struct SupervisedStop {
+  int supervisors = 0;  // live supervisors told to stop, each stopping its own tree
+  int terminated = 0;   // processes found by the tag scan (no supervisor left): got TERM
+  int killed = 0;       // ... still there after the grace: got KILL
+  bool scanned = false; // the tag scan ran (a supervisor was gone while its status said running)
+};
+
+// `tpuctl agent supervise-stop`: stops the supervised commands of `dirs` (one host's workers of
+// a workload). A live supervisor gets SIGTERM, stops its command's whole tree (its own grace,
+// then KILL) and records the exit; this waits for it (up to `grace` + 10 s). Only where a
+// supervisor is gone while its status says running (it was killed, its orphans went to init)
+// are the processes whose environment holds `tag` (VAR=value) found, in one pass over /proc,
+// stopped (TERM, `grace`, KILL), and one more pass catches what they forked meanwhile. Cost:
+// the workload's own processes, not the host's process table. Never fails.
+SupervisedStop stop_supervised(const std::vector<std::string>& dirs, const std::string& tag,
+                               std::chrono::milliseconds grace);
 
 } // namespace tpuctl::agent

@@ -47,9 +47,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-now_ms() { local t=$EPOCHREALTIME; echo $((${t/./} / 1000)); }
-median() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
-range() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {print lo "-" hi}'; }
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
 secs() { awk -v ms="$1" 'BEGIN {if (ms=="-") print "-"; else printf "%.1f", ms/1000}'; }
 cell() { # "median (min-max)" in seconds of the given milliseconds
   local m r

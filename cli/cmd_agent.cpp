@@ -212,6 +212,56 @@ void add_supervise(CLI::App& group, Registry& registry) {
   status->add_option("--dir", *dir, "the workload's directory on this worker")
       ->required()
       ->type_name("DIR");
+
+  struct WatchFlags {
+    std::string dir;
+    std::string interval = "2s";
+  };
+  auto wf = std::make_shared<WatchFlags>();
+  CLI::App* watch = registry.add(
+      group, "supervise-watch",
+      "stream supervise-status lines (on every change, and every --interval) until stdin closes",
+      [wf](Context&) -> Expected<int> {
+        TPUCTL_TRY_ASSIGN(auto interval, util::parse_duration(wf->interval, "--interval"));
+        TPUCTL_TRY(agent::watch_supervised(wf->dir, interval, 0, 1));
+        return 0;
+      });
+  watch->add_option("--dir", wf->dir, "the workload's directory on this worker")
+      ->required()
+      ->type_name("DIR");
+  watch->add_option("--interval", wf->interval, "a line at least this often (default 2s)")
+      ->type_name("D");
+
+  struct StopFlags {
+    std::vector<std::string> dirs;
+    std::string tag;
+    std::string grace = "2s";
+  };
+  auto stf = std::make_shared<StopFlags>();
+  CLI::App* stop = registry.add(
+      group, "supervise-stop",
+      "stop supervised commands through their supervisors (the tag scan only for orphans)",
+      [stf](Context& ctx) -> Expected<int> {
+        TPUCTL_TRY_ASSIGN(auto grace, util::parse_duration(stf->grace, "--grace"));
+        if (!stf->tag.empty() && stf->tag.find('=') == std::string::npos) {
+          return usage_error("--tag '" + util::printable(stf->tag) + "' is not VAR=value");
+        }
+        const auto s = agent::stop_supervised(stf->dirs, stf->tag, grace);
+        TPUCTL_TRY(emit(ctx, Json{{"supervisors", s.supervisors},
+                                  {"terminated", s.terminated},
+                                  {"killed", s.killed},
+                                  {"scanned", s.scanned}}));
+        return 0;
+      });
+  stop->add_option("--dir", stf->dirs, "a worker's directory (repeat for each on this host)")
+      ->required()
+      ->type_name("DIR");
+  stop->add_option("--tag", stf->tag,
+                   "VAR=value in every process of the workload, for orphans of a killed "
+                   "supervisor")
+      ->type_name("VAR=VALUE");
+  stop->add_option("--grace", stf->grace, "TERM -> KILL delay for orphans (default 2s)")
+      ->type_name("D");
 }
 
 // --hostnames: "a,b,c" (every worker, in order), or "I=ADDR,J=ADDR" (only the entries this

@@ -104,14 +104,17 @@ void add_local_down(CLI::App& group, Registry& registry) {
             ctx, Json{{"pool", pool},
                       {"hosts", result->hosts},
                       {"sshd_stopped", result->stopped},
+                      {"processes_stopped", result->processes},
                       {"found_from_disk", result->from_disk},
                       {"removed_dir", result->removed.empty() ? Json() : Json(result->removed)}}));
         return 0;
       });
   cmd->add_flag("--force", *force, "also when hosts are claimed by queued resources");
-  cmd->footer("Takes the pool --pool names, else the only pool (as every command does). Removes\n"
-              "the pool's directory under the state directory (local-pools/NAME/: host and\n"
-              "client keys, known_hosts, sshd configs, each host's workdir with the agents).");
+  cmd->footer(
+      "Takes the pool --pool names, else the only pool (as every command does). Stops\n"
+      "its sshd servers and everything started through them (processes_stopped), then\n"
+      "removes the pool's directory under the state directory (local-pools/NAME/: host and\n"
+      "client keys, known_hosts, sshd configs, each host's workdir with the agents).");
 }
 
 } // namespace

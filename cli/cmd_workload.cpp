@@ -316,16 +316,20 @@ Expected<std::optional<Workload>> wait_until_done(Context& ctx, const WorkloadFl
       return std::optional<Workload>();
     }
     if (provision::needs_monitor(wl, state::to_unix_ms(state::system_clock()()))) {
-      // Nobody watches it: watch it here (a bounded slice at a time, to honour --timeout).
+      // Nobody watches it: watch it here until it ends, --timeout or Ctrl-C (one watch: its
+      // streams cost a round of SSH to open, so it is not reopened in short slices).
       remote::CancelToken slice;
       std::thread stopper([&] {
-        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-        while (std::chrono::steady_clock::now() < until && !cancel.cancelled()) {
+        auto until =
+            timeout.count() > 0 ? start + timeout : std::chrono::steady_clock::time_point::max();
+        while (std::chrono::steady_clock::now() < until && !cancel.cancelled() &&
+               !slice.cancelled()) {
           std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
         slice.cancel();
       });
       auto watched = provision::monitor_workload(*store, pool, name, options, &slice);
+      slice.cancel(); // the stopper's work is done
       stopper.join();
       if (!watched) {
         return watched.error();

@@ -99,10 +99,11 @@ Status check_command_length(const std::string& command) {
                      "with 'tpuctl scp' and run that");
 }
 
-Expected<std::vector<HostResult>> run_fanout(const std::vector<Job>& jobs,
-                                             const SshOptions& options,
-                                             const FanoutCallbacks& callbacks,
-                                             const CancelToken* cancel) {
+namespace {
+
+Expected<std::vector<HostResult>> run_jobs(const std::vector<Job>& jobs, const SshOptions& options,
+                                           const FanoutCallbacks& callbacks,
+                                           const CancelToken* cancel, bool stream) {
   std::vector<const SshTarget*> targets;
   for (const auto& j : jobs) {
     TPUCTL_TRY(check_command_length(j.command));
@@ -117,12 +118,31 @@ Expected<std::vector<HostResult>> run_fanout(const std::vector<Job>& jobs,
         return detail::run_host(
             job.index, job.target, options, ctx, events,
             [&](detail::SshSession& session, HostResult& r, Clock::time_point t0) {
-              detail::exec_on(
-                  session,
-                  detail::ExecRequest(job.command, options.stdin_data, options.command_timeout),
-                  options.keep_output, job.on_bytes, events, r, t0);
+              detail::ExecRequest request(job.command, options.stdin_data, options.command_timeout,
+                                          !stream);
+              if (stream) {
+                request.stream = true;
+                request.poll_slice = std::chrono::milliseconds(500);
+              }
+              detail::exec_on(session, request, options.keep_output, job.on_bytes, events, r, t0);
             });
       });
+}
+
+} // namespace
+
+Expected<std::vector<HostResult>> run_fanout(const std::vector<Job>& jobs,
+                                             const SshOptions& options,
+                                             const FanoutCallbacks& callbacks,
+                                             const CancelToken* cancel) {
+  return run_jobs(jobs, options, callbacks, cancel, false);
+}
+
+Expected<std::vector<HostResult>> run_streams(const std::vector<Job>& jobs,
+                                              const SshOptions& options,
+                                              const FanoutCallbacks& callbacks,
+                                              const CancelToken* cancel) {
+  return run_jobs(jobs, options, callbacks, cancel, true);
 }
 
 std::vector<Job> make_jobs(const std::vector<SshTarget>& targets, const std::string& command) {

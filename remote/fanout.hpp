@@ -21,6 +21,16 @@ Expected<std::vector<HostResult>> run_fanout(const std::vector<Job>& jobs,
                                              const FanoutCallbacks& callbacks = {},
                                              const CancelToken* cancel = nullptr);
 
+// Long-lived commands whose output is the point (the workload monitor's watches), as
+// run_fanout but: each command's stdin stays open as long as its channel (the remote command is
+// expected to end when it reads end-of-file, so nothing outlives the connection), no reaper is
+// started next to it, a cancel closes the channels instead of killing the commands, and each
+// session wakes every 500 ms instead of every 100. options.command_timeout still applies.
+Expected<std::vector<HostResult>> run_streams(const std::vector<Job>& jobs,
+                                              const SshOptions& options,
+                                              const FanoutCallbacks& callbacks,
+                                              const CancelToken* cancel);
+
 // The longest command line a worker runs: sshd hands it to the login shell as one argument
 // (`$SHELL -c LINE`) and Linux refuses an argument of MAX_ARG_STRLEN (128 KiB) or more; a longer
 // one resets the connection, which would look like a transport failure.

@@ -454,6 +454,14 @@ Expected<int> stop_local_sshd_under(const fs::path& root, std::chrono::milliseco
 }
 
 Status stop_local_sshd_pool(LocalSshdPool& pool) {
+  // TERM to every server first, then the waits: all of them go down together, not one after
+  // another (256 servers, one at a time, took seconds).
+  for (auto& h : pool.hosts) {
+    if (int pid = running_local_sshd_pid(h); pid != 0) {
+      ::kill(pid, SIGCONT);
+      ::kill(pid, SIGTERM);
+    }
+  }
   ErrorList problems;
   for (auto& h : pool.hosts) {
     Status s = stop_local_sshd(h);

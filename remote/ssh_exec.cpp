@@ -14,9 +14,9 @@
 // measured with OpenSSH 9.2). So on timeout or Ctrl-C tpuctl sends the signal request (enough for
 // unprivileged users) AND opens a second channel on the same connection that runs a small kill
 // script. The script finds its sibling sessions (children of the same sshd connection process:
-// sshd makes every session's shell a session leader) and signals each whole session with
-// `pkill -s`, then signals every process still carrying this command's TPUCTL_RUN nonce in its
-// environment (orphans whose session leader already exited, or that called setsid). TERM first,
+// sshd makes every session's shell a session leader) and signals each one's process group, then
+// signals every process still carrying this command's TPUCTL_RUN nonce in its environment
+// (orphans whose session leader already exited, or that called setsid or setpgid). TERM first,
 // KILL after SshOptions::kill_grace if the channel has not closed. The command is prefixed with
 // `export TPUCTL_RUN=<nonce>` for that purpose.
 //
@@ -157,15 +157,21 @@ std::string random_nonce() {
   return out;
 }
 
-// POSIX sh, run by the login shell of a second channel on the same connection.
+// POSIX sh, run by the login shell of a second channel on the same connection. Its cost is the
+// connection's own processes plus one pass over the environments: the sibling sessions come from
+// /proc/PPID/task/*/children (pgrep -P where a kernel lacks it) and each is signalled as a whole
+// process group, never with a pkill that scans the process table once per sibling. It ends at
+// once when its connection is gone (the reaper's case).
 std::string kill_script(const std::string& nonce, const char* signal) {
   std::string s = signal;
   return "s=" + s +
          "; m=$$\n"
-         "for p in $(pgrep -P \"$PPID\" 2>/dev/null); do\n"
-         "  [ \"$p\" = \"$m\" ] || pkill -$s -s \"$p\" 2>/dev/null || kill -$s -- \"-$p\" "
-         "2>/dev/null\n"
+         "c=$(cat /proc/\"$PPID\"/task/*/children 2>/dev/null)\n"
+         "[ -n \"$c\" ] || c=$(pgrep -P \"$PPID\" 2>/dev/null)\n"
+         "for p in $c; do\n"
+         "  [ \"$p\" = \"$m\" ] || kill -$s -- \"-$p\" 2>/dev/null || kill -$s \"$p\" 2>/dev/null\n"
          "done\n"
+         "kill -0 \"$PPID\" 2>/dev/null || exit 0\n"
          "for f in $(grep -lzx 'TPUCTL_RUN=" +
          nonce +
          "' /proc/[0-9]*/environ 2>/dev/null); do\n"
@@ -280,7 +286,7 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
   if (held) {
     input = nullptr;
     input_done = true; // stdin stays open: the first part's end is answered on it
-  } else if (input_done) {
+  } else if (input_done && !request.stream) {
     ssh_channel_send_eof(ch);
   }
 
@@ -297,6 +303,7 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
   auto phase_start = start;
   bool lost = false;
   bool abandoned = false;
+  bool closed_stream = false;
 
   auto start_kill_channel = [&](const char* signal) {
     ssh_channel_request_send_signal(ch, signal);
@@ -332,6 +339,10 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
       break;
     }
     if (kill_phase == Kill::none && !st.closed) {
+      if (request.stream && m_ctx.cancelled()) {
+        closed_stream = true; // the command ends when its stdin does: no kill script
+        break;
+      }
       if (m_ctx.cancelled() || now >= deadline) {
         kill_reason = m_ctx.cancelled() ? Outcome::interrupted : Outcome::timeout;
         spdlog::debug("{}: {}; sending TERM", m_label,
@@ -393,12 +404,13 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
       ssh_send_keepalive(s);
       last_activity = now;
     }
-    int wait_ms = 100;
+    const int slice = static_cast<int>(request.poll_slice.count());
+    int wait_ms = slice;
     if (!input_done && kill_phase == Kill::none && ssh_channel_window_size(ch) > 0) {
       wait_ms = 0; // more stdin can go out now: only pick up what already arrived
     } else if (deadline != Clock::time_point::max() && kill_phase == Kill::none) {
       auto left = std::chrono::duration_cast<milliseconds>(deadline - now).count();
-      wait_ms = static_cast<int>(std::clamp<int64_t>(left, 0, 100));
+      wait_ms = static_cast<int>(std::clamp<int64_t>(left, 0, slice));
     }
     int rc = ssh_event_dopoll(event, wait_ms);
     if (rc == SSH_ERROR || (ssh_get_status(s) & (SSH_CLOSED | SSH_CLOSED_ERROR)) != 0) {
@@ -412,7 +424,10 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
   ssh_event_free(event);
   st.flush_held_back();
 
-  if (kill_reason != Outcome::ok) {
+  if (closed_stream) {
+    result.outcome = Outcome::interrupted;
+    result.error = "interrupted; the stream was closed";
+  } else if (kill_reason != Outcome::ok) {
     result.outcome = kill_reason;
     result.error =
         kill_reason == Outcome::timeout

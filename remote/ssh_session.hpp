@@ -107,6 +107,11 @@ struct ExecRequest {
   // from then on. A command that ends without the mark ends as any other.
   std::string hold_mark; // empty: an ordinary command
   std::function<HoldAnswer(int status)> on_hold;
+  // A stream (remote::run_streams): stdin stays open as long as the channel (the command ends
+  // when it reads end-of-file), a cancel closes the channel instead of running the kill script,
+  // and the loop wakes every `poll_slice` instead of every 100 ms.
+  bool stream = false;
+  std::chrono::milliseconds poll_slice{100};
 };
 
 struct ExecResult {

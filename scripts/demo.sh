@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
-build_dir=$(scripts/build.sh | tail -n 1)
+build_dir=$(scripts/build.sh --target tpuctl | tail -n 1) # the demo runs no test: only tpuctl
 tpuctl="$(pwd)/$build_dir/cli/tpuctl"
 
 demo=$(mktemp -d /tmp/tpuctl-demo.XXXXXX)

@@ -56,19 +56,11 @@ Status replace_private_file(const std::string& file, const std::string& content)
     return make_error(ErrorKind::failure, "cannot write '" + file + "': " + std::strerror(errno));
   }
   ::fchmod(fd, 0600); // exact, whatever the umask
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return make_error(ErrorKind::failure, "cannot write '" + file + "': " + std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
+  if (!write_all(fd, content)) {
+    int err = errno != 0 ? errno : ENOSPC;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return make_error(ErrorKind::failure, "cannot write '" + file + "': " + std::strerror(err));
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0 || ::rename(tmp.c_str(), file.c_str()) != 0) {
     int err = errno;
@@ -76,6 +68,21 @@ Status replace_private_file(const std::string& file, const std::string& content)
     return make_error(ErrorKind::failure, "cannot write '" + file + "': " + std::strerror(err));
   }
   return ok();
+}
+
+bool write_all(int fd, std::string_view data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return true;
 }
 
 } // namespace tpuctl::util

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "util/expected.hpp"
 
@@ -21,5 +22,9 @@ Status create_private_file(const std::string& file);
 // flushed to disk, then renamed over it (a reader sees the old content or the new, never part).
 // Errors: failure naming the file and why (a full disk included); `file` is then unchanged.
 Status replace_private_file(const std::string& file, const std::string& content);
+
+// Writes all of `data` to `fd`, going on after interrupted and short writes. False on an error
+// (errno says which) or when nothing more can be written.
+bool write_all(int fd, std::string_view data);
 
 } // namespace tpuctl::util

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "remote/local_sshd.hpp"
+#include "util/process_tree.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::provision {
@@ -63,7 +64,25 @@ remote::LocalSshdOptions sshd_options(const fs::path& root, const std::vector<st
   // bash skips ~/.bashrc for remote commands when SHLVL is set: a slow rc file would otherwise
   // cost every login (documented in the README's local pool section).
   o.session_env["SHLVL"] = "1";
+  // Every process started through the pool's servers carries the pool's directory: local-down
+  // finds them all in one pass, whichever host started them (they share this machine).
+  o.session_env[k_local_pool_var] = root.string();
   return o;
+}
+
+// What runs on the pool's hosts once their servers are gone: stopped in one pass over this
+// machine's processes for all of them (TERM, 2 s, KILL), and one more for what they forked.
+int sweep_pool_processes(const fs::path& root) {
+  int stopped = 0;
+  const std::string tag = std::string(k_local_pool_var) + "=" + root.string();
+  for (int pass = 0; pass < 2; ++pass) {
+    const auto pids = util::processes_tagged(tag);
+    if (pids.empty()) {
+      break;
+    }
+    stopped += util::stop_processes(pids, std::chrono::seconds(2)).terminated;
+  }
+  return stopped;
 }
 
 } // namespace
@@ -181,6 +200,7 @@ Expected<LocalDownResult> local_down_from_disk(const std::string& pool,
   result.from_disk = true;
   result.root = root.string();
   TPUCTL_TRY_ASSIGN(result.stopped, remote::stop_local_sshd_under(root));
+  result.processes = sweep_pool_processes(root);
   return result;
 }
 
@@ -223,10 +243,12 @@ Expected<LocalDownResult> local_down(state::StateStore& store, const std::string
     }
     TPUCTL_TRY(remote::stop_local_sshd_pool(sshd));
   }
-  // Anything else still running from that directory (a server whose pid file is gone).
+  // Anything else still running from that directory (a server whose pid file is gone), then
+  // whatever was started through the servers (sessions, commands, workloads).
   if (!root.empty()) {
     TPUCTL_TRY_ASSIGN(int more, remote::stop_local_sshd_under(root));
     result.stopped += more;
+    result.processes = sweep_pool_processes(root);
   }
   TPUCTL_TRY(delete_pool(store, pool, true));
   // Only a directory local-up made (STATE_DIR/local-pools/NAME): a damaged record naming any

@@ -34,15 +34,21 @@ struct LocalUpResult {
 // disk under the store), naming it.
 Expected<LocalUpResult> local_up(state::StateStore& store, const LocalUpOptions& options);
 
+// In the environment of every session of a local pool's servers: the pool's directory.
+inline constexpr const char* k_local_pool_var = "TPUCTL_LOCAL_POOL";
+
 struct LocalDownResult {
   int stopped = 0;
+  int processes = 0;      // started through its servers and still running: stopped too
   int hosts = 0;          // in the store's pool record (0 when found from the disk)
   bool from_disk = false; // the store had no such pool: its servers were found from the disk
   std::string root;       // the pool directory
   std::string removed;    // the pool's directory, once removed with its keys, configs and agents
 };
 
-// Stops every sshd of the local pool by PID, deletes the pool's records and removes its
+// Stops every sshd of the local pool by PID, then everything started through them (one pass
+// over this machine's processes for k_local_pool_var, whichever host started it: nothing a
+// local pool ran outlives it), deletes the pool's records and removes its
 // directory (local-pools/NAME/ under the state directory: host and client keys, known_hosts,
 // sshd configs, each host's workdir with the agents). Refused while hosts are claimed unless
 // `force`. When the store has no such pool (it was reset or replaced, or its file deleted with

@@ -703,6 +703,9 @@ std::string stop_processes_script(const std::string& uid, int64_t grace_ms) {
 
 std::string stop_tagged_processes_script(const std::string& variable, const std::string& value,
                                          int64_t grace_ms) {
+  // Two passes over the environments at most (the second for what the first one's processes
+  // forked before they ended); between TERM and KILL only the pids found are watched, so the
+  // cost does not grow with the grace (a rescan every 100 ms did, on every host at once).
   int64_t rounds = std::max<int64_t>(1, (grace_ms + 99) / 100);
   return "u=" + util::shell_quote(variable + "=" + value) +
          "; me=$$\n"
@@ -711,15 +714,25 @@ std::string stop_tagged_processes_script(const std::string& variable, const std:
          "    f=${f#/proc/}; f=${f%%/*}; [ \"$f\" = \"$me\" ] || echo \"$f\"\n"
          "  done\n"
          "}\n"
-         "t=0; k=0; p=$(pids)\n"
-         "for x in $p; do kill -TERM \"$x\" 2>/dev/null && t=$((t+1)); done\n"
-         "if [ -n \"$p\" ]; then\n"
+         "alive() {\n" // a zombie is dead; `read` is a builtin: no process per look
+         "  l=; read -r l 2>/dev/null < \"/proc/$1/stat\" || return 1\n"
+         "  case \"$l\" in *\") Z \"*|*\") X \"*) return 1 ;; esac\n"
+         "}\n"
+         "t=0; k=0\n"
+         "for pass in 1 2; do\n"
+         "  p=$(pids)\n"
+         "  [ -n \"$p\" ] || break\n"
+         "  for x in $p; do kill -TERM \"$x\" 2>/dev/null && t=$((t+1)); done\n"
          "  i=0\n"
          "  while [ $i -lt " +
          std::to_string(rounds) +
-         " ] && [ -n \"$(pids)\" ]; do sleep 0.1; i=$((i+1)); done\n"
-         "  for x in $(pids); do kill -KILL \"$x\" 2>/dev/null && k=$((k+1)); done\n"
-         "fi\n"
+         " ]; do\n"
+         "    a=; for x in $p; do alive \"$x\" && a=1 && break; done\n"
+         "    [ -n \"$a\" ] || break\n"
+         "    sleep 0.1; i=$((i+1))\n"
+         "  done\n"
+         "  for x in $p; do alive \"$x\" && kill -KILL \"$x\" 2>/dev/null && k=$((k+1)); done\n"
+         "done\n"
          "echo \"terminated $t killed $k\"\n";
 }
 
@@ -739,6 +752,7 @@ Expected<std::vector<remote::HostResult>> stop_slice_processes(const QueuedResou
                        "' must be non-empty letters, digits, '-' or '_' to find its processes");
   }
   std::vector<remote::SshTarget> targets;
+  std::vector<remote::SshTarget> shared; // hosts of a local pool: this machine
   std::vector<std::string> seen;
   for (const auto& name : hosts_of(qr)) {
     if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
@@ -751,7 +765,9 @@ Expected<std::vector<remote::HostResult>> stop_slice_processes(const QueuedResou
       return Error{ErrorKind::failure, "queued resource '" + qr.id + "' names host '" + name +
                                            "', which is not in pool '" + pool.info.name + "'"};
     }
-    targets.push_back(ssh_target(pool.info, *it));
+    const bool local =
+        !pool.info.local.is_null() && it->local.is_object() && it->local.value("sshd", false);
+    (local ? shared : targets).push_back(ssh_target(pool.info, *it));
   }
   // The caller's batch (64 by default): hundreds of simultaneous key exchanges only slow
   // every host down, and stopping needs no two hosts at the same moment.
@@ -760,9 +776,23 @@ Expected<std::vector<remote::HostResult>> stop_slice_processes(const QueuedResou
   o.keep_output = true;
   o.tty = false;
   o.stdin_data = nullptr;
-  return remote::run_fanout(
-      remote::make_jobs(targets, stop_processes_script(qr.uid, ssh.kill_grace.count())), o, {},
-      cancel);
+  const std::string script = stop_processes_script(qr.uid, ssh.kill_grace.count());
+  TPUCTL_TRY_ASSIGN(auto results,
+                    remote::run_fanout(remote::make_jobs(targets, script), o, {}, cancel));
+  // A local pool's hosts are this machine: they share one process table, so one host's scan
+  // finds every host's processes. One scan serves them all (one per host would make stopping a
+  // local pool quadratic in its size); another host is tried when that one cannot be reached.
+  for (size_t i = 0; i < shared.size() && i < 3; ++i) {
+    TPUCTL_TRY_ASSIGN(auto one,
+                      remote::run_fanout(remote::make_jobs({shared[i]}, script), o, {}, cancel));
+    const bool reached = !one.empty() && !remote::is_transport_failure(one[0].outcome);
+    if (reached || i + 1 == shared.size() || i == 2) {
+      one[0].index = results.size();
+      results.push_back(std::move(one[0]));
+      break;
+    }
+  }
+  return results;
 }
 
 } // namespace tpuctl::provision

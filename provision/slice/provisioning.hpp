@@ -96,7 +96,9 @@ inline constexpr const char* k_nothing_launched = "nothing_launched";
 // Kills, on every host of the slice, every process whose environment holds
 // TPUCTL_QR_UID=<qr.uid> (TERM, then KILL after ssh.kill_grace), found by scanning
 // /proc/*/environ. Each host's stdout is "terminated N killed M". Per-host results, in the order
-// of hosts_of(qr) without duplicates. A request that still carries provisioning's
+// of hosts_of(qr) without duplicates; the hosts of a local pool share this machine's process
+// table, so only one of them is contacted (its scan covers them all; the next is tried when
+// one cannot be reached), and its result comes last. A request that still carries provisioning's
 // k_nothing_launched mark (ACTIVE with no startup script, and no command or workload started on
 // it since: note_launch) has nothing tagged to stop: no host is contacted and the result is empty.
 // Errors: usage when qr.uid is empty or not [A-Za-z0-9_-]; the errors of run_fanout.

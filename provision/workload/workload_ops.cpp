@@ -1,6 +1,7 @@
 #include "provision/workload/workload_ops.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <signal.h>
 #include <thread>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include "provision/workload/workload_recovery.hpp"
 #include "provision/workload/workload_remote.hpp"
 #include "provision/workload/workload_steps.hpp"
+#include "provision/workload/workload_watch.hpp"
 #include "remote/fanout.hpp"
 #include "topology/accelerator_type.hpp"
 #include "util/strings.hpp"
@@ -222,6 +224,12 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
   }
   Workload wl = *m.workload;
   std::optional<std::vector<WorkerPlan>> plans;
+  // The workers' streams, for the plans of the current attempt's slices (workload_watch.hpp).
+  std::unique_ptr<WorkerWatch> watch;
+  auto replan = [&]() {
+    watch.reset();
+    plans.reset();
+  };
   int64_t last_write = now_of(o);
   auto gone_or = [](const Mutation& x) {
     return x.skipped == Skip::gone ? std::optional<Workload>() : x.workload;
@@ -233,6 +241,7 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
         return r.workload;
       }
       wl = *r.workload;
+      watch.reset();
       plans = std::move(r.plans);
       if (wl.state != WorkloadState::running) {
         sleep_for(o.poll_interval, cancel);
@@ -278,10 +287,13 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
         return gone_or(f);
       }
       wl = *f.workload;
-      plans.reset();
+      replan();
       continue;
     }
-    TPUCTL_TRY_ASSIGN(auto observations, poll_workers(wl, *plans, o.ssh));
+    if (!watch) {
+      watch = std::make_unique<WorkerWatch>(wl, *plans, o.ssh, o.policy);
+    }
+    const auto observations = watch->turn();
     // A slice deleted while its workers were polled is the reason they ended (tpu-vm delete kills
     // them after it removed the node): the next turn says so, not their exit status.
     TPUCTL_TRY_ASSIGN(SliceCheck after, check_slices(store, wl));
@@ -294,7 +306,10 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
     auto step =
         mutate(store, pool, name, true, [&](Workload& w) -> std::optional<std::vector<state::Op>> {
           for (size_t i = 0; i < w.workers.size() && i < observations.size(); ++i) {
-            observe(w.workers[i], observations[i], w.attempt, w.attempt_started_ms, now, o.policy);
+            if (observations[i]) {
+              observe(w.workers[i], *observations[i], w.attempt, w.attempt_started_ms, now,
+                      o.policy);
+            }
           }
           d = decide(w, now);
           if (d.verdict == Verdict::succeeded) {
@@ -362,7 +377,7 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
         return gone_or(r);
       }
       wl = *r.workload;
-      plans.reset();
+      replan();
       continue;
     }
     if (d.verdict == Verdict::restart) {

@@ -36,11 +36,13 @@ void observe(WorkloadWorker& w, const WorkerObservation& obs, int attempt,
   }
   if (!obs.reached) {
     w.detail = obs.error;
-    const int64_t since = w.last_contact_ms > 0 ? w.last_contact_ms : attempt_started_ms;
-    if (now_ms - since > lost_after) {
+    if (obs.silent_ms > lost_after && obs.failed_checks >= 1) {
       w.state = WorkerState::lost;
       w.attempt = attempt;
-      w.detail = "host unreachable for " + seconds(now_ms - since) + " (" + obs.error + ")";
+      w.detail = "host unreachable: silent for " + seconds(obs.silent_ms) + ", and " +
+                 (obs.failed_checks == 1 ? std::string("a new connection")
+                                         : std::to_string(obs.failed_checks) + " new connections") +
+                 " failed (" + obs.error + ")";
     }
     return;
   }
@@ -68,11 +70,13 @@ void observe(WorkloadWorker& w, const WorkerObservation& obs, int attempt,
   if (!obs.supervisor_alive) {
     w.state = WorkerState::lost;
     w.detail = "its supervisor process is gone without recording an exit status";
-  } else if (age > lost_after) {
-    w.state = WorkerState::lost;
-    w.detail = "no heartbeat for " + seconds(age);
   } else {
+    // A late heartbeat from a live supervisor is a slow (or stopped) host, not a lost worker.
     w.state = WorkerState::running;
+    if (age > lost_after) {
+      w.detail = "its supervisor is alive but its heartbeat is " + seconds(age) +
+                 " old (a slow or stopped host)";
+    }
   }
 }
 

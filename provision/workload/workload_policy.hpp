@@ -2,11 +2,14 @@
 // believes about it (observe), and what the monitor does next (decide). No IO: the monitor
 // (workload_monitor.hpp) feeds it polls and carries out the verdict.
 //
-// A worker is LOST when tpuctl cannot tell whether it still runs: its host has not answered a
-// poll for `lost_after`, its supervisor process is gone while the status still says running, or
-// its heartbeat (written every 2 s by `tpuctl agent supervise`) is older than `lost_after` on the
-// worker's own clock. With the monitor's 1 s poll and a connect timeout of 5 s, a dead host is
-// noticed within lost_after + 6 s: 16 s with the default 10 s (documented in README).
+// A worker is LOST only when it is (workload_watch.hpp says how the monitor hears from workers):
+// its supervisor process is gone while the status still says running (the worker's own host
+// says so), or its host has been silent for `lost_after` and a second, independent check (a new
+// SSH session) could not reach it either. Silence is counted in the monitor's own running time,
+// so a monitor that was stopped or starved never blames the workers for it. A heartbeat that is
+// late while the supervisor lives means a slow host, not a lost worker: it is noted, not acted
+// on. A dead host is noticed within lost_after + one check (5 s connect timeout): 10 s after its
+// last line when its connections are refused, 16 s at worst (documented in README).
 //
 // Verdicts: every worker SUCCEEDED -> succeeded. Policy any: one FAILED or LOST worker -> restart
 // every worker (while restarts < max_restarts) or fail. Policy all: once every worker has ended,
@@ -22,7 +25,8 @@
 
 namespace tpuctl::provision {
 
-// One poll of one worker (`tpuctl agent supervise-status` through SSH).
+// What one worker said (a line of `tpuctl agent supervise-watch`, or of `supervise-status` over
+// a new session), or why it could not be heard.
 struct WorkerObservation {
   bool reached = false; // the SSH session ran the status command and its output parsed
   std::string error;    // why not, when !reached
@@ -33,14 +37,22 @@ struct WorkerObservation {
   int64_t heartbeat_ms = 0; // worker clock
   int64_t now_ms = 0;       // worker clock when polled
   bool supervisor_alive = false;
+  // When !reached: how long the worker has been silent (the monitor's running time only) and
+  // how many independent checks in a row could not reach it.
+  int64_t silent_ms = 0;
+  int failed_checks = 0;
 };
 
 struct PolicyConfig {
   std::chrono::milliseconds lost_after{10000};
+  // A worker whose stream has been silent this long (or whose stream ended) gets an
+  // independent check; it takes a failed check and lost_after of silence to make it LOST.
+  std::chrono::milliseconds suspect_after{5000};
 };
 
 // Folds `obs` into `worker` (observed at `now_ms` on this machine) for the workload's current
-// attempt (`attempt`, started at `attempt_started_ms`).
+// attempt (`attempt`, started at `attempt_started_ms`). An unreached worker is LOST when
+// obs.silent_ms > lost_after and obs.failed_checks >= 1.
 void observe(WorkloadWorker& worker, const WorkerObservation& obs, int attempt,
              int64_t attempt_started_ms, int64_t now_ms, const PolicyConfig& config);
 

@@ -173,13 +173,41 @@ Expected<std::vector<WorkerObservation>> poll_workers(const Workload& wl,
   return out;
 }
 
+namespace {
+
+// One host's stop: every worker of the workload there, in one agent call.
+std::string stop_command(const Workload& wl, const std::vector<WorkerPlan>& plans,
+                         const std::string& host, int64_t grace_ms) {
+  const WorkerPlan* first = nullptr;
+  std::string dirs;
+  for (const auto& p : plans) {
+    if (p.host == host) {
+      first = first ? first : &p;
+      dirs += " --dir " + util::shell_quote_path(dir_of(wl, p));
+    }
+  }
+  if (first == nullptr) {
+    return "true";
+  }
+  // Through the supervisors (their own trees: the workload's processes, not the host's); the
+  // tag scan only where the agent is missing (a host that lost its files).
+  const std::string agent = agent_of(*first);
+  return "if [ -x " + agent + " ]; then exec " + agent +
+         " agent supervise-stop --format json --grace " + std::to_string(grace_ms) + "ms --tag " +
+         util::shell_quote(std::string(k_workload_uid_var) + "=" + wl.uid) + dirs + "; fi\n" +
+         stop_tagged_processes_script(k_workload_uid_var, wl.uid, grace_ms);
+}
+
+} // namespace
+
 Expected<std::vector<remote::HostResult>> stop_workers(const Workload& wl,
                                                        const std::vector<WorkerPlan>& plans,
                                                        const remote::SshOptions& ssh) {
   auto hosts = distinct_hosts(plans);
-  std::vector<std::string> commands(
-      hosts.size(),
-      stop_tagged_processes_script(k_workload_uid_var, wl.uid, ssh.kill_grace.count()));
+  std::vector<std::string> commands;
+  for (const auto& h : hosts) {
+    commands.push_back(stop_command(wl, plans, h.host, ssh.kill_grace.count()));
+  }
   return remote::run_fanout(
       jobs_for(hosts, commands),
       control_options(ssh, hosts.size(), ssh.kill_grace + std::chrono::seconds(30)));

@@ -45,8 +45,11 @@ Expected<std::vector<WorkerObservation>> poll_workers(const Workload& workload,
 // Parses `tpuctl agent supervise-status --format json` output.
 WorkerObservation parse_observation(const std::string& out);
 
-// Kills every process tagged with the workload's uid on every host of `plans` (TERM, then
-// KILL after ssh.kill_grace) and waits for them. Per-host results.
+// Stops the workload's processes on every host of `plans`, one session per host: each worker's
+// supervisor stops its own process tree (TERM, its grace, KILL: `agent supervise-stop`), and
+// this waits for them; only orphans of a supervisor that was killed are found by the
+// TPUCTL_WORKLOAD_UID tag (one scan of that host's processes), and so is everything on a host
+// whose agent is missing. Per-host results.
 Expected<std::vector<remote::HostResult>> stop_workers(const Workload& workload,
                                                        const std::vector<WorkerPlan>& plans,
                                                        const remote::SshOptions& ssh);

@@ -1,6 +1,9 @@
 #include "tests/support/qr_env.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
+#include <thread>
 
 #include <doctest/doctest.h>
 
@@ -32,8 +35,23 @@ QrEnv::~QrEnv() {
   if (disk) {
     disk->unfill(); // local-down records the pool's removal
   }
-  run({"--pool", "local", "pool", "local-down"});
-  for (int pid : processes_with_marker(dir.path().string())) {
+  // Every test of a scratch machine ends with this check: local-down stops what ran through the
+  // pool's servers, and tpuctl's detached drivers and monitors end by themselves once their
+  // pool is gone. Whatever still carries the scratch directory after that is a leak.
+  run({"--pool", "local", "pool", "local-down", "--force"});
+  std::vector<int> left = processes_with_marker(dir.path().string());
+  for (int i = 0; i < 300 && !left.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = processes_with_marker(dir.path().string());
+  }
+  std::string what;
+  for (int pid : left) {
+    std::string cmd = read_file("/proc/" + std::to_string(pid) + "/cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    what += "\n  " + std::to_string(pid) + ": " + cmd.substr(0, 300);
+  }
+  CHECK_MESSAGE(left.empty(), ("tpuctl left processes running after the test:" + what));
+  for (int pid : left) {
     ::kill(pid, SIGKILL);
   }
 }

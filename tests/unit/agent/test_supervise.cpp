@@ -1,6 +1,6 @@
 // agent::start_supervised through real processes: the command runs detached in its own process
 // group, its output goes to the log, its exit status and heartbeat to files, and a signal to the
-// supervisor stops the whole group.
+// supervisor stops its whole tree; supervise-stop and supervise-watch, the controller's ways in.
 #include <chrono>
 #include <fstream>
 #include <signal.h>
@@ -13,6 +13,7 @@
 
 #include "agent/supervise.hpp"
 #include "tests/support/helpers.hpp"
+#include "util/process_tree.hpp"
 
 using tpuctl::agent::start_supervised;
 using tpuctl::agent::supervised_status;
@@ -65,21 +66,119 @@ TEST_CASE("agent supervise records output, exit status and heartbeats of a detac
   CHECK((st.st_mode & 0777) == 0700);
 }
 
-TEST_CASE("agent supervise: TERM to the supervisor stops the command's whole group") {
+TEST_CASE("agent supervise: TERM to the supervisor stops its whole tree, escaped daemons too") {
   tpuctl::test::TempDir tmp;
   SuperviseOptions o;
   o.dir = (tmp.path() / "w").string();
-  o.command = "sleep 60 & sleep 60";
+  const std::string marker = "TPUCTL_TEST_TREE=" + tmp.path().filename().string();
+  // A daemon in its own session after a double fork (it leaves the group and its parent), one
+  // that ignores TERM, and the command's own sleep.
+  o.command = "export " + marker +
+              "; (setsid sh -c 'sleep 60' &) ; "
+              "(trap '' TERM; sleep 61) & sleep 62";
   o.kill_grace = std::chrono::milliseconds(500);
   auto started = start_supervised(o);
   REQUIRE(started);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::vector<int> tree;
+  for (int i = 0; i < 100 && tree.size() < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    tree = tpuctl::util::processes_tagged(marker);
+  }
+  REQUIRE(tree.size() >= 3);
   REQUIRE(::kill(started->supervisor_pid, SIGTERM) == 0);
   auto s = wait_exited(o.dir, std::chrono::seconds(10));
   CHECK(s["status"]["state"] == "exited");
   CHECK(s["status"]["stopped"] == true);
   CHECK(s["status"]["exit_code"] == 128 + SIGTERM);
-  CHECK(!tpuctl::agent::group_has_live_members(started->pid)); // nothing of the group is left
+  CHECK(tpuctl::util::processes_tagged(marker).empty()); // nothing of the tree is left
+}
+
+TEST_CASE("agent supervise: what a command leaves running when it exits is stopped with it") {
+  tpuctl::test::TempDir tmp;
+  SuperviseOptions o;
+  o.dir = (tmp.path() / "w").string();
+  const std::string marker = "TPUCTL_TEST_LEFT=" + tmp.path().filename().string();
+  o.command = "export " + marker + "; (setsid sleep 60 &); sleep 0.3; exit 4";
+  o.kill_grace = std::chrono::milliseconds(500);
+  auto started = start_supervised(o);
+  REQUIRE(started);
+  auto s = wait_exited(o.dir, std::chrono::seconds(10));
+  CHECK(s["status"]["exit_code"] == 4);
+  CHECK(s["status"]["stopped"] == false);
+  CHECK(tpuctl::util::processes_tagged(marker).empty());
+}
+
+TEST_CASE("agent supervise-stop stops through the supervisor, and by the tag when it was killed") {
+  tpuctl::test::TempDir tmp;
+  const std::string marker = "TPUCTL_TEST_STOP=" + tmp.path().filename().string();
+  SuperviseOptions a;
+  a.dir = (tmp.path() / "a").string();
+  a.command = "export " + marker + "; sleep 60";
+  a.kill_grace = std::chrono::milliseconds(300);
+  SuperviseOptions b = a;
+  b.dir = (tmp.path() / "b").string();
+  auto sa = start_supervised(a);
+  auto sb = start_supervised(b);
+  REQUIRE(sa);
+  REQUIRE(sb);
+  SUBCASE("live supervisors: no scan") {
+    auto stopped =
+        tpuctl::agent::stop_supervised({a.dir, b.dir}, marker, std::chrono::milliseconds(300));
+    CHECK(stopped.supervisors == 2);
+    CHECK(!stopped.scanned);
+    CHECK(supervised_status(a.dir)["status"]["stopped"] == true);
+    CHECK(supervised_status(b.dir)["status"]["state"] == "exited");
+  }
+  SUBCASE("a supervisor SIGKILLed: its orphans are found by the tag") {
+    REQUIRE(::kill(sa->supervisor_pid, SIGKILL) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto stopped =
+        tpuctl::agent::stop_supervised({a.dir, b.dir}, marker, std::chrono::milliseconds(300));
+    CHECK(stopped.supervisors == 1);
+    CHECK(stopped.scanned);
+    CHECK(stopped.terminated >= 1);
+  }
+  CHECK(tpuctl::util::processes_tagged(marker).empty());
+}
+
+TEST_CASE("agent supervise-watch: a line at once, one on exit, heartbeats; ends when stdin does") {
+  tpuctl::test::TempDir tmp;
+  SuperviseOptions o;
+  o.dir = (tmp.path() / "w").string();
+  o.command = "sleep 0.8; exit 3";
+  o.heartbeat_interval = std::chrono::milliseconds(100);
+  REQUIRE(start_supervised(o));
+  int in[2];
+  int out[2];
+  REQUIRE(::pipe(in) == 0);
+  REQUIRE(::pipe(out) == 0);
+  std::thread watcher([&] {
+    CHECK(tpuctl::agent::watch_supervised(o.dir, std::chrono::milliseconds(200), in[0], out[1]));
+    ::close(out[1]);
+  });
+  std::string text;
+  std::vector<nlohmann::json> lines;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  bool exited = false;
+  while (!exited && std::chrono::steady_clock::now() < until) {
+    char buf[4096];
+    ssize_t n = ::read(out[0], buf, sizeof buf);
+    REQUIRE(n > 0);
+    text.append(buf, static_cast<size_t>(n));
+    for (size_t nl; (nl = text.find('\n')) != std::string::npos; text.erase(0, nl + 1)) {
+      lines.push_back(nlohmann::json::parse(text.substr(0, nl)));
+      exited = exited || lines.back()["status"]["state"] == "exited";
+    }
+  }
+  REQUIRE(exited);
+  CHECK(lines.front()["status"]["state"] == "running");
+  CHECK(lines.back()["status"]["exit_code"] == 3);
+  CHECK(lines.size() >= 3); // running, heartbeats every 200 ms over 0.8 s, exited
+  ::close(in[1]);           // the channel closes: the watch ends
+  watcher.join();
+  ::close(in[0]);
+  ::close(out[0]);
+  CHECK(!tpuctl::agent::watch_supervised(o.dir, std::chrono::milliseconds(50), 0, 1));
 }
 
 TEST_CASE("agent supervise: a restart appends to the log with a marker; bad input is refused") {

@@ -1,0 +1,227 @@
+#include "provision/workload/workload_watch.hpp"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "provision/workload/workload_remote.hpp"
+#include "remote/fanout.hpp"
+#include "util/shell_quote.hpp"
+
+namespace tpuctl::provision {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr milliseconds k_line_interval{2000}; // the agent's heartbeat lines
+constexpr milliseconds k_check_connect{5000}; // an independent check's connect timeout
+constexpr milliseconds k_reopen_interval{
+    10000}; // a worker's stream is opened again at most so often
+
+int64_t ms(Clock::duration d) {
+  return std::chrono::duration_cast<milliseconds>(d).count();
+}
+
+} // namespace
+
+struct WorkerWatch::Seen {
+  uint64_t lines = 0;
+  WorkerObservation last;
+  bool open = true;  // its stream runs (or is connecting)
+  bool ever = false; // a line came, or the stream ended: from then on silence counts
+  std::string ended; // why the stream ended
+  uint64_t generation = 0;
+};
+
+struct WorkerWatch::Group {
+  remote::CancelToken cancel;
+  std::thread thread;
+};
+
+WorkerWatch::WorkerWatch(const Workload& workload, const std::vector<WorkerPlan>& plans,
+                         const remote::SshOptions& ssh, const PolicyConfig& policy)
+    : m_workload(workload), m_plans(plans), m_ssh(ssh), m_policy(policy), m_seen(plans.size()),
+      m_track(plans.size()), m_last_turn(Clock::now()) {
+  m_last_stalled = m_stall.stalled_ms();
+  std::vector<size_t> all(plans.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    all[i] = i;
+  }
+  open(all);
+}
+
+WorkerWatch::~WorkerWatch() {
+  for (auto& g : m_groups) {
+    g->cancel.cancel();
+  }
+  for (auto& g : m_groups) {
+    g->thread.join();
+  }
+}
+
+void WorkerWatch::open(const std::vector<size_t>& workers) {
+  std::vector<remote::Job> jobs;
+  std::vector<uint64_t> generations(m_plans.size(), 0);
+  {
+    std::lock_guard lock(m_mutex);
+    for (size_t i : workers) {
+      Seen& s = m_seen[i];
+      s.generation += 1;
+      s.open = true;
+      generations[i] = s.generation;
+      const WorkerPlan& p = m_plans[i];
+      remote::Job j;
+      j.target = p.target;
+      j.target.name = p.node + "/" + std::to_string(p.worker);
+      j.command = "exec " + util::shell_quote_path(p.agent_dir + "/tpuctl") +
+                  " agent supervise-watch --interval " + std::to_string(k_line_interval.count()) +
+                  "ms --dir " +
+                  util::shell_quote_path(workload_dir(p.workdir, m_workload.uid, p.node, p.worker));
+      j.index = i;
+      jobs.push_back(std::move(j));
+    }
+  }
+  remote::SshOptions o = m_ssh;
+  o.batch_size = std::max<size_t>({o.batch_size, jobs.size(), 1});
+  o.command_timeout = milliseconds(0);
+  o.keep_output = false; // a stream is read line by line, never kept
+  o.tty = false;
+  o.stdin_data = nullptr;
+  auto group = std::make_unique<Group>();
+  Group* g = group.get();
+  g->thread = std::thread([this, g, jobs = std::move(jobs), o, generations]() {
+    remote::FanoutCallbacks cb;
+    cb.on_line = [this, &generations](const remote::HostLine& line) {
+      if (line.stream != remote::Stream::out || !line.complete) {
+        return;
+      }
+      WorkerObservation obs = parse_observation(std::string(line.text));
+      if (!obs.reached) {
+        return; // not a status line (a login banner, say)
+      }
+      std::lock_guard lock(m_mutex);
+      Seen& s = m_seen[line.index];
+      if (s.generation != generations[line.index]) {
+        return; // a stream that was replaced
+      }
+      s.last = std::move(obs);
+      s.lines += 1;
+      s.ever = true;
+    };
+    cb.on_host_done = [this, &generations](const remote::HostResult& r) {
+      std::lock_guard lock(m_mutex);
+      Seen& s = m_seen[r.index];
+      if (s.generation != generations[r.index]) {
+        return;
+      }
+      s.open = false;
+      s.ever = true;
+      s.ended = r.error.empty() ? std::string(remote::to_string(r.outcome)) : r.error;
+    };
+    auto ran = remote::run_streams(jobs, o, cb, &g->cancel);
+    if (!ran) {
+      std::lock_guard lock(m_mutex);
+      for (const auto& j : jobs) {
+        Seen& s = m_seen[j.index];
+        if (s.generation == generations[j.index]) {
+          s.open = false;
+          s.ever = true;
+          s.ended = ran.error().message;
+        }
+      }
+    }
+  });
+  m_groups.push_back(std::move(group));
+}
+
+std::vector<std::optional<WorkerObservation>> WorkerWatch::turn() {
+  const auto now = Clock::now();
+  const int64_t stalled = m_stall.stalled_ms();
+  // This process's running time since the last turn: its own stalls are nobody's silence.
+  const int64_t credited = std::max<int64_t>(0, ms(now - m_last_turn) - (stalled - m_last_stalled));
+  m_last_turn = now;
+  m_last_stalled = stalled;
+  std::vector<Seen> seen;
+  {
+    std::lock_guard lock(m_mutex);
+    seen = m_seen;
+  }
+  std::vector<std::optional<WorkerObservation>> out(seen.size());
+  std::vector<size_t> suspects;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    Track& t = m_track[i];
+    if (seen[i].lines != t.lines) {
+      m_stats.lines += seen[i].lines - t.lines;
+      t.lines = seen[i].lines;
+      t.silent_ms = 0;
+      t.failed_checks = 0;
+      out[i] = seen[i].last;
+      continue;
+    }
+    if (!seen[i].ever) {
+      continue; // still connecting: nothing known yet, nothing wrong yet
+    }
+    t.silent_ms += credited;
+    if (!seen[i].open || t.silent_ms >= m_policy.suspect_after.count()) {
+      suspects.push_back(i);
+    }
+  }
+  if (suspects.empty()) {
+    return out;
+  }
+  // The second, independent check: a new session each, now.
+  std::vector<WorkerPlan> plans;
+  for (size_t i : suspects) {
+    plans.push_back(m_plans[i]);
+  }
+  remote::SshOptions check = m_ssh;
+  check.connect_timeout = std::min(check.connect_timeout, k_check_connect);
+  check.connect_retries = 0;
+  m_stats.checks += suspects.size();
+  auto answers = poll_workers(m_workload, plans, check);
+  std::vector<size_t> reopen;
+  for (size_t k = 0; k < suspects.size(); ++k) {
+    const size_t i = suspects[k];
+    Track& t = m_track[i];
+    WorkerObservation obs;
+    if (answers) {
+      obs = (*answers)[k];
+    } else {
+      obs.error = answers.error().message;
+    }
+    if (obs.reached) {
+      t.silent_ms = 0;
+      t.failed_checks = 0;
+      if (Clock::now() - t.reopened >= k_reopen_interval) {
+        spdlog::info("{}: its stream {}; reached by a new session, watching it again",
+                     worker_label(m_plans[i]),
+                     seen[i].open ? "was silent" : "ended (" + seen[i].ended + ")");
+        t.reopened = Clock::now();
+        reopen.push_back(i);
+      }
+    } else {
+      t.failed_checks += 1;
+      if (!seen[i].open && !seen[i].ended.empty()) {
+        obs.error = "its stream ended (" + seen[i].ended + "), a new connection: " + obs.error;
+      }
+      obs.silent_ms = t.silent_ms;
+      obs.failed_checks = t.failed_checks;
+    }
+    out[i] = std::move(obs);
+  }
+  if (!reopen.empty()) {
+    m_stats.reopened += reopen.size();
+    open(reopen);
+  }
+  return out;
+}
+
+WorkerWatch::Stats WorkerWatch::stats() const {
+  Stats s = m_stats;
+  s.stalled_ms = m_stall.stalled_ms();
+  return s;
+}
+
+} // namespace tpuctl::provision

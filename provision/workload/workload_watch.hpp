@@ -1,0 +1,93 @@
+// How the monitor hears from a running workload's workers: pushed, not polled.
+//
+// Polling (one new SSH session per worker per second, each with its key exchange, login shell,
+// reaper and status command) costs the watched hosts and the watching machine in proportion to
+// workers x polls: at 256 workers on one box it kept the load average at 150 and, once that load
+// made a session late, declared healthy workers lost. So the monitor opens one stream per worker
+// instead and keeps it for the attempt: `tpuctl agent supervise-watch` on the worker writes a
+// status line at once, within a moment of every change (inotify on the worker's directory: an
+// exit is seen as it happens) and every 2 s otherwise (a heartbeat the worker pushes). The
+// monitor's threads only read; the stream's agent ends when its channel does (it waits on its
+// stdin), so nothing outlives the connection and no reaper or kill script is needed.
+//
+// Each turn (every second) the monitor takes what the streams said. A worker is suspect when
+// its stream ended, or it has been silent for suspect_after (5 s: two heartbeats missed) in the
+// monitor's own running time: util::StallClock subtracts the time this process did not run
+// (stopped, starved), so a monitor that was stopped for 30 s resumes to streams full of lines
+// and blames nobody. A suspect gets a second, independent check: a new SSH session running
+// `agent supervise-status` (5 s connect timeout, no retry). Reached, it is heard (and its stream
+// opened again if it ended, at most every 10 s); not reached, it stays silent, and it is LOST
+// only when silent for lost_after (10 s) with a failed check (workload_policy.hpp). A host whose
+// sshd and processes die closes its stream at once and refuses the check: LOST about 10 s after
+// its last line; a host that hangs (connections accepted, never answered) is LOST when its check
+// times out, 5 + 5 s after it was suspected: within 16 s.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "provision/slice/slice_workers.hpp"
+#include "provision/workload/workload.hpp"
+#include "provision/workload/workload_policy.hpp"
+#include "remote/ssh_types.hpp"
+#include "util/stall_clock.hpp"
+
+namespace tpuctl::provision {
+
+class WorkerWatch {
+public:
+  // Opens a stream to every worker of `plans` (in the background: returns at once).
+  WorkerWatch(const Workload& workload, const std::vector<WorkerPlan>& plans,
+              const remote::SshOptions& ssh, const PolicyConfig& policy);
+  // Closes every stream (each worker's agent ends with its channel) and joins the threads.
+  ~WorkerWatch();
+  WorkerWatch(const WorkerWatch&) = delete;
+  WorkerWatch& operator=(const WorkerWatch&) = delete;
+
+  // One turn: per worker, what is new since the last turn (nullopt: nothing, and no reason to
+  // worry), a line it sent, the answer of an independent check of a suspect, or, when that
+  // check failed too, an unreached observation with its silence and failed checks. Blocks for
+  // the checks of suspects only (5 s at most).
+  std::vector<std::optional<WorkerObservation>> turn();
+
+  // Counters for tests and benchmarks.
+  struct Stats {
+    uint64_t lines = 0;     // status lines received
+    uint64_t checks = 0;    // independent checks made
+    uint64_t reopened = 0;  // streams opened again
+    int64_t stalled_ms = 0; // time this process did not run while watching
+  };
+  Stats stats() const;
+
+private:
+  struct Seen; // per worker, shared with the stream threads
+  struct Group;
+  void open(const std::vector<size_t>& workers);
+
+  Workload m_workload;
+  std::vector<WorkerPlan> m_plans;
+  remote::SshOptions m_ssh;
+  PolicyConfig m_policy;
+  util::StallClock m_stall;
+  mutable std::mutex m_mutex;
+  std::vector<Seen> m_seen;
+  std::vector<std::unique_ptr<Group>> m_groups;
+  // The monitor's side, touched only by turn().
+  struct Track {
+    uint64_t lines = 0;
+    int64_t silent_ms = 0;
+    int failed_checks = 0;
+    std::chrono::steady_clock::time_point reopened{};
+  };
+  std::vector<Track> m_track;
+  std::chrono::steady_clock::time_point m_last_turn;
+  int64_t m_last_stalled = 0;
+  Stats m_stats;
+};
+
+} // namespace tpuctl::provision

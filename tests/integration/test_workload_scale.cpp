@@ -1,0 +1,112 @@
+// A workload at 64 workers on a local pool of 64 real sshd: the monitor hears its workers through
+// one stream each (workload_watch.hpp), so a monitor that does not run for 30 s (SIGSTOP) blames
+// no worker for its own absence; and stopping costs one pass per host: after a delete nothing of
+// tpuctl's is left on any host (no supervisor, stream, reaper or kill script).
+// Addresses: 127.0.240.0/24.
+#include <chrono>
+#include <csignal>
+#include <thread>
+
+#include <doctest/doctest.h>
+
+#include "provision/pool/local_pool.hpp"
+#include "tests/support/local_pool_fixture.hpp"
+#include "tests/support/workload_env.hpp"
+#include "util/process_tree.hpp"
+
+using namespace tpuctl::test;
+using nlohmann::json;
+
+TEST_SUITE_BEGIN("integration");
+
+namespace {
+
+// Processes started through the pool's servers (every session carries the pool's directory).
+std::vector<int> pool_processes(const WorkloadEnv& env) {
+  return tpuctl::util::processes_tagged(std::string(tpuctl::provision::k_local_pool_var) + "=" +
+                                        env.pool_dir().string());
+}
+
+// Those whose command line holds `word`.
+std::vector<int> named(const std::vector<int>& pids, const std::string& word) {
+  std::vector<int> out;
+  for (int pid : pids) {
+    if (read_file("/proc/" + std::to_string(pid) + "/cmdline").find(word) != std::string::npos) {
+      out.push_back(pid);
+    }
+  }
+  return out;
+}
+
+// Waits up to `limit` for `pred`; false when it never held.
+template <class Pred>
+bool eventually(std::chrono::seconds limit, Pred pred) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return pred();
+}
+
+std::string listing(const std::vector<int>& pids) {
+  std::string out;
+  for (int pid : pids) {
+    std::string cmd = read_file("/proc/" + std::to_string(pid) + "/cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    out += "\n  " + cmd.substr(0, 200);
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("workload at 64 workers: a monitor stopped for 30 s loses no worker; a delete leaves "
+          "nothing on any host") {
+  WorkloadEnv env(64, "127.0.240.2", "16x16");
+  auto made = env.run({"cluster", "create", "--cluster", "big", "--tpu-type", "v5litepod-256"});
+  REQUIRE_MESSAGE(made.exit_code == 0, made.err);
+  const std::string uid = env.create_workload("big", "scale", "sleep 600");
+  auto wl = env.run_json({"workload", "describe", "scale"});
+  REQUIRE(wl["workers"].size() == 64);
+  CHECK(wl["running"] == 64);
+
+  // The detached monitor, once it hears every worker through its stream.
+  std::vector<int> monitor;
+  REQUIRE(eventually(std::chrono::seconds(120), [&] {
+    monitor = named(processes_with_marker(env.dir.path().string()), "monitor");
+    return monitor.size() == 1 && named(pool_processes(env), "supervise-watch").size() == 64;
+  }));
+
+  REQUIRE(::kill(monitor[0], SIGSTOP) == 0);
+  std::this_thread::sleep_for(std::chrono::seconds(30));
+  REQUIRE(::kill(monitor[0], SIGCONT) == 0);
+  // Two lost_after windows of the resumed monitor's own time: a false LOST would show by then.
+  std::this_thread::sleep_for(std::chrono::seconds(20));
+  wl = env.run_json({"workload", "describe", "scale"});
+  CHECK(wl["state"] == "RUNNING");
+  CHECK(wl["restarts"] == 0);
+  CHECK(wl["running"] == 64);
+  for (const auto& w : wl["workers"]) {
+    CHECK_MESSAGE(w["state"] == "RUNNING", w.dump());
+  }
+  CHECK(workload_processes(uid).size() >= 64 * 2); // a supervisor and a sleep on every worker
+
+  auto del = env.run({"workload", "delete", "scale"});
+  REQUIRE_MESSAGE(del.exit_code == 0, del.err);
+  CHECK(workload_processes(uid).empty()); // stopped before the delete returned
+  // The monitor ends with its workload and its streams with it: nothing is left on any host.
+  std::vector<int> left;
+  CHECK_MESSAGE(eventually(std::chrono::seconds(30),
+                           [&] {
+                             left = pool_processes(env);
+                             return left.empty();
+                           }),
+                ("still running on the pool's hosts:" + listing(left)));
+
+  auto gone = env.run({"cluster", "delete", "big", "--force"});
+  CHECK_MESSAGE(gone.exit_code == 0, gone.err);
+  CHECK(eventually(std::chrono::seconds(30), [&] { return pool_processes(env).empty(); }));
+}
