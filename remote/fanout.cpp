@@ -122,7 +122,7 @@ Expected<std::vector<HostResult>> run_jobs(const std::vector<Job>& jobs, const S
                                           !stream);
               if (stream) {
                 request.stream = true;
-                request.poll_slice = std::chrono::milliseconds(500);
+                request.poll_slice = std::chrono::milliseconds(10000); // a cancel cuts the socket
               }
               detail::exec_on(session, request, options.keep_output, job.on_bytes, events, r, t0);
             });

@@ -24,8 +24,9 @@ Expected<std::vector<HostResult>> run_fanout(const std::vector<Job>& jobs,
 // Long-lived commands whose output is the point (the workload monitor's watches), as
 // run_fanout but: each command's stdin stays open as long as its channel (the remote command is
 // expected to end when it reads end-of-file, so nothing outlives the connection), no reaper is
-// started next to it, a cancel closes the channels instead of killing the commands, and each
-// session wakes every 500 ms instead of every 100. options.command_timeout still applies.
+// started next to it, a cancel cuts the connections instead of killing the commands (at once,
+// whatever the session is doing), and each session wakes every 10 s (or on data) instead of
+// every 100 ms. options.command_timeout still applies.
 Expected<std::vector<HostResult>> run_streams(const std::vector<Job>& jobs,
                                               const SshOptions& options,
                                               const FanoutCallbacks& callbacks,

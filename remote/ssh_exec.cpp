@@ -264,8 +264,11 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
     return result;
   }
   // From here on the command may be running, so the watcher must not cut the socket: this
-  // thread kills the command itself.
-  m_ctx.slot.disarm();
+  // thread kills the command itself. A stream's socket may be cut: its command ends with its
+  // connection, and a cancel then wakes this thread at once whatever its poll slice.
+  if (!request.stream) {
+    m_ctx.slot.disarm();
+  }
   if (m_ctx.cancelled()) {
     result.outcome = Outcome::interrupted;
     result.error = "interrupted before the command started";
@@ -414,7 +417,9 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
     }
     int rc = ssh_event_dopoll(event, wait_ms);
     if (rc == SSH_ERROR || (ssh_get_status(s) & (SSH_CLOSED | SSH_CLOSED_ERROR)) != 0) {
-      if (!st.closed) {
+      if (request.stream && m_ctx.cancelled()) {
+        closed_stream = true; // the watcher cut it
+      } else if (!st.closed) {
         lost = true;
       }
       break;

@@ -108,8 +108,9 @@ struct ExecRequest {
   std::string hold_mark; // empty: an ordinary command
   std::function<HoldAnswer(int status)> on_hold;
   // A stream (remote::run_streams): stdin stays open as long as the channel (the command ends
-  // when it reads end-of-file), a cancel closes the channel instead of running the kill script,
-  // and the loop wakes every `poll_slice` instead of every 100 ms.
+  // when it reads end-of-file), a cancel closes the channel (the watcher may cut the socket)
+  // instead of running the kill script, and the loop wakes every `poll_slice` instead of every
+  // 100 ms.
   bool stream = false;
   std::chrono::milliseconds poll_slice{100};
 };

@@ -27,6 +27,9 @@ using Ms = std::chrono::milliseconds;
 constexpr int k_max_restarts_limit = 1000;
 // How often a running workload's record is rewritten when nothing changed but heartbeats.
 constexpr int64_t k_refresh_ms = 5000;
+// How often the monitor reads its records (workload, queued resource) when its workers' streams
+// bring nothing new: a delete mark or a slice's change is noticed within this.
+constexpr int64_t k_visit_ms = 5000;
 
 bool same_view(const std::vector<WorkloadWorker>& a, const std::vector<WorkloadWorker>& b) {
   if (a.size() != b.size()) {
@@ -231,6 +234,7 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
     plans.reset();
   };
   int64_t last_write = now_of(o);
+  int64_t last_visit = 0;
   auto gone_or = [](const Mutation& x) {
     return x.skipped == Skip::gone ? std::optional<Workload>() : x.workload;
   };
@@ -248,8 +252,12 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
       }
       continue;
     }
-    // The slices under the current attempt: still there, on their way back, or gone.
-    TPUCTL_TRY_ASSIGN(SliceCheck slices, check_slices(store, wl));
+    // The slices under the current attempt: still there, on their way back, or gone. Read here
+    // when there is no plan yet; while the workers run, at each of the turn's store visits below.
+    SliceCheck slices;
+    if (!plans) {
+      TPUCTL_TRY_ASSIGN(slices, check_slices(store, wl));
+    }
     if (slices.status == SliceStatus::intact && !plans) {
       auto planned = plan_workload(store, wl);
       if (!planned) {
@@ -294,13 +302,33 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
       watch = std::make_unique<WorkerWatch>(wl, *plans, o.ssh, o.policy);
     }
     const auto observations = watch->turn();
-    // A slice deleted while its workers were polled is the reason they ended (tpu-vm delete kills
-    // them after it removed the node): the next turn says so, not their exit status.
-    TPUCTL_TRY_ASSIGN(SliceCheck after, check_slices(store, wl));
-    if (after.status != SliceStatus::intact) {
+    const int64_t now = now_of(o);
+    // What the turn means, worked out on this process's copy first: a turn that changes nothing
+    // (heartbeats only) does not visit the store, which is read (and the lease refreshed) every
+    // k_visit_ms all the same: at 256 workers, reading the records every second was most of the
+    // monitor's cost.
+    std::vector<WorkloadWorker> seen = wl.workers;
+    for (size_t i = 0; i < seen.size() && i < observations.size(); ++i) {
+      if (observations[i]) {
+        observe(seen[i], *observations[i], wl.attempt, wl.attempt_started_ms, now, o.policy);
+      }
+    }
+    Workload guess = wl;
+    guess.workers = seen;
+    if (decide(guess, now).verdict == Verdict::keep_running && same_view(wl.workers, seen) &&
+        now - last_visit < k_visit_ms) {
+      wl.workers = std::move(seen);
+      sleep_for(o.poll_interval, cancel);
       continue;
     }
-    const int64_t now = now_of(o);
+    last_visit = now;
+    // A slice deleted while its workers ran is the reason they ended (tpu-vm delete kills them
+    // after it removed the node): the top of the loop says so, not their exit status.
+    TPUCTL_TRY_ASSIGN(SliceCheck after, check_slices(store, wl));
+    if (after.status != SliceStatus::intact) {
+      replan();
+      continue;
+    }
     std::vector<WorkloadWorker> before = wl.workers;
     Decision d;
     auto step =
@@ -309,6 +337,13 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
             if (observations[i]) {
               observe(w.workers[i], *observations[i], w.attempt, w.attempt_started_ms, now,
                       o.policy);
+            }
+            if (i < seen.size() && seen[i].host == w.workers[i].host) {
+              // What the turns that did not visit the store heard.
+              w.workers[i].last_contact_ms =
+                  std::max(w.workers[i].last_contact_ms, seen[i].last_contact_ms);
+              w.workers[i].last_heartbeat_ms =
+                  std::max(w.workers[i].last_heartbeat_ms, seen[i].last_heartbeat_ms);
             }
           }
           d = decide(w, now);
@@ -427,9 +462,16 @@ Expected<WorkloadDeletion> delete_workload(state::StateStore& store, const std::
                                            const MonitorOptions& o) {
   TPUCTL_TRY_ASSIGN(Workload before, load_workload(store, pool, name));
   std::optional<Lease> monitor;
+  bool launching = false;
   auto marked = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
     TPUCTL_TRY_ASSIGN(Workload w, load_workload(s, pool, name));
     monitor = lease_from_json(w.monitor);
+    // A monitor starts processes only while the record says so (a restart's PENDING workers, a
+    // recovery): then its launch must end before the stop, else the stop need not wait for it.
+    launching = w.state != WorkloadState::running ||
+                std::any_of(w.workers.begin(), w.workers.end(), [](const WorkloadWorker& x) {
+                  return x.state == WorkerState::pending;
+                });
     w.deleting = true;
     w.monitor = to_json(own_lease(now_of(o), o.lease_ttl));
     return std::vector<state::Op>{state::UpdateOp{workload_key(pool, name), to_json(w), w.version}};
@@ -437,27 +479,32 @@ Expected<WorkloadDeletion> delete_workload(state::StateStore& store, const std::
   if (!marked) {
     return marked.error();
   }
-  // A monitor on this machine is told to stop at once (it would notice the mark anyway).
+  // A monitor on this machine is told to stop at once (it would notice the mark anyway), and
+  // waited for only when it may be starting processes.
   if (monitor && !is_own_lease(*monitor) && lease_alive(*monitor, now_of(o)) &&
       monitor->host == own_lease(0, Ms(0)).host) {
     ::kill(monitor->pid, SIGTERM);
-    for (int i = 0; i < 60 && lease_alive(*monitor, now_of(o)); ++i) {
+    for (int i = 0; launching && i < 60 && lease_alive(*monitor, now_of(o)); ++i) {
       std::this_thread::sleep_for(Ms(50));
     }
   }
   WorkloadDeletion result{before, {}};
   auto plans = plan_workload(store, before);
   if (plans) {
-    TPUCTL_TRY_ASSIGN(auto stopped, stop_workers(before, *plans, o.ssh));
+    // One session per host (in order of first appearance): stop, then remove the files there.
+    std::vector<std::string> hosts;
+    for (const auto& p : *plans) {
+      if (std::find(hosts.begin(), hosts.end(), p.host) == hosts.end()) {
+        hosts.push_back(p.host);
+      }
+    }
+    TPUCTL_TRY_ASSIGN(auto stopped, stop_workers(before, *plans, o.ssh, true));
     for (const auto& r : stopped) {
       if (!r.succeeded()) {
         result.unreachable.push_back(
-            (*plans)[r.index].host + " (" +
+            (r.index < hosts.size() ? hosts[r.index] : r.host) + " (" +
             (r.error.empty() ? std::string(remote::to_string(r.outcome)) : r.error) + ")");
       }
-    }
-    if (result.unreachable.empty()) {
-      (void)remove_workload_files(before, *plans, o.ssh);
     }
   } else {
     spdlog::warn("workload '{}': {}; its processes went with its slices", name,

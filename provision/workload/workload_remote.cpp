@@ -175,9 +175,10 @@ Expected<std::vector<WorkerObservation>> poll_workers(const Workload& wl,
 
 namespace {
 
-// One host's stop: every worker of the workload there, in one agent call.
+// One host's stop: every worker of the workload there, in one agent call; then, with
+// `remove_files`, the workload's files there (once its processes are gone).
 std::string stop_command(const Workload& wl, const std::vector<WorkerPlan>& plans,
-                         const std::string& host, int64_t grace_ms) {
+                         const std::string& host, int64_t grace_ms, bool remove_files) {
   const WorkerPlan* first = nullptr;
   std::string dirs;
   for (const auto& p : plans) {
@@ -192,21 +193,27 @@ std::string stop_command(const Workload& wl, const std::vector<WorkerPlan>& plan
   // Through the supervisors (their own trees: the workload's processes, not the host's); the
   // tag scan only where the agent is missing (a host that lost its files).
   const std::string agent = agent_of(*first);
-  return "if [ -x " + agent + " ]; then exec " + agent +
-         " agent supervise-stop --format json --grace " + std::to_string(grace_ms) + "ms --tag " +
-         util::shell_quote(std::string(k_workload_uid_var) + "=" + wl.uid) + dirs + "; fi\n" +
-         stop_tagged_processes_script(k_workload_uid_var, wl.uid, grace_ms);
+  std::string script =
+      "if [ -x " + agent + " ]; then " + agent + " agent supervise-stop --format json --grace " +
+      std::to_string(grace_ms) + "ms --tag " +
+      util::shell_quote(std::string(k_workload_uid_var) + "=" + wl.uid) + dirs + "\nelse\n" +
+      stop_tagged_processes_script(k_workload_uid_var, wl.uid, grace_ms) + "fi";
+  if (remove_files) {
+    script += " && rm -rf -- " + util::shell_quote_path(first->workdir + "/workloads/" + wl.uid);
+  }
+  return script + "\n";
 }
 
 } // namespace
 
 Expected<std::vector<remote::HostResult>> stop_workers(const Workload& wl,
                                                        const std::vector<WorkerPlan>& plans,
-                                                       const remote::SshOptions& ssh) {
+                                                       const remote::SshOptions& ssh,
+                                                       bool remove_files) {
   auto hosts = distinct_hosts(plans);
   std::vector<std::string> commands;
   for (const auto& h : hosts) {
-    commands.push_back(stop_command(wl, plans, h.host, ssh.kill_grace.count()));
+    commands.push_back(stop_command(wl, plans, h.host, ssh.kill_grace.count(), remove_files));
   }
   return remote::run_fanout(
       jobs_for(hosts, commands),

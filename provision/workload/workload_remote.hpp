@@ -49,10 +49,12 @@ WorkerObservation parse_observation(const std::string& out);
 // supervisor stops its own process tree (TERM, its grace, KILL: `agent supervise-stop`), and
 // this waits for them; only orphans of a supervisor that was killed are found by the
 // TPUCTL_WORKLOAD_UID tag (one scan of that host's processes), and so is everything on a host
-// whose agent is missing. Per-host results.
+// whose agent is missing. With `remove_files` (a delete), each host whose processes were stopped
+// also removes the workload's files, in the same session. Per-host results.
 Expected<std::vector<remote::HostResult>> stop_workers(const Workload& workload,
                                                        const std::vector<WorkerPlan>& plans,
-                                                       const remote::SshOptions& ssh);
+                                                       const remote::SshOptions& ssh,
+                                                       bool remove_files = false);
 
 // Removes the workload's directory (<workdir>/workloads/<uid>) on every host of `plans`.
 Expected<std::vector<remote::HostResult>>

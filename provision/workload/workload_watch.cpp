@@ -15,7 +15,7 @@ using std::chrono::milliseconds;
 
 namespace {
 
-constexpr milliseconds k_line_interval{2000}; // the agent's heartbeat lines
+constexpr milliseconds k_line_interval{3000}; // the agent's heartbeat lines
 constexpr milliseconds k_check_connect{5000}; // an independent check's connect timeout
 constexpr milliseconds k_reopen_interval{
     10000}; // a worker's stream is opened again at most so often
