@@ -201,7 +201,7 @@ echo "| workload create -> every worker RUNNING, rounds | $(cell "${launch[@]}")
 echo "| runs with a false LOST during the watch | $(echo "${watch_lost[@]}" | tr ' ' '\n' | awk '{s+=$1} END {print s}') of $runs | 0 |"
 echo "| monitor CPU over the watch, % of one core | $(cell "${monitor_cpu[@]}") | <= 2 |"
 echo "| workload delete, rounds | $(cell "${del[@]}") | <= 1 |"
-echo "| a host killed -> the workload FAILED, s | $(cell "${loss[@]}") | <= 16 |"
+echo "| a host killed -> a worker LOST, s | $(cell "${loss[@]}") | <= 16 |"
 echo "| cluster delete --force, rounds | $(cell "${cdel[@]}") | <= 1 |"
 echo "| pool local-down, rounds | $(cell "${down[@]}") | <= 1 |"
 echo "| last command -> runnable tasks under 4 (5 s in a row), s | $(cell "${calm[@]}") | <= 30 |"

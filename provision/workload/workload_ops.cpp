@@ -479,12 +479,14 @@ Expected<WorkloadDeletion> delete_workload(state::StateStore& store, const std::
   if (!marked) {
     return marked.error();
   }
-  // A monitor on this machine is told to stop at once (it would notice the mark anyway), and
-  // waited for only when it may be starting processes.
-  if (monitor && !is_own_lease(*monitor) && lease_alive(*monitor, now_of(o)) &&
+  // A monitor that may be starting processes (on this machine) is stopped first and waited for,
+  // so that the stop below comes after its launch. Any other monitor notices the mark at its next
+  // visit to the store and ends by itself, once the stop below has begun: its streams' teardown
+  // does not compete with the stop (on a local pool they share the machine).
+  if (launching && monitor && !is_own_lease(*monitor) && lease_alive(*monitor, now_of(o)) &&
       monitor->host == own_lease(0, Ms(0)).host) {
     ::kill(monitor->pid, SIGTERM);
-    for (int i = 0; launching && i < 60 && lease_alive(*monitor, now_of(o)); ++i) {
+    for (int i = 0; i < 60 && lease_alive(*monitor, now_of(o)); ++i) {
       std::this_thread::sleep_for(Ms(50));
     }
   }

@@ -4,8 +4,9 @@
 // and starts the first attempt on every worker at once; it is RUNNING once every worker has
 // started (FAILED, with the started ones stopped again, when one could not start). From then on
 // a monitor (monitor_workload: `tpuctl workload monitor`, started detached by `workload create`
-// and by any command that finds a running workload nobody monitors) polls the workers every
-// second and applies the failure policy (workload_policy.hpp). Only the holder of the
+// and by any command that finds a running workload nobody monitors) hears from every worker
+// through a stream (workload_watch.hpp), takes what arrived every second and applies the failure
+// policy (workload_policy.hpp). Only the holder of the
 // workload's monitor lease acts; every write re-reads the record first and gives up when
 // `workload delete` has marked it, so a delete never races a restart into leaving processes
 // behind.
@@ -86,9 +87,10 @@ struct WorkloadDeletion {
   std::vector<std::string> unreachable; // hosts where nothing could be stopped
 };
 
-// Marks the workload as being deleted (its monitor stops acting; a monitor on this host is
-// terminated), kills every process tagged with its uid on every worker, removes its files and
-// its record. When a host cannot be reached the record stays (marked) and the error names the
+// Marks the workload as being deleted (its monitor stops acting and ends at its next visit to
+// the store; one on this host that may be starting processes is terminated and waited for),
+// stops the workload's processes on every worker and removes its files (one session per host),
+// then its record. When a host cannot be reached the record stays (marked) and the error names the
 // hosts, unless `force`. Errors: not_found, failure (unreachable hosts), the store's.
 Expected<WorkloadDeletion> delete_workload(state::StateStore& store, const std::string& pool,
                                            const std::string& name, bool force,

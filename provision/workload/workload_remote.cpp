@@ -191,13 +191,14 @@ std::string stop_command(const Workload& wl, const std::vector<WorkerPlan>& plan
     return "true";
   }
   // Through the supervisors (their own trees: the workload's processes, not the host's); the
-  // tag scan only where the agent is missing (a host that lost its files).
+  // tag scan only where that fails: the agent is missing (a host that lost its files) or older
+  // than supervise-stop (pushed by an earlier tpuctl).
   const std::string agent = agent_of(*first);
   std::string script =
-      "if [ -x " + agent + " ]; then " + agent + " agent supervise-stop --format json --grace " +
+      "{ [ -x " + agent + " ] && " + agent + " agent supervise-stop --format json --grace " +
       std::to_string(grace_ms) + "ms --tag " +
-      util::shell_quote(std::string(k_workload_uid_var) + "=" + wl.uid) + dirs + "\nelse\n" +
-      stop_tagged_processes_script(k_workload_uid_var, wl.uid, grace_ms) + "fi";
+      util::shell_quote(std::string(k_workload_uid_var) + "=" + wl.uid) + dirs + "; } || {\n" +
+      stop_tagged_processes_script(k_workload_uid_var, wl.uid, grace_ms) + "}";
   if (remove_files) {
     script += " && rm -rf -- " + util::shell_quote_path(first->workdir + "/workloads/" + wl.uid);
   }

@@ -163,8 +163,9 @@ TEST_CASE("remote::run_fanout classifies refused, exit 3, kill -9, timeout and a
   CHECK(r[5].outcome == Outcome::unreachable);
   CHECK(r[5].error.find("within 2s") != std::string::npos);
   CHECK(r[6].outcome == Outcome::ok);
-  // The whole run is bounded by the timeouts, not by `sleep 300`.
-  CHECK(elapsed < std::chrono::seconds(15));
+  // The whole run is bounded by the timeouts, not by `sleep 300` (by a margin no load erases:
+  // how soon is the fan-out benchmark's to measure).
+  CHECK(elapsed < std::chrono::seconds(150));
   // Nothing the timed-out command started survives.
   CHECK(survivors(marker).empty());
 
@@ -228,7 +229,7 @@ TEST_CASE("remote::run_fanout stops on cancel, kills the commands and marks host
   trigger.join();
   REQUIRE(results);
   CHECK(started >= 8);
-  CHECK(elapsed < std::chrono::seconds(10));
+  CHECK(elapsed < std::chrono::seconds(150)); // the cancel ended it, not the `sleep 300`
   size_t killed = 0, never_started = 0;
   for (const auto& r : *results) {
     CAPTURE(r.host);
@@ -252,9 +253,8 @@ TEST_CASE("remote::run_fanout gives stdin EOF at once, or broadcasts --stdin dat
     REQUIRE(results);
     for (const auto& r : *results) {
       CAPTURE(r.host);
-      CHECK(r.outcome == Outcome::ok);
+      CHECK(r.outcome == Outcome::ok); // not a timeout: cat saw EOF before the 20 s
       CHECK(r.out == "eof\n");
-      CHECK(r.duration_ms < 10000);
     }
   }
   SUBCASE("--stdin sends the same bytes to every host, then EOF") {
@@ -358,7 +358,7 @@ TEST_CASE("remote::run_fanout cancel interrupts a host stuck waiting for the ssh
   pool().resume(12);
   REQUIRE(results);
   CHECK(results->front().outcome == Outcome::interrupted);
-  CHECK(elapsed < std::chrono::seconds(5)); // not the 30 s connect timeout
+  CHECK(elapsed < std::chrono::seconds(20)); // not the 30 s connect timeout
 }
 
 TEST_CASE("remote::run_fanout reports a connection lost mid-command as a transport error") {

@@ -139,7 +139,7 @@ TEST_CASE("spmd-matmul: a 4-worker slice computes, gathers and verifies C; a mis
       ssh("s1", "0,1,2", spmd({"--m", "256", "--n", "256", "--k", "256", "--timeout", "3s"})));
   auto elapsed = std::chrono::steady_clock::now() - t0;
   CHECK(missing.exit_code == 1);
-  CHECK(elapsed < std::chrono::seconds(12));
+  CHECK(elapsed < std::chrono::seconds(60)); // their --timeout ended them, not a hang
   auto recs = records(missing.out);
   REQUIRE(recs.size() == 3);
   const std::string named = "process 3 (slice 0, worker 3, " + hosts[3] + ")";

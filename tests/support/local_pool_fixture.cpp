@@ -1,7 +1,10 @@
 #include "tests/support/local_pool_fixture.hpp"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <dirent.h>
 #include <fstream>
 #include <netinet/in.h>
@@ -9,6 +12,8 @@
 #include <stdexcept>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <doctest/doctest.h>
 
 #include "tests/support/helpers.hpp"
 
@@ -41,7 +46,8 @@ LocalPoolFixture::LocalPoolFixture(size_t hosts, int block) {
   options.root = m_tmp.path() / "pool";
   // root's ~/.bashrc on the dev machine costs ~1 s per login (pyenv init); SHLVL=1 makes bash
   // skip it, as it does for nested shells. The engine under test does not depend on it.
-  options.session_env = {{"SHLVL", "1"}};
+  // Every session carries the fixture's directory: the destructor finds what a test left.
+  options.session_env = {{"SHLVL", "1"}, {"TPUCTL_TEST_POOL", m_tmp.path().string()}};
   for (size_t i = 0; i < hosts; ++i) {
     options.hosts.push_back({"w" + std::to_string(i), m_prefix + std::to_string(2 + i), k_port});
   }
@@ -58,6 +64,28 @@ LocalPoolFixture::LocalPoolFixture(size_t hosts, int block) {
 
 LocalPoolFixture::~LocalPoolFixture() {
   (void)remote::stop_local_sshd_pool(m_pool);
+  // Every test ends with this check: what ran through the servers (commands, reapers, kill
+  // scripts) ends by itself once its connection is gone. Whatever is left after 30 s is a leak.
+  const std::string marker = "TPUCTL_TEST_POOL=" + m_tmp.path().string();
+  std::vector<int> left = processes_with_marker(marker);
+  for (int i = 0; i < 300 && !left.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = processes_with_marker(marker);
+  }
+  std::string what;
+  for (int pid : left) {
+    std::string cmd = read_file("/proc/" + std::to_string(pid) + "/cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    what += "\n  " + std::to_string(pid) + ": " + cmd.substr(0, 300);
+    ::kill(pid, SIGKILL);
+  }
+  if (doctest::is_running_in_test) {
+    CHECK_MESSAGE(left.empty(), ("processes left running after the test:" + what));
+  } else if (!left.empty()) {
+    // A file-wide fixture ends after the last test: no test to fail, so the run fails.
+    std::fprintf(stderr, "processes left running after the tests:%s\n", what.c_str());
+    std::_Exit(1);
+  }
 }
 
 remote::SshOptions LocalPoolFixture::options() const {
