@@ -36,7 +36,7 @@ trap 'exit 130' INT TERM
 failed=0
 for run in $(seq "$runs"); do
   # The load: the same suite, its own loopback, its own process group (stopped by it on exit).
-  setsid unshare -n sh -c 'ip link set lo up && exec ctest --test-dir "$1" -j"$(nproc)"' sh \
+  setsid unshare -n sh -c 'ip link set lo up && exec ctest --test-dir "$1" -j"$(nproc)" --output-on-failure' sh \
     "$build" >"$logs/load-$run.log" 2>&1 &
   load_pid=$!
   start=$SECONDS

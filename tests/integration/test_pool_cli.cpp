@@ -7,6 +7,7 @@
 #include <set>
 #include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -81,10 +82,12 @@ TEST_CASE("pool local-up: 16 real sshd hosts, broadcast, failure statuses, drain
     CHECK(three.exit_code == 3);
     CHECK(three.err.find("2 of 2 hosts failed") != std::string::npos);
 
+    // This process's own marker: a second copy of the suite on the machine shares the table.
+    const std::string survived = "tpuctl-pool-marker-survived-" + std::to_string(::getpid());
     auto slow = env.run({"pool", "ssh", "--hosts", "127.0.60.4", "--timeout", "1s", "--command",
-                         "sleep 60; echo tpuctl-pool-marker-survived"});
+                         "sleep 60; echo " + survived});
     CHECK(slow.exit_code == 124);
-    auto left = tpuctl::util::run_process({"pgrep", "-f", "tpuctl-pool-marker-survived"});
+    auto left = tpuctl::util::run_process({"pgrep", "-f", survived});
     CHECK(left->out.empty());
 
     auto pid_text = tpuctl::util::run_process({"cat", root + "/hosts/127.0.60.5/sshd.pid"});

@@ -255,22 +255,35 @@ TEST_CASE("kernels: an AVX-512 bf16 dot or VNNI chain does at least the work of 
     MESSAGE("no AVX-512F here: nothing to compare");
     return;
   }
-  // Each rate is the best of five short runs, interleaved: the suite runs two tests at once, and
-  // one run that lost its core to the other (seen: 226 against an FMA run's 262) says nothing.
-  auto best_of = [](PeakKind kind) {
-    double best = 0;
-    for (int i = 0; i < 5; ++i) {
-      best = std::max(best, measure_peak_gops(kind, 1, 0.02));
-    }
-    return best;
-  };
-  const double fma = best_of(PeakKind::fp32_fma_avx512);
-  REQUIRE(fma > 0);
+  // A wrong probe (an instruction miscounted, a chain that stalls) loses to the FMA chain in
+  // every measurement; a right one wins when the two are measured under the same conditions. So
+  // the two are measured in pairs, back to back, and the median of 15 pairs' ratios is compared:
+  // on a machine shared with other tests (or a second copy of the suite) a lone sample that lost
+  // its core says nothing, and a pair shares whatever load there is.
   for (PeakKind kind : {PeakKind::bf16_dot_avx512, PeakKind::int8_vnni_avx512}) {
-    if (host_has(kind)) {
-      CAPTURE(std::string(to_string(kind)));
-      CHECK(best_of(kind) > 0.9 * fma);
+    if (!host_has(kind)) {
+      continue;
     }
+    CAPTURE(std::string(to_string(kind)));
+    std::vector<double> ratios;
+    for (int pair = 0; pair < 15; ++pair) {
+      const bool fma_first = pair % 2 == 0; // neither always gets the fresher core
+      double fma = 0;
+      double other = 0;
+      if (fma_first) {
+        fma = measure_peak_gops(PeakKind::fp32_fma_avx512, 1, 0.01);
+        other = measure_peak_gops(kind, 1, 0.01);
+      } else {
+        other = measure_peak_gops(kind, 1, 0.01);
+        fma = measure_peak_gops(PeakKind::fp32_fma_avx512, 1, 0.01);
+      }
+      REQUIRE(fma > 0);
+      ratios.push_back(other / fma);
+    }
+    std::sort(ratios.begin(), ratios.end());
+    const double median = ratios[ratios.size() / 2];
+    CAPTURE(median);
+    CHECK(median > 0.9);
   }
 }
 
