@@ -66,22 +66,10 @@ LocalPoolFixture::~LocalPoolFixture() {
   (void)remote::stop_local_sshd_pool(m_pool);
   // Every test ends with this check: what ran through the servers (commands, reapers, kill
   // scripts) ends by itself once its connection is gone. Whatever is left after 30 s is a leak.
-  const std::string marker = "TPUCTL_TEST_POOL=" + m_tmp.path().string();
-  std::vector<int> left = processes_with_marker(marker);
-  for (int i = 0; i < 300 && !left.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    left = processes_with_marker(marker);
-  }
-  std::string what;
-  for (int pid : left) {
-    std::string cmd = read_file("/proc/" + std::to_string(pid) + "/cmdline");
-    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
-    what += "\n  " + std::to_string(pid) + ": " + cmd.substr(0, 300);
-    ::kill(pid, SIGKILL);
-  }
+  const std::string what = kill_leftovers("TPUCTL_TEST_POOL=" + m_tmp.path().string());
   if (doctest::is_running_in_test) {
-    CHECK_MESSAGE(left.empty(), ("processes left running after the test:" + what));
-  } else if (!left.empty()) {
+    CHECK_MESSAGE(what.empty(), ("processes left running after the test:" + what));
+  } else if (!what.empty()) {
     // A file-wide fixture ends after the last test: no test to fail, so the run fails.
     std::fprintf(stderr, "processes left running after the tests:%s\n", what.c_str());
     std::_Exit(1);
@@ -153,6 +141,22 @@ std::vector<int> processes_with_marker(const std::string& marker) {
   }
   ::closedir(d);
   return out;
+}
+
+std::string kill_leftovers(const std::string& marker) {
+  std::vector<int> left = processes_with_marker(marker);
+  for (int i = 0; i < 300 && !left.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = processes_with_marker(marker);
+  }
+  std::string what;
+  for (int pid : left) {
+    std::string cmd = read_file("/proc/" + std::to_string(pid) + "/cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    what += "\n  " + std::to_string(pid) + ": " + cmd.substr(0, 300);
+    ::kill(pid, SIGKILL);
+  }
+  return what;
 }
 
 } // namespace tpuctl::test

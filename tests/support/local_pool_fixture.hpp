@@ -61,4 +61,8 @@ private:
 // hosts the "remote" side of the local pool, so leftovers of a remote command show up here).
 std::vector<int> processes_with_marker(const std::string& marker);
 
+// What a test left running: waits up to 30 s for no process to carry `marker`, SIGKILLs what
+// still does and returns it, one "\n  PID: COMMAND LINE" per process (empty when nothing was left).
+std::string kill_leftovers(const std::string& marker);
+
 } // namespace tpuctl::test

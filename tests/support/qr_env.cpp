@@ -39,21 +39,8 @@ QrEnv::~QrEnv() {
   // pool's servers, and tpuctl's detached drivers and monitors end by themselves once their
   // pool is gone. Whatever still carries the scratch directory after that is a leak.
   run({"--pool", "local", "pool", "local-down", "--force"});
-  std::vector<int> left = processes_with_marker(dir.path().string());
-  for (int i = 0; i < 300 && !left.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    left = processes_with_marker(dir.path().string());
-  }
-  std::string what;
-  for (int pid : left) {
-    std::string cmd = read_file("/proc/" + std::to_string(pid) + "/cmdline");
-    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
-    what += "\n  " + std::to_string(pid) + ": " + cmd.substr(0, 300);
-  }
-  CHECK_MESSAGE(left.empty(), ("tpuctl left processes running after the test:" + what));
-  for (int pid : left) {
-    ::kill(pid, SIGKILL);
-  }
+  const std::string what = kill_leftovers(dir.path().string());
+  CHECK_MESSAGE(what.empty(), ("tpuctl left processes running after the test:" + what));
 }
 
 util::ProcessResult QrEnv::run(std::vector<std::string> args) const {
