@@ -58,8 +58,14 @@ nlohmann::json supervised_status(const std::string& dir);
 // every change of status.json or of the supervisor's liveness, and at least every `interval`
 // (a heartbeat line); returns when `in_fd` reaches end-of-file or hangs up (the SSH channel
 // that runs it closed: nothing outlives its connection) or `out_fd` cannot be written. Uses
-// inotify on `dir` where it can, else wakes every `interval`. Errors: usage (interval under
-// 100 ms).
+// inotify on `dir` where it can, else wakes every `interval`.
+// The controller may stop the worker through the stream instead of a new session: a line
+// {"stop": {"grace_ms": G, "tag": "VAR=value", "remove": true}} on `in_fd` is answered with
+// {"stopping": true} at once, then stop_supervised({dir}, tag, G) and, with remove, the
+// worker's directory (and the workload's, its parent under workloads/, once no other worker's
+// directory is left in it), then {"stopped": {"supervisors", "terminated", "killed",
+// "scanned", "removed"}}; with remove it returns then, else it goes on watching. Other lines are
+// ignored. Errors: usage (interval under 100 ms).
 Status watch_supervised(const std::string& dir, std::chrono::milliseconds interval, int in_fd,
                         int out_fd);
 

@@ -2,7 +2,10 @@
 // (supervise-watch, a stream the controller keeps open instead of polling over a new SSH
 // session every second) and stopping it (supervise-stop, through its supervisor's own tree
 // instead of a scan of every process on the host). See supervise.hpp.
+#include <algorithm>
 #include <cerrno>
+#include <filesystem>
+#include <optional>
 #include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
@@ -26,6 +29,59 @@ std::string significant(const Json& s) {
   return s["status"].dump() + (s.value("supervisor_alive", false) ? "+" : "-");
 }
 
+// The worker's files after a stop: its directory, then the workload's (the parent, under a
+// `workloads` directory) once only the shared script dir (`app`) is left in it. Each worker
+// removes its own directory before it looks, so two workers of one host stopping together
+// never remove a directory the other still needs, and the last one removes the rest.
+bool remove_worker_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path own = fs::path(dir).lexically_normal();
+  fs::remove_all(own, ec);
+  if (ec) {
+    return false;
+  }
+  const fs::path workload = own.parent_path();
+  if (workload.parent_path().filename() != "workloads") {
+    return true; // not a workload's layout: leave the parent alone
+  }
+  for (const auto& e : fs::directory_iterator(workload, ec)) {
+    if (e.path().filename() != "app") {
+      return true; // another worker's directory: its stop removes the rest
+    }
+  }
+  if (ec) {
+    return ec == std::errc::no_such_file_or_directory;
+  }
+  fs::remove_all(workload, ec);
+  return !ec;
+}
+
+// A control line of the stream; nullopt when it is not a stop.
+std::optional<Json> stop_request(const std::string& line) {
+  Json j = Json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("stop") || !j["stop"].is_object()) {
+    return std::nullopt;
+  }
+  return j["stop"];
+}
+
+Json stop_through_stream(const std::string& dir, const Json& request) {
+  const int64_t grace =
+      std::clamp<int64_t>(request.value("grace_ms", int64_t{0}), 0, int64_t{24} * 3600 * 1000);
+  const SupervisedStop stop =
+      stop_supervised({dir}, request.value("tag", std::string()), milliseconds(grace));
+  Json out{{"supervisors", stop.supervisors},
+           {"terminated", stop.terminated},
+           {"killed", stop.killed},
+           {"scanned", stop.scanned},
+           {"removed", false}};
+  if (request.value("remove", false)) {
+    out["removed"] = remove_worker_files(dir);
+  }
+  return Json{{"stopped", out}};
+}
+
 } // namespace
 
 Status watch_supervised(const std::string& dir, milliseconds interval, int in_fd, int out_fd) {
@@ -39,6 +95,7 @@ Status watch_supervised(const std::string& dir, milliseconds interval, int in_fd
     notify = -1; // no directory yet, or no inotify: wake every interval instead
   }
   std::string last;
+  std::string input; // the controller's lines, as they come
   auto next_beat = Clock::now();
   bool ok = true;
   while (ok) {
@@ -61,10 +118,32 @@ Status watch_supervised(const std::string& dir, milliseconds interval, int in_fd
       break;
     }
     if (n > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) != 0) {
-      char buf[256];
+      char buf[4096];
       ssize_t r = ::read(in_fd, buf, sizeof buf);
       if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
         break; // the channel closed: end with it
+      }
+      input.append(buf, static_cast<size_t>(std::max<ssize_t>(r, 0)));
+      for (size_t nl; (nl = input.find('\n')) != std::string::npos;) {
+        const std::string line = input.substr(0, nl);
+        input.erase(0, nl + 1);
+        if (auto stop = stop_request(line)) {
+          if (!util::write_all(out_fd, Json{{"stopping", true}}.dump() + "\n")) {
+            break;
+          }
+          const Json answer = stop_through_stream(dir, *stop);
+          ok = util::write_all(out_fd, answer.dump() + "\n");
+          if (stop->value("remove", false)) {
+            if (notify >= 0) {
+              ::close(notify);
+            }
+            return tpuctl::ok(); // nothing left to watch
+          }
+          last.clear(); // the stop changed the status: a line for it next
+        }
+      }
+      if (input.size() > 65536) {
+        input.clear(); // not the controller's lines: drop them
       }
     }
     if (notify >= 0 && n > 0 && (fds[1].revents & POLLIN) != 0) {

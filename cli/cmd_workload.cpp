@@ -431,6 +431,7 @@ Expected<int> run_delete(Context& ctx, const WorkloadFlags& f) {
                         {"deleted", true},
                         {"state", std::string(to_string(deleted.workload.state))},
                         {"worker_count", deleted.workload.workers.size()},
+                        {"stopped_by_monitor", deleted.stopped_by_monitor},
                         {"unreachable", deleted.unreachable}});
   }
   if (rows.size() == 1 && (!f.name.empty() || !f.flag_name.empty())) {

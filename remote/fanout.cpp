@@ -123,6 +123,7 @@ Expected<std::vector<HostResult>> run_jobs(const std::vector<Job>& jobs, const S
               if (stream) {
                 request.stream = true;
                 request.poll_slice = std::chrono::milliseconds(10000); // a cancel cuts the socket
+                request.input = job.input;
               }
               detail::exec_on(session, request, options.keep_output, job.on_bytes, events, r, t0);
             });

@@ -81,10 +81,14 @@ TPUCTL_LIBSSH(int, ssh_channel_write, (ssh_channel channel, const void* data, ui
 TPUCTL_LIBSSH(void, ssh_clean_pubkey_hash, (unsigned char** hash), (hash))
 TPUCTL_LIBSSH(int, ssh_connect, (ssh_session session), (session))
 TPUCTL_LIBSSH(void, ssh_disconnect, (ssh_session session), (session))
+TPUCTL_LIBSSH(int, ssh_event_add_fd,
+              (ssh_event event, socket_t fd, short events, ssh_event_callback cb, void* userdata),
+              (event, fd, events, cb, userdata))
 TPUCTL_LIBSSH(int, ssh_event_add_session, (ssh_event event, ssh_session session), (event, session))
 TPUCTL_LIBSSH(int, ssh_event_dopoll, (ssh_event event, int timeout), (event, timeout))
 TPUCTL_LIBSSH(void, ssh_event_free, (ssh_event event), (event))
 TPUCTL_LIBSSH(ssh_event, ssh_event_new, (void), ())
+TPUCTL_LIBSSH(int, ssh_event_remove_fd, (ssh_event event, socket_t fd), (event, fd))
 TPUCTL_LIBSSH(int, ssh_event_remove_session, (ssh_event event, ssh_session session),
               (event, session))
 TPUCTL_LIBSSH(void, ssh_free, (ssh_session session), (session))

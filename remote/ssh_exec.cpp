@@ -30,6 +30,7 @@
 // carrying the nonce, TERM then KILL. It runs without TPUCTL_RUN in its own environment, so it
 // never matches itself.
 #include <optional>
+#include <poll.h>
 #include <random>
 #include <string>
 
@@ -295,6 +296,13 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
 
   ssh_event event = ssh_event_new();
   ssh_event_add_session(event, s);
+  // A stream's control input wakes the loop as it is written (StreamInput's eventfd).
+  StreamInput* control = request.stream ? request.input.get() : nullptr;
+  std::string control_out; // taken from `control`, not yet sent
+  if (control != nullptr && control->wake_fd() >= 0) {
+    ssh_event_add_fd(
+        event, control->wake_fd(), POLLIN, [](socket_t, int, void*) { return 0; }, nullptr);
+  }
   const auto start = Clock::now();
   milliseconds timeout = request.timeout;
   auto deadline = timeout.count() > 0 ? start + timeout : Clock::time_point::max();
@@ -398,6 +406,18 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
         last_activity = now;
       }
     }
+    if (control != nullptr && kill_phase == Kill::none && !st.closed) {
+      control_out += control->take();
+      uint32_t window = control_out.empty() ? 0 : ssh_channel_window_size(ch);
+      if (window > 0) {
+        const size_t n = std::min<size_t>(window, control_out.size());
+        const int w = ssh_channel_write(ch, control_out.data(), static_cast<uint32_t>(n));
+        if (w > 0) {
+          control_out.erase(0, static_cast<size_t>(w));
+        }
+        last_activity = now;
+      }
+    }
     if (st.bytes != last_bytes) {
       last_bytes = st.bytes;
       last_activity = now;
@@ -407,9 +427,13 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
       ssh_send_keepalive(s);
       last_activity = now;
     }
-    const int slice = static_cast<int>(request.poll_slice.count());
+    // Without an eventfd, a stream's control input is looked for every 100 ms.
+    const int slice = static_cast<int>(control != nullptr && control->wake_fd() < 0
+                                           ? std::min<int64_t>(100, request.poll_slice.count())
+                                           : request.poll_slice.count());
     int wait_ms = slice;
-    if (!input_done && kill_phase == Kill::none && ssh_channel_window_size(ch) > 0) {
+    if ((!input_done || !control_out.empty()) && kill_phase == Kill::none &&
+        ssh_channel_window_size(ch) > 0) {
       wait_ms = 0; // more stdin can go out now: only pick up what already arrived
     } else if (deadline != Clock::time_point::max() && kill_phase == Kill::none) {
       auto left = std::chrono::duration_cast<milliseconds>(deadline - now).count();
@@ -424,6 +448,9 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
       }
       break;
     }
+  }
+  if (control != nullptr && control->wake_fd() >= 0) {
+    ssh_event_remove_fd(event, control->wake_fd());
   }
   ssh_event_remove_session(event, s);
   ssh_event_free(event);

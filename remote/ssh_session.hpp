@@ -113,6 +113,8 @@ struct ExecRequest {
   // 100 ms.
   bool stream = false;
   std::chrono::milliseconds poll_slice{100};
+  // A stream's control input (Job::input): written to its stdin as it comes, never EOF.
+  std::shared_ptr<StreamInput> input;
 };
 
 struct ExecResult {

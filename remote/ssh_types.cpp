@@ -1,6 +1,9 @@
 #include "remote/ssh_types.hpp"
 
 #include <array>
+#include <cstdint>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <utility>
 
 namespace tpuctl::remote {
@@ -73,6 +76,34 @@ int signal_number(std::string_view name) {
     }
   }
   return 0;
+}
+
+StreamInput::StreamInput() : m_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+StreamInput::~StreamInput() {
+  if (m_fd >= 0) {
+    ::close(m_fd);
+  }
+}
+
+void StreamInput::write(std::string_view data) {
+  {
+    std::lock_guard lock(m_mutex);
+    m_pending.append(data);
+  }
+  if (m_fd >= 0) {
+    const uint64_t one = 1;
+    (void)!::write(m_fd, &one, sizeof one);
+  }
+}
+
+std::string StreamInput::take() {
+  if (m_fd >= 0) {
+    uint64_t count = 0;
+    (void)!::read(m_fd, &count, sizeof count);
+  }
+  std::lock_guard lock(m_mutex);
+  return std::exchange(m_pending, std::string());
 }
 
 } // namespace tpuctl::remote

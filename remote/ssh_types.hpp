@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,6 +61,8 @@ struct SshOptions {
 
 enum class Stream { out, err };
 
+class StreamInput;
+
 // One command on one host. `command` is already shell-quoted; it runs through the remote
 // login shell. `index` is the position reported back (worker index, job order).
 struct Job {
@@ -70,6 +73,31 @@ struct Job {
   // called from this job's worker thread only (so it needs no lock of its own): pull_file
   // streams a remote file into a local one through it.
   std::function<void(Stream, const char* data, size_t size)> on_bytes;
+  // run_streams only: what other threads write to the running command's stdin (a stream's
+  // control lines: the workload monitor's stop). Null: nothing, stdin stays open and silent.
+  std::shared_ptr<StreamInput> input = nullptr;
+};
+
+// Bytes for a running stream's stdin, written from any thread: the session that runs the stream
+// wakes at once (an eventfd it polls with its socket) and sends them as the channel's window
+// allows. Bytes written after the stream ended go nowhere.
+class StreamInput {
+public:
+  StreamInput();
+  ~StreamInput();
+  StreamInput(const StreamInput&) = delete;
+  StreamInput& operator=(const StreamInput&) = delete;
+
+  void write(std::string_view data);
+  // The session's side: the descriptor to poll (-1 when eventfd failed: it polls in slices),
+  // what was written since the last take (and clears the wake-up).
+  int wake_fd() const { return m_fd; }
+  std::string take();
+
+private:
+  std::mutex m_mutex;
+  std::string m_pending;
+  int m_fd = -1;
 };
 
 // How one host ended. Transport failures are refused..error; everything from ok to

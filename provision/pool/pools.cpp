@@ -544,6 +544,10 @@ Status delete_pool(state::StateStore& store, const std::string& pool, bool force
   return tpuctl::ok();
 }
 
+bool shares_this_machine(const PoolInfo& pool, const HostEntry& host) {
+  return !pool.local.is_null() && host.local.is_object() && host.local.value("sshd", false);
+}
+
 remote::SshTarget ssh_target(const PoolInfo& pool, const HostEntry& h) {
   remote::SshTarget t;
   t.name = h.name;

@@ -59,6 +59,11 @@ Expected<HostEntry> host_from_json(const Json& doc);
 // pool's). Never fails.
 remote::SshTarget ssh_target(const PoolInfo& pool, const HostEntry& host);
 
+// A host of a local pool served by its own sshd on this machine: it shares this machine's
+// process table and files with every other such host, so one session can stop or remove what
+// runs on all of them.
+bool shares_this_machine(const PoolInfo& pool, const HostEntry& host);
+
 // Pool names: letters, digits, '-', '_', '.', starting with a letter or digit, at most 63.
 Status validate_pool_name(const std::string& name);
 // Label keys like Kubernetes' (letters, digits, '-', '_', '.', '/'; at most 63); values printable

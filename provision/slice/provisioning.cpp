@@ -765,9 +765,7 @@ Expected<std::vector<remote::HostResult>> stop_slice_processes(const QueuedResou
       return Error{ErrorKind::failure, "queued resource '" + qr.id + "' names host '" + name +
                                            "', which is not in pool '" + pool.info.name + "'"};
     }
-    const bool local =
-        !pool.info.local.is_null() && it->local.is_object() && it->local.value("sshd", false);
-    (local ? shared : targets).push_back(ssh_target(pool.info, *it));
+    (shares_this_machine(pool.info, *it) ? shared : targets).push_back(ssh_target(pool.info, *it));
   }
   // The caller's batch (64 by default): hundreds of simultaneous key exchanges only slow
   // every host down, and stopping needs no two hosts at the same moment.

@@ -96,6 +96,7 @@ Expected<std::vector<WorkerPlan>> plan_workers(const TargetNodes& target, const 
       p.env = std::move(env);
       p.agent_dir = input.agent_dir;
       p.workdir = host_workdir(host);
+      p.this_machine = shares_this_machine(pool.info, host);
       plans.push_back(std::move(p));
     }
   }

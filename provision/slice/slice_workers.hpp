@@ -21,9 +21,10 @@ struct WorkerPlan {
   int worker = 0;     // TPU_WORKER_ID
   std::string host;   // pool host name
   remote::SshTarget target;
-  EnvVars env;           // worker_env() of this worker
-  std::string agent_dir; // the agent's directory on the host ("" before provisioning)
-  std::string workdir;   // the host's tpuctl working directory ("~/.tpuctl" by default)
+  EnvVars env;               // worker_env() of this worker
+  std::string agent_dir;     // the agent's directory on the host ("" before provisioning)
+  std::string workdir;       // the host's tpuctl working directory ("~/.tpuctl" by default)
+  bool this_machine = false; // a local pool's host (shares_this_machine)
 };
 
 struct WorkerSelection {

@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <memory>
-#include <signal.h>
-#include <thread>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
 #include "provision/queue/reconcile.hpp"
 #include "provision/workload/cluster.hpp"
+#include "provision/workload/workload_delete.hpp"
 #include "provision/workload/workload_recovery.hpp"
 #include "provision/workload/workload_remote.hpp"
 #include "provision/workload/workload_steps.hpp"
@@ -204,10 +203,40 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   return *m.workload;
 }
 
-Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
-                                                   const std::string& pool, const std::string& name,
-                                                   const MonitorOptions& o,
-                                                   const remote::CancelToken* cancel) {
+namespace {
+
+// Stops every worker of the attempt (a fail policy, a restart): through the monitor's streams
+// first (no new session; they stay open), then with new sessions the workers that did not
+// confirm, except LOST ones: their host did not answer a new session a moment ago, and another
+// would only wait for its timeout (a repair drains the host; a delete tries it again).
+void stop_attempt(const Workload& wl, const std::vector<WorkerPlan>& plans, WorkerWatch* watch,
+                  const MonitorOptions& o) {
+  std::vector<bool> confirmed(plans.size(), false);
+  if (watch != nullptr) {
+    confirmed =
+        watch->stop(o.ssh.kill_grace, std::string(k_workload_uid_var) + "=" + wl.uid, false);
+  }
+  std::vector<WorkerPlan> left;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const bool lost = i < wl.workers.size() && wl.workers[i].state == WorkerState::lost;
+    if (!(i < confirmed.size() && confirmed[i]) && !lost) {
+      left.push_back(plans[i]);
+    }
+  }
+  if (!left.empty()) {
+    (void)stop_workers(wl, left, o.ssh);
+  }
+}
+
+// The store's revision now (0 when it cannot be read: the next wait then wakes at once).
+int64_t store_revision(state::StateStore& store, const std::string& pool) {
+  auto rev = store.wait_for_change(pool, 0, Ms(0));
+  return rev ? *rev : 0;
+}
+
+Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, const std::string& pool,
+                                               const std::string& name, const MonitorOptions& o,
+                                               const remote::CancelToken* cancel) {
   // Take the lease.
   bool taken = false;
   TPUCTL_TRY_ASSIGN(auto m, mutate(store, pool, name, false, [&](Workload& w) {
@@ -235,6 +264,8 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
   };
   int64_t last_write = now_of(o);
   int64_t last_visit = 0;
+  // A change to the store (a delete's mark, a slice's state) makes the next turn visit it.
+  int64_t revision = store_revision(store, pool);
   auto gone_or = [](const Mutation& x) {
     return x.skipped == Skip::gone ? std::optional<Workload>() : x.workload;
   };
@@ -318,7 +349,13 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
     if (decide(guess, now).verdict == Verdict::keep_running && same_view(wl.workers, seen) &&
         now - last_visit < k_visit_ms) {
       wl.workers = std::move(seen);
-      sleep_for(o.poll_interval, cancel);
+      auto changed = store.wait_for_change(pool, revision, o.poll_interval);
+      if (changed && *changed != revision) {
+        revision = *changed;
+        last_visit = 0; // look at it at once
+      } else if (!changed) {
+        sleep_for(o.poll_interval, cancel);
+      }
       continue;
     }
     last_visit = now;
@@ -362,9 +399,16 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
       sleep_for(o.poll_interval, cancel);
       continue;
     }
+    if (step->skipped == Skip::deleting && watch) {
+      auto lease = lease_from_json(step->workload->monitor);
+      if (lease && is_own_lease(*lease)) {
+        return stop_for_delete(store, *step->workload, *watch, o);
+      }
+    }
     if (step->skipped != Skip::none) {
       return gone_or(*step);
     }
+    revision = store_revision(store, pool); // its own write is no change to look at
     if (step->workload->version != wl.version) {
       last_write = now;
     }
@@ -395,7 +439,7 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
     }
     if (d.verdict == Verdict::fail || d.verdict == Verdict::restart) {
       say(o, (d.verdict == Verdict::fail ? "failing: " : "") + d.message);
-      (void)stop_workers(wl, *plans, o.ssh);
+      stop_attempt(wl, *plans, watch.get(), o);
     }
     if (d.verdict == Verdict::fail) {
       TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
@@ -457,74 +501,17 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
   return std::optional<Workload>(wl);
 }
 
-Expected<WorkloadDeletion> delete_workload(state::StateStore& store, const std::string& pool,
-                                           const std::string& name, bool force,
-                                           const MonitorOptions& o) {
-  TPUCTL_TRY_ASSIGN(Workload before, load_workload(store, pool, name));
-  std::optional<Lease> monitor;
-  bool launching = false;
-  auto marked = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
-    TPUCTL_TRY_ASSIGN(Workload w, load_workload(s, pool, name));
-    monitor = lease_from_json(w.monitor);
-    // A monitor starts processes only while the record says so (a restart's PENDING workers, a
-    // recovery): then its launch must end before the stop, else the stop need not wait for it.
-    launching = w.state != WorkloadState::running ||
-                std::any_of(w.workers.begin(), w.workers.end(), [](const WorkloadWorker& x) {
-                  return x.state == WorkerState::pending;
-                });
-    w.deleting = true;
-    w.monitor = to_json(own_lease(now_of(o), o.lease_ttl));
-    return std::vector<state::Op>{state::UpdateOp{workload_key(pool, name), to_json(w), w.version}};
-  });
-  if (!marked) {
-    return marked.error();
-  }
-  // A monitor that may be starting processes (on this machine) is stopped first and waited for,
-  // so that the stop below comes after its launch. Any other monitor notices the mark at its next
-  // visit to the store and ends by itself, once the stop below has begun: its streams' teardown
-  // does not compete with the stop (on a local pool they share the machine).
-  if (launching && monitor && !is_own_lease(*monitor) && lease_alive(*monitor, now_of(o)) &&
-      monitor->host == own_lease(0, Ms(0)).host) {
-    ::kill(monitor->pid, SIGTERM);
-    for (int i = 0; i < 60 && lease_alive(*monitor, now_of(o)); ++i) {
-      std::this_thread::sleep_for(Ms(50));
+} // namespace
+
+Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
+                                                   const std::string& pool, const std::string& name,
+                                                   const MonitorOptions& o,
+                                                   const remote::CancelToken* cancel) {
+  auto result = monitor_loop(store, pool, name, o, cancel);
+  if (!result || !*result || (*result)->deleting) {
+    if (auto released = release_to_delete(store, pool, name, {}); !released) {
+      spdlog::warn("workload '{}': {}", name, released.error().message);
     }
-  }
-  WorkloadDeletion result{before, {}};
-  auto plans = plan_workload(store, before);
-  if (plans) {
-    // One session per host (in order of first appearance): stop, then remove the files there.
-    std::vector<std::string> hosts;
-    for (const auto& p : *plans) {
-      if (std::find(hosts.begin(), hosts.end(), p.host) == hosts.end()) {
-        hosts.push_back(p.host);
-      }
-    }
-    TPUCTL_TRY_ASSIGN(auto stopped, stop_workers(before, *plans, o.ssh, true));
-    for (const auto& r : stopped) {
-      if (!r.succeeded()) {
-        result.unreachable.push_back(
-            (r.index < hosts.size() ? hosts[r.index] : r.host) + " (" +
-            (r.error.empty() ? std::string(remote::to_string(r.outcome)) : r.error) + ")");
-      }
-    }
-  } else {
-    spdlog::warn("workload '{}': {}; its processes went with its slices", name,
-                 plans.error().message);
-  }
-  if (!result.unreachable.empty() && !force) {
-    return Error(ErrorKind::failure,
-                 "workload '" + name + "' could not be stopped on " +
-                     util::join(result.unreachable, ", ") +
-                     ": it stays marked for deletion; run 'tpuctl workload delete " + name +
-                     "' again once the hosts are back, or add --force to forget it");
-  }
-  const int64_t now = now_of(o);
-  auto removed =
-      store.commit({state::RemoveOp{workload_key(pool, name), state::k_any_version},
-                    state_event(before, before.state, before.state, now, "DELETED", "deleted")});
-  if (!removed && !state::has_reason(removed.error(), state::reason::k_not_found)) {
-    return removed.error();
   }
   return result;
 }

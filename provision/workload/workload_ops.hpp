@@ -85,13 +85,21 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
 struct WorkloadDeletion {
   Workload workload;                    // as it was
   std::vector<std::string> unreachable; // hosts where nothing could be stopped
+  // Workers its monitor stopped through the streams it holds (the others: one new session per
+  // host).
+  size_t stopped_by_monitor = 0;
 };
 
-// Marks the workload as being deleted (its monitor stops acting and ends at its next visit to
-// the store; one on this host that may be starting processes is terminated and waited for),
-// stops the workload's processes on every worker and removes its files (one session per host),
-// then its record. When a host cannot be reached the record stays (marked) and the error names the
-// hosts, unless `force`. Errors: not_found, failure (unreachable hosts), the store's.
+// Marks the workload as being deleted, stops the workload's processes on every worker and
+// removes its files, then its record. A live monitor of a RUNNING workload keeps its lease on the
+// mark and stops the workers through the streams it holds (no new session: a fraction of one SSH
+// round at any size); the delete waits for its answer (it says it is stopping within a turn plus
+// 10 s, and which workers it stopped within the grace plus 30 s) and stops the workers it did not
+// confirm with one new session per host. A monitor that may be starting processes (a restart, a
+// recovery) ends at its next visit to the store (one on this host is terminated and waited for),
+// and the delete stops everything itself. When a host cannot be reached the record stays (marked)
+// and the error names the hosts, unless `force`. Errors: not_found, failure (unreachable hosts),
+// the store's.
 Expected<WorkloadDeletion> delete_workload(state::StateStore& store, const std::string& pool,
                                            const std::string& name, bool force,
                                            const MonitorOptions& options);

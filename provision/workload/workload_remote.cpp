@@ -1,6 +1,7 @@
 #include "provision/workload/workload_remote.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -175,35 +176,37 @@ Expected<std::vector<WorkerObservation>> poll_workers(const Workload& wl,
 
 namespace {
 
-// One host's stop: every worker of the workload there, in one agent call; then, with
-// `remove_files`, the workload's files there (once its processes are gone).
-std::string stop_command(const Workload& wl, const std::vector<WorkerPlan>& plans,
-                         const std::string& host, int64_t grace_ms, bool remove_files) {
-  const WorkerPlan* first = nullptr;
+// One session's stop: every worker of `group` (one host's workers, or those of every host that
+// shares this machine), in one agent call, the agent of `on` (the host the session runs on);
+// then, with `remove_files`, the workload's files there (once its processes are gone).
+std::string stop_command(const Workload& wl, const std::vector<WorkerPlan>& group,
+                         const WorkerPlan& on, int64_t grace_ms, bool remove_files) {
   std::string dirs;
-  for (const auto& p : plans) {
-    if (p.host == host) {
-      first = first ? first : &p;
-      dirs += " --dir " + util::shell_quote_path(dir_of(wl, p));
-    }
-  }
-  if (first == nullptr) {
-    return "true";
+  std::set<std::string> files;
+  for (const auto& p : group) {
+    dirs += " --dir " + util::shell_quote_path(dir_of(wl, p));
+    files.insert(p.workdir + "/workloads/" + wl.uid);
   }
   // Through the supervisors (their own trees: the workload's processes, not the host's); the
   // tag scan only where that fails: the agent is missing (a host that lost its files) or older
   // than supervise-stop (pushed by an earlier tpuctl).
-  const std::string agent = agent_of(*first);
+  const std::string agent = agent_of(on);
   std::string script =
       "{ [ -x " + agent + " ] && " + agent + " agent supervise-stop --format json --grace " +
       std::to_string(grace_ms) + "ms --tag " +
       util::shell_quote(std::string(k_workload_uid_var) + "=" + wl.uid) + dirs + "; } || {\n" +
       stop_tagged_processes_script(k_workload_uid_var, wl.uid, grace_ms) + "}";
   if (remove_files) {
-    script += " && rm -rf -- " + util::shell_quote_path(first->workdir + "/workloads/" + wl.uid);
+    script += " && rm -rf --";
+    for (const auto& f : files) {
+      script += " " + util::shell_quote_path(f);
+    }
   }
   return script + "\n";
 }
+
+// Workers of hosts that share this machine stopped by one session.
+constexpr size_t k_shared_chunk = 256;
 
 } // namespace
 
@@ -211,14 +214,64 @@ Expected<std::vector<remote::HostResult>> stop_workers(const Workload& wl,
                                                        const std::vector<WorkerPlan>& plans,
                                                        const remote::SshOptions& ssh,
                                                        bool remove_files) {
-  auto hosts = distinct_hosts(plans);
+  const auto hosts = distinct_hosts(plans);
+  const remote::SshOptions o =
+      control_options(ssh, hosts.size(), ssh.kill_grace + std::chrono::seconds(30));
+  std::vector<WorkerPlan> targets; // one session each
   std::vector<std::string> commands;
+  std::vector<WorkerPlan> shared; // hosts of a local pool: one session serves them all
   for (const auto& h : hosts) {
-    commands.push_back(stop_command(wl, plans, h.host, ssh.kill_grace.count(), remove_files));
+    if (h.this_machine) {
+      shared.push_back(h);
+      continue;
+    }
+    std::vector<WorkerPlan> group;
+    std::copy_if(plans.begin(), plans.end(), std::back_inserter(group),
+                 [&](const WorkerPlan& p) { return p.host == h.host; });
+    targets.push_back(h);
+    commands.push_back(stop_command(wl, group, h, ssh.kill_grace.count(), remove_files));
   }
-  return remote::run_fanout(
-      jobs_for(hosts, commands),
-      control_options(ssh, hosts.size(), ssh.kill_grace + std::chrono::seconds(30)));
+  TPUCTL_TRY_ASSIGN(auto ran, remote::run_fanout(jobs_for(targets, commands), o));
+  std::vector<remote::HostResult> results(hosts.size());
+  auto place = [&](remote::HostResult r, const WorkerPlan& host) {
+    for (size_t k = 0; k < hosts.size(); ++k) {
+      if (hosts[k].host == host.host) {
+        r.index = k;
+        r.host = host.target.display_name();
+        results[k] = std::move(r);
+      }
+    }
+  };
+  for (auto& r : ran) {
+    const WorkerPlan& host = targets[r.index];
+    place(std::move(r), host);
+  }
+  // Hosts that share this machine's process table and files: one session stops the workers of
+  // many of them and removes their files (one per host would make a local pool's stop
+  // quadratic in its size), k_shared_chunk workers a session to keep the command line short; the
+  // next host is tried when one cannot be reached.
+  std::vector<WorkerPlan> group;
+  std::copy_if(plans.begin(), plans.end(), std::back_inserter(group),
+               [](const WorkerPlan& p) { return p.this_machine; });
+  for (size_t from = 0; from < group.size(); from += k_shared_chunk) {
+    const std::vector<WorkerPlan> chunk(
+        group.begin() + static_cast<std::ptrdiff_t>(from),
+        group.begin() + static_cast<std::ptrdiff_t>(std::min(group.size(), from + k_shared_chunk)));
+    remote::HostResult one;
+    for (size_t i = 0; i < shared.size() && i < 3; ++i) {
+      const WorkerPlan& on = shared[(from / k_shared_chunk + i) % shared.size()];
+      const std::string command = stop_command(wl, chunk, on, ssh.kill_grace.count(), remove_files);
+      TPUCTL_TRY_ASSIGN(auto tried, remote::run_fanout(jobs_for({on}, {command}), o));
+      one = tried.at(0);
+      if (!remote::is_transport_failure(one.outcome)) {
+        break;
+      }
+    }
+    for (const auto& p : chunk) {
+      place(one, p);
+    }
+  }
+  return results;
 }
 
 Expected<std::vector<remote::HostResult>>

@@ -50,7 +50,9 @@ WorkerObservation parse_observation(const std::string& out);
 // this waits for them; only orphans of a supervisor that was killed are found by the
 // TPUCTL_WORKLOAD_UID tag (one scan of that host's processes), and so is everything on a host
 // whose agent is missing. With `remove_files` (a delete), each host whose processes were stopped
-// also removes the workload's files, in the same session. Per-host results.
+// also removes the workload's files, in the same session. Hosts of a local pool (this machine:
+// WorkerPlan::this_machine) share one session for up to 256 workers. Per-host results, in the
+// order the hosts first appear in `plans` (index: that position).
 Expected<std::vector<remote::HostResult>> stop_workers(const Workload& workload,
                                                        const std::vector<WorkerPlan>& plans,
                                                        const remote::SshOptions& ssh,

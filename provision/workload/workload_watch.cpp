@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "provision/workload/workload_remote.hpp"
@@ -15,8 +16,10 @@ using std::chrono::milliseconds;
 
 namespace {
 
-constexpr milliseconds k_line_interval{3000}; // the agent's heartbeat lines
-constexpr milliseconds k_check_connect{5000}; // an independent check's connect timeout
+constexpr milliseconds k_line_interval{3000};     // the agent's heartbeat lines
+constexpr milliseconds k_check_connect{5000};     // an independent check's connect timeout
+constexpr milliseconds k_stop_ack{5000};          // a stop's acknowledgement, at most
+constexpr milliseconds k_stop_after_grace{15000}; // a stop's result, after its grace
 constexpr milliseconds k_reopen_interval{
     10000}; // a worker's stream is opened again at most so often
 
@@ -33,6 +36,9 @@ struct WorkerWatch::Seen {
   bool ever = false; // a line came, or the stream ended: from then on silence counts
   std::string ended; // why the stream ended
   uint64_t generation = 0;
+  std::shared_ptr<remote::StreamInput> input; // the stream's stdin: stop()'s line
+  int stop_phase = 0;                         // 1: the agent is stopping it, 2: it did
+  bool removed = false;                       // its files are gone (phase 2)
 };
 
 struct WorkerWatch::Group {
@@ -80,6 +86,9 @@ void WorkerWatch::open(const std::vector<size_t>& workers) {
                   "ms --dir " +
                   util::shell_quote_path(workload_dir(p.workdir, m_workload.uid, p.node, p.worker));
       j.index = i;
+      s.input = std::make_shared<remote::StreamInput>();
+      s.stop_phase = 0;
+      j.input = s.input;
       jobs.push_back(std::move(j));
     }
   }
@@ -95,6 +104,21 @@ void WorkerWatch::open(const std::vector<size_t>& workers) {
     remote::FanoutCallbacks cb;
     cb.on_line = [this, &generations](const remote::HostLine& line) {
       if (line.stream != remote::Stream::out || !line.complete) {
+        return;
+      }
+      if (line.text.rfind("{\"stopp", 0) == 0) { // the answer to stop()
+        const auto j = nlohmann::json::parse(line.text, nullptr, false);
+        std::lock_guard lock(m_mutex);
+        Seen& s = m_seen[line.index];
+        if (s.generation == generations[line.index] && j.is_object()) {
+          if (j.contains("stopped") && j["stopped"].is_object()) {
+            s.stop_phase = 2;
+            s.removed = j["stopped"].value("removed", false);
+          } else {
+            s.stop_phase = std::max(s.stop_phase, 1);
+          }
+          m_changed.notify_all();
+        }
         return;
       }
       WorkerObservation obs = parse_observation(std::string(line.text));
@@ -119,6 +143,7 @@ void WorkerWatch::open(const std::vector<size_t>& workers) {
       s.open = false;
       s.ever = true;
       s.ended = r.error.empty() ? std::string(remote::to_string(r.outcome)) : r.error;
+      m_changed.notify_all();
     };
     auto ran = remote::run_streams(jobs, o, cb, &g->cancel);
     if (!ran) {
@@ -216,6 +241,40 @@ std::vector<std::optional<WorkerObservation>> WorkerWatch::turn() {
     open(reopen);
   }
   return out;
+}
+
+std::vector<bool> WorkerWatch::stop(milliseconds grace, const std::string& tag, bool remove) {
+  const std::string line =
+      nlohmann::json{{"stop", {{"grace_ms", grace.count()}, {"tag", tag}, {"remove", remove}}}}
+          .dump() +
+      "\n";
+  std::unique_lock lock(m_mutex);
+  std::vector<size_t> asked;
+  for (size_t i = 0; i < m_seen.size(); ++i) {
+    if (m_seen[i].open && m_seen[i].input) {
+      m_seen[i].stop_phase = 0;
+      m_seen[i].input->write(line);
+      asked.push_back(i);
+    }
+  }
+  const auto start = Clock::now();
+  const auto ack_by = start + k_stop_ack;
+  const auto done_by = start + grace + k_stop_after_grace;
+  auto waiting = [&]() {
+    const auto now = Clock::now();
+    return std::any_of(asked.begin(), asked.end(), [&](size_t i) {
+      const Seen& s = m_seen[i];
+      return s.open && s.stop_phase < 2 && (s.stop_phase == 1 || now < ack_by);
+    });
+  };
+  while (waiting() && Clock::now() < done_by) {
+    m_changed.wait_for(lock, milliseconds(250));
+  }
+  std::vector<bool> confirmed(m_seen.size(), false);
+  for (size_t i : asked) {
+    confirmed[i] = m_seen[i].stop_phase == 2 && (m_seen[i].removed || !remove);
+  }
+  return confirmed;
 }
 
 WorkerWatch::Stats WorkerWatch::stats() const {

@@ -1,10 +1,12 @@
 // A workload at 64 workers on a local pool of 64 real sshd: the monitor hears its workers through
 // one stream each (workload_watch.hpp), so a monitor that does not run for 30 s (SIGSTOP) blames
-// no worker for its own absence; and stopping costs one pass per host: after a delete nothing of
-// tpuctl's is left on any host (no supervisor, stream, reaper or kill script).
-// Addresses: 127.0.240.0/24.
+// no worker for its own absence; a delete is carried out by the monitor through the streams it
+// holds (no new session), or, when the monitor cannot answer, by one session per host; after it
+// nothing of tpuctl's is left on any host (no supervisor, stream, reaper, kill script or file).
+// Addresses: 127.0.240.0/24 and 127.0.241.0/24.
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <thread>
 
 #include <doctest/doctest.h>
@@ -61,6 +63,19 @@ std::string listing(const std::vector<int>& pids) {
   return out;
 }
 
+// What is left of the workload `uid` in the hosts' work directories.
+std::vector<std::string> files_of(const WorkloadEnv& env, const std::string& uid) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(env.dir.path(), ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->path().filename() == uid) {
+      out.push_back(it->path().string());
+    }
+  }
+  return out;
+}
+
 } // namespace
 
 TEST_CASE("workload at 64 workers: a monitor stopped for 30 s loses no worker; a delete leaves "
@@ -94,9 +109,12 @@ TEST_CASE("workload at 64 workers: a monitor stopped for 30 s loses no worker; a
   }
   CHECK(workload_processes(uid).size() >= 64 * 2); // a supervisor and a sleep on every worker
 
-  auto del = env.run({"workload", "delete", "scale"});
-  REQUIRE_MESSAGE(del.exit_code == 0, del.err);
+  // The monitor holds a stream to every worker: it stops them all, no new session per host.
+  auto del = env.run_json({"workload", "delete", "scale"});
+  CHECK(del["stopped_by_monitor"] == 64);
+  CHECK(del["unreachable"].empty());
   CHECK(workload_processes(uid).empty()); // stopped before the delete returned
+  CHECK(files_of(env, uid).empty());      // and every worker's files removed
   // The monitor ends with its workload and its streams with it: nothing is left on any host.
   std::vector<int> left;
   CHECK_MESSAGE(eventually(std::chrono::seconds(30),
@@ -108,5 +126,28 @@ TEST_CASE("workload at 64 workers: a monitor stopped for 30 s loses no worker; a
 
   auto gone = env.run({"cluster", "delete", "big", "--force"});
   CHECK_MESSAGE(gone.exit_code == 0, gone.err);
+  CHECK(eventually(std::chrono::seconds(30), [&] { return pool_processes(env).empty(); }));
+}
+
+TEST_CASE("workload delete: a monitor that cannot answer (stopped) does not hold it up; the "
+          "delete stops the workers through new sessions") {
+  WorkloadEnv env(4, "127.0.241.2");
+  auto made = env.run({"cluster", "create", "--cluster", "small", "--tpu-type", "v5litepod-16"});
+  REQUIRE_MESSAGE(made.exit_code == 0, made.err);
+  const std::string uid = env.create_workload("small", "held", "sleep 600");
+  std::vector<int> monitor;
+  REQUIRE(eventually(std::chrono::seconds(60), [&] {
+    monitor = named(processes_with_marker(env.dir.path().string()), "monitor");
+    return monitor.size() == 1 && named(pool_processes(env), "supervise-watch").size() == 4;
+  }));
+  REQUIRE(::kill(monitor[0], SIGSTOP) == 0);
+  auto del = env.run_json({"workload", "delete", "held"});
+  ::kill(monitor[0], SIGCONT);
+  CHECK(del["stopped_by_monitor"] == 0);
+  CHECK(del["unreachable"].empty());
+  CHECK(workload_processes(uid).empty());
+  CHECK(files_of(env, uid).empty());
+  CHECK(env.run({"workload", "describe", "held"}).exit_code == 4);
+  // The resumed monitor finds its workload gone and ends, its streams with it.
   CHECK(eventually(std::chrono::seconds(30), [&] { return pool_processes(env).empty(); }));
 }

@@ -2,6 +2,7 @@
 // group, its output goes to the log, its exit status and heartbeat to files, and a signal to the
 // supervisor stops its whole tree; supervise-stop and supervise-watch, the controller's ways in.
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <signal.h>
 #include <sstream>
@@ -179,6 +180,88 @@ TEST_CASE("agent supervise-watch: a line at once, one on exit, heartbeats; ends 
   ::close(in[0]);
   ::close(out[0]);
   CHECK(!tpuctl::agent::watch_supervised(o.dir, std::chrono::milliseconds(50), 0, 1));
+}
+
+TEST_CASE("agent supervise-watch: a stop line stops the worker, removes its files and answers; "
+          "the workload's directory goes with its last worker") {
+  tpuctl::test::TempDir tmp;
+  const std::string marker = "TPUCTL_TEST_WATCH_STOP=" + tmp.path().filename().string();
+  const auto workload = tmp.path() / "workloads" / "uid1";
+  std::filesystem::create_directories(workload / "app");
+  SuperviseOptions a;
+  a.dir = (workload / "node-0").string();
+  a.command = "export " + marker + "; sleep 60";
+  a.kill_grace = std::chrono::milliseconds(300);
+  SuperviseOptions b = a;
+  b.dir = (workload / "node-1").string();
+  REQUIRE(start_supervised(a));
+  REQUIRE(start_supervised(b));
+  // Runs one watch of `dir`, sends the stop line once the first status line came, and returns
+  // every line it wrote; without `remove` the watch goes on after its answer, until its stdin
+  // closes (once the status line after the answer came).
+  auto stop_through_watch = [&](const std::string& dir, bool remove) {
+    int in[2];
+    int out[2];
+    REQUIRE(::pipe(in) == 0);
+    REQUIRE(::pipe(out) == 0);
+    std::thread watcher([&] {
+      CHECK(tpuctl::agent::watch_supervised(dir, std::chrono::milliseconds(5000), in[0], out[1]));
+      ::close(out[1]);
+    });
+    std::string text;
+    std::vector<nlohmann::json> lines;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) {
+      text.append(buf, static_cast<size_t>(n));
+      for (size_t nl; (nl = text.find('\n')) != std::string::npos; text.erase(0, nl + 1)) {
+        lines.push_back(nlohmann::json::parse(text.substr(0, nl)));
+        if (lines.size() == 1) {
+          const std::string stop = "not json\n{\"stop\": {\"grace_ms\": 300, \"tag\": \"" + marker +
+                                   "\", \"remove\": " + (remove ? "true" : "false") + "}}\n";
+          REQUIRE(::write(in[1], stop.data(), stop.size()) == static_cast<ssize_t>(stop.size()));
+        }
+        if (!remove && lines.size() == 4) {
+          ::close(in[1]); // the channel closes: the watch ends
+          in[1] = -1;
+        }
+      }
+    }
+    watcher.join(); // with remove, it returned by itself after the answer: stdin still open
+    ::close(in[0]);
+    if (in[1] >= 0) {
+      ::close(in[1]);
+    }
+    ::close(out[0]);
+    return lines;
+  };
+  SuperviseOptions c = a;
+  c.dir = (workload / "node-2").string();
+  REQUIRE(start_supervised(c));
+  auto kept = stop_through_watch(c.dir, false);
+  REQUIRE(kept.size() == 4);
+  CHECK(kept[1] == nlohmann::json{{"stopping", true}});
+  CHECK(kept[2]["stopped"]["supervisors"] == 1);
+  CHECK(kept[2]["stopped"]["removed"] == false);
+  CHECK(kept[3]["status"]["state"] == "exited"); // it went on watching, and saw the stop
+  CHECK(std::filesystem::exists(c.dir));
+  std::filesystem::remove_all(c.dir);
+
+  auto first = stop_through_watch(a.dir, true);
+  REQUIRE(first.size() == 3);
+  CHECK(first[0]["status"]["state"] == "running");
+  CHECK(first[1] == nlohmann::json{{"stopping", true}});
+  CHECK(first[2]["stopped"]["supervisors"] == 1);
+  CHECK(first[2]["stopped"]["removed"] == true);
+  CHECK(!std::filesystem::exists(a.dir));
+  CHECK(std::filesystem::exists(b.dir)); // the other worker's, still running
+  CHECK(tpuctl::util::processes_tagged(marker).size() >= 1);
+
+  auto last = stop_through_watch(b.dir, true);
+  REQUIRE(last.size() == 3);
+  CHECK(last[2]["stopped"]["removed"] == true);
+  CHECK(!std::filesystem::exists(workload)); // the last worker took the script dir with it
+  CHECK(std::filesystem::exists(tmp.path() / "workloads"));
+  CHECK(tpuctl::util::processes_tagged(marker).empty());
 }
 
 TEST_CASE("agent supervise: a restart appends to the log with a marker; bad input is refused") {
