@@ -11,6 +11,7 @@
 #include "cli/exit_codes.hpp"
 #include "cli/fanout_output.hpp"
 #include "cli/output.hpp"
+#include "cli/qr_runtime.hpp"
 #include "cli/slice_flags.hpp"
 #include "cli/ssh_flags.hpp"
 #include "cli/state_access.hpp"
@@ -46,6 +47,8 @@ struct WorkloadFlags {
   std::string node = "all";
   bool follow = false;
   bool force = false;
+  bool async = false;         // delete: return once it is marked; a detached tpuctl stops it
+  int64_t grace_seconds = 30; // --termination-grace-period-seconds / -tgps (xpk's default)
   // xpk's forms
   std::string flag_name; // --workload W, for the positional W
   std::string tpu_type;  // --tpu-type / --device-type: checked against the cluster's
@@ -117,6 +120,7 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   r.cluster = f.cluster;
   r.command = f.command;
   r.max_restarts = f.max_restarts;
+  r.termination_grace_ms = f.grace_seconds * 1000;
   r.dry_run = f.dry_run;
   r.tpu_type = f.tpu_type;
   r.num_slices = f.num_slices;
@@ -423,6 +427,32 @@ Expected<int> run_delete(Context& ctx, const WorkloadFlags& f) {
     }
   }
   Json rows = Json::array();
+  if (f.async) {
+    // A detached tpuctl does the delete (the processes' grace included); this one returns.
+    for (const auto& name : names) {
+      TPUCTL_TRY_ASSIGN(auto wl, provision::load_workload(*store, pool, name));
+      std::vector<std::string> command{"workload", "delete", name};
+      if (f.force) {
+        command.push_back("--force");
+      }
+      spawn_detached(ctx, pool, command, f.ssh, "workload-" + name + "-delete.log");
+      rows.push_back(Json{{"name", name},
+                          {"pool", pool},
+                          {"deleted", false},
+                          {"state", std::string(to_string(wl.state))},
+                          {"worker_count", wl.workers.size()},
+                          {"stopped_by_monitor", 0},
+                          {"unreachable", Json::array()}});
+    }
+    TPUCTL_TRY(emit_list(ctx, rows,
+                         {{"NAME", "name"}, {"STATE", "state"}, {"WORKER_COUNT", "worker_count"}}));
+    if (!ctx.globals.quiet) {
+      *ctx.err << "tpuctl: deleting in the background (the grace of "
+               << "--termination-grace-period-seconds included); 'tpuctl workload list' shows "
+                  "each until it is gone\n";
+    }
+    return 0;
+  }
   for (const auto& name : names) {
     TPUCTL_TRY_ASSIGN(auto deleted,
                       provision::delete_workload(*store, pool, name, f.force, options));
@@ -477,6 +507,11 @@ void setup_workload(CLI::App& group, Registry& registry) {
                    "restart every worker together up to R times on a failure (default 0)")
       ->type_name("R")
       ->check(count_in(0, 1000));
+  create
+      ->add_option("--termination-grace-period-seconds", c->grace_seconds,
+                   "every stop sends TERM, waits up to S seconds for the job to checkpoint and "
+                   "exit, then KILLs (xpk's -tgps; default 30, at most 3600)")
+      ->type_name("S");
   create->add_option("--env", c->env, "add KEY=VALUE to every worker's environment (repeatable)")
       ->type_name("K=V");
   create
@@ -611,6 +646,9 @@ void setup_workload(CLI::App& group, Registry& registry) {
   remove->add_option("--filter-by-job", x->filter_job, "without a workload: names containing this")
       ->type_name("TEXT");
   remove->add_flag("--force", x->force, "forget it even when some hosts cannot be reached");
+  remove->add_flag("--async", x->async,
+                   "return once it is marked for deletion; a detached tpuctl stops its processes "
+                   "(their grace included) and forgets it");
   add_ssh_policy_flags(*remove, x->ssh);
 
   auto m = std::make_shared<WorkloadFlags>();

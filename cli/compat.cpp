@@ -182,8 +182,6 @@ const std::vector<CompatFlag>& compat_flags() {
        "every failure is restarted, up to --max-restarts", ""},
       {"--ttl-seconds-after-finished", k_xpk_workload, true, A::ignore,
        "finished workloads stay until 'tpuctl workload delete'", ""},
-      {"--termination-grace-period-seconds", k_xpk_workload, true, A::ignore,
-       "a stopped workload gets TERM, then KILL after a few seconds", ""},
       {"--scheduler", k_xpk_workload, true, A::ignore, k_gke_only, ""},
       {"--docker-image-pull-secret", k_xpk_workload, true, A::ignore,
        "images are pulled with the workers' own registry login (docker login / podman login)", ""},

@@ -705,7 +705,9 @@ std::string stop_tagged_processes_script(const std::string& variable, const std:
                                          int64_t grace_ms) {
   // Two passes over the environments at most (the second for what the first one's processes
   // forked before they ended); between TERM and KILL only the pids found are watched, so the
-  // cost does not grow with the grace (a rescan every 100 ms did, on every host at once).
+  // cost does not grow with the grace (a rescan every 100 ms did, on every host at once). A
+  // workload's processes carry their own grace (-tgps): the longest found is waited for, in one
+  // grep over the found processes' environments, capped at k_max_grace_seconds.
   int64_t rounds = std::max<int64_t>(1, (grace_ms + 99) / 100);
   return "u=" + util::shell_quote(variable + "=" + value) +
          "; me=$$\n"
@@ -718,15 +720,23 @@ std::string stop_tagged_processes_script(const std::string& variable, const std:
          "  l=; read -r l 2>/dev/null < \"/proc/$1/stat\" || return 1\n"
          "  case \"$l\" in *\") Z \"*|*\") X \"*) return 1 ;; esac\n"
          "}\n"
+         "own() {\n" // the longest grace the processes ask for, in rounds of 0.1 s
+         "  f=; for x in \"$@\"; do f=\"$f /proc/$x/environ\"; done\n"
+         "  grep -ahzo '^" +
+         std::string(k_process_grace_var) +
+         "=[0-9]*$' $f 2>/dev/null | tr '\\0' '\\n' | sed 's/.*=//' | sort -n | tail -n 1\n"
+         "}\n"
          "t=0; k=0\n"
          "for pass in 1 2; do\n"
          "  p=$(pids)\n"
          "  [ -n \"$p\" ] || break\n"
+         "  r=" +
+         std::to_string(rounds) + "; g=$(own $p); [ -n \"$g\" ] && [ \"$g\" -le " +
+         std::to_string(k_max_grace_seconds) +
+         " ] 2>/dev/null && [ $((g*10)) -gt $r ] && r=$((g*10))\n"
          "  for x in $p; do kill -TERM \"$x\" 2>/dev/null && t=$((t+1)); done\n"
          "  i=0\n"
-         "  while [ $i -lt " +
-         std::to_string(rounds) +
-         " ]; do\n"
+         "  while [ $i -lt $r ]; do\n"
          "    a=; for x in $p; do alive \"$x\" && a=1 && break; done\n"
          "    [ -n \"$a\" ] || break\n"
          "    sleep 0.1; i=$((i+1))\n"
@@ -770,7 +780,9 @@ Expected<std::vector<remote::HostResult>> stop_slice_processes(const QueuedResou
   // The caller's batch (64 by default): hundreds of simultaneous key exchanges only slow
   // every host down, and stopping needs no two hosts at the same moment.
   remote::SshOptions o = ssh;
-  o.command_timeout = ssh.kill_grace + milliseconds(30000);
+  // A workload's processes may ask for up to k_max_grace_seconds (the script waits for them).
+  o.command_timeout =
+      ssh.kill_grace + std::chrono::seconds(k_max_grace_seconds) + milliseconds(30000);
   o.keep_output = true;
   o.tty = false;
   o.stdin_data = nullptr;

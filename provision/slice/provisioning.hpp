@@ -106,8 +106,15 @@ Expected<std::vector<remote::HostResult>>
 stop_slice_processes(const QueuedResource& qr, const PoolView& pool, const remote::SshOptions& ssh,
                      const remote::CancelToken* cancel = nullptr);
 
+// The most a workload's job may ask for between TERM and KILL (-tgps), in seconds.
+inline constexpr int64_t k_max_grace_seconds = 3600;
+// The environment variable in which a process carries its own grace, in seconds (a workload's
+// -tgps): a stop waits the longest of those it finds, up to k_max_grace_seconds.
+inline constexpr const char* k_process_grace_var = "TPUCTL_TERMINATION_GRACE_SECONDS";
+
 // The POSIX sh script stop_slice_processes runs (exposed for tests). `grace_ms` is the wait
-// between TERM and KILL. Precondition: uid is validated.
+// between TERM and KILL, or longer where a process found carries k_process_grace_var (the
+// longest found). Precondition: uid is validated.
 std::string stop_processes_script(const std::string& uid, int64_t grace_ms);
 // The same for any tag: kills every process whose environment holds exactly `variable=value`
 // (fixed-string match, so the value needs no escaping beyond the shell quoting done here).

@@ -135,6 +135,7 @@ Json to_json(const Workload& w) {
          {"env_profile", std::string(to_string(w.env_profile))},
          {"fail_policy", std::string(to_string(w.fail_policy))},
          {"max_restarts", w.max_restarts},
+         {"termination_grace_seconds", w.termination_grace_ms / 1000},
          {"restarts", w.restarts},
          {"attempt", w.attempt},
          {"recoveries", w.recoveries},
@@ -183,6 +184,7 @@ Expected<Workload> workload_from_json(const Json& doc) {
     }
     w.fail_policy = *policy;
     w.max_restarts = doc.value("max_restarts", 0);
+    w.termination_grace_ms = doc.value("termination_grace_seconds", int64_t{30}) * 1000;
     w.restarts = doc.value("restarts", 0);
     w.attempt = doc.value("attempt", w.restarts); // before repairs, the attempt was the restarts
     w.recoveries = doc.value("recoveries", 0);

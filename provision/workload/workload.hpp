@@ -80,6 +80,9 @@ struct Workload {
   ContainerSpec container;
   FailPolicy fail_policy = FailPolicy::any;
   int max_restarts = 0;
+  // -tgps: every stop of its processes is TERM, up to this long, then KILL (xpk's default 30 s);
+  // the job reads it from TPUCTL_TERMINATION_GRACE_SECONDS.
+  int64_t termination_grace_ms = 30000;
   int restarts = 0;                // restarts after failures so far (bounded by max_restarts)
   int attempt = 0;                 // the current attempt's number: every restart, repair and resume
   int recoveries = 0;              // repairs and resumes after a preemption so far

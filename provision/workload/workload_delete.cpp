@@ -68,12 +68,13 @@ Status answer_delete(state::StateStore& store, const std::string& pool, const st
 // answers, a visit to the store: bounded), which the delete then stops itself.
 std::vector<size_t> wait_for_monitor_stop(state::StateStore& store, const std::string& pool,
                                           const std::string& name, const Lease& monitor,
+                                          std::chrono::milliseconds grace,
                                           const MonitorOptions& o) {
   // It notices the mark within a turn (a turn's checks of suspects take up to 5 s) and says it
   // is stopping; from then on its answer comes within the stop's grace and its waits.
   const auto start = std::chrono::steady_clock::now();
   const auto notice_by = start + o.poll_interval + std::chrono::seconds(10);
-  const auto answer_by = start + o.poll_interval + o.ssh.kill_grace + std::chrono::seconds(30);
+  const auto answer_by = start + o.poll_interval + grace + std::chrono::seconds(30);
   int64_t revision = 0;
   for (auto now = start; now < answer_by; now = std::chrono::steady_clock::now()) {
     auto found = store.find(workload_key(pool, name));
@@ -130,7 +131,7 @@ Expected<std::optional<Workload>> stop_for_delete(state::StateStore& store, cons
   TPUCTL_TRY(answer_delete(store, wl.pool, wl.name,
                            [](nlohmann::json& monitor) { monitor["stopping"] = true; }));
   const auto confirmed =
-      watch.stop(o.ssh.kill_grace, std::string(k_workload_uid_var) + "=" + wl.uid, true);
+      watch.stop(grace_of(wl), std::string(k_workload_uid_var) + "=" + wl.uid, true);
   std::vector<size_t> stopped;
   for (size_t i = 0; i < confirmed.size(); ++i) {
     if (confirmed[i]) {
@@ -183,7 +184,7 @@ Expected<WorkloadDeletion> delete_workload(state::StateStore& store, const std::
   }
   std::vector<bool> stopped_by_monitor(before.workers.size(), false);
   if (delegated) {
-    for (size_t i : wait_for_monitor_stop(store, pool, name, *monitor, o)) {
+    for (size_t i : wait_for_monitor_stop(store, pool, name, *monitor, grace_of(before), o)) {
       if (i < stopped_by_monitor.size()) {
         stopped_by_monitor[i] = true;
       }

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "provision/queue/reconcile.hpp"
+#include "provision/slice/provisioning.hpp"
 #include "provision/workload/cluster.hpp"
 #include "provision/workload/workload_delete.hpp"
 #include "provision/workload/workload_recovery.hpp"
@@ -58,6 +59,13 @@ Status validate_request(const WorkloadRequest& r) {
     problems.add(ErrorKind::usage, "--max-restarts " + std::to_string(r.max_restarts) +
                                        " is out of range: give 0 to " +
                                        std::to_string(k_max_restarts_limit));
+  }
+  if (r.termination_grace_ms < 0 || r.termination_grace_ms > k_max_grace_seconds * 1000) {
+    problems.add(ErrorKind::usage,
+                 "--termination-grace-period-seconds " +
+                     std::to_string(r.termination_grace_ms / 1000) +
+                     " is out of range: give 0 to " + std::to_string(k_max_grace_seconds) +
+                     " (the seconds a stopped job has between TERM and KILL to checkpoint)");
   }
   if (r.timeout_ms < 0) {
     problems.add(ErrorKind::usage, "--timeout must not be negative");
@@ -122,6 +130,7 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   wl.fail_policy = r.fail_policy;
   wl.max_restarts = r.max_restarts;
   wl.timeout_ms = r.timeout_ms;
+  wl.termination_grace_ms = r.termination_grace_ms;
   wl.container = r.container;
   wl.container.app = !r.app_files.empty();
   wl.created_at_ms = now_of(o);
@@ -213,8 +222,7 @@ void stop_attempt(const Workload& wl, const std::vector<WorkerPlan>& plans, Work
                   const MonitorOptions& o) {
   std::vector<bool> confirmed(plans.size(), false);
   if (watch != nullptr) {
-    confirmed =
-        watch->stop(o.ssh.kill_grace, std::string(k_workload_uid_var) + "=" + wl.uid, false);
+    confirmed = watch->stop(grace_of(wl), std::string(k_workload_uid_var) + "=" + wl.uid, false);
   }
   std::vector<WorkerPlan> left;
   for (size_t i = 0; i < plans.size(); ++i) {

@@ -35,6 +35,7 @@ struct WorkloadRequest {
   FailPolicy fail_policy = FailPolicy::any;
   int max_restarts = 0;
   int64_t timeout_ms = 0;
+  int64_t termination_grace_ms = 30000; // -tgps, 0 to k_max_grace_seconds
   // xpk's --tpu-type (any form of the type) and --num-slices (0: not given): checked against
   // the cluster's, which a workload always runs on whole.
   std::string tpu_type;

@@ -86,6 +86,7 @@ Expected<std::vector<WorkerPlan>> plan_workload(state::StateStore& store, const 
     p.env.emplace_back("TPUCTL_WORKLOAD", wl.name);
     p.env.emplace_back(k_workload_uid_var, wl.uid);
     p.env.emplace_back("TPUCTL_WORKLOAD_ATTEMPT", std::to_string(wl.attempt));
+    p.env.emplace_back(k_process_grace_var, std::to_string(wl.termination_grace_ms / 1000));
   }
   return plans;
 }
@@ -112,7 +113,8 @@ std::string launch_command(const Workload& wl, const WorkerPlan& p) {
                               wl.container.app ? app_dir(p, wl.uid) : "", wl.command);
   return env_command_prefix(p.env, p.agent_dir) + agent_of(p) +
          " agent supervise --format json --dir " + util::shell_quote_path(dir_of(wl, p)) +
-         " --attempt " + std::to_string(wl.attempt) + " --command " + util::shell_quote(command);
+         " --attempt " + std::to_string(wl.attempt) + " --kill-grace " +
+         std::to_string(wl.termination_grace_ms) + "ms --command " + util::shell_quote(command);
 }
 
 Expected<std::vector<remote::HostResult>> launch_workers(const Workload& wl,
@@ -215,8 +217,9 @@ Expected<std::vector<remote::HostResult>> stop_workers(const Workload& wl,
                                                        const remote::SshOptions& ssh,
                                                        bool remove_files) {
   const auto hosts = distinct_hosts(plans);
-  const remote::SshOptions o =
-      control_options(ssh, hosts.size(), ssh.kill_grace + std::chrono::seconds(30));
+  const remote::SshOptions o = control_options(ssh, hosts.size(),
+                                               std::chrono::milliseconds(wl.termination_grace_ms) +
+                                                   std::chrono::seconds(30));
   std::vector<WorkerPlan> targets; // one session each
   std::vector<std::string> commands;
   std::vector<WorkerPlan> shared; // hosts of a local pool: one session serves them all
@@ -229,7 +232,7 @@ Expected<std::vector<remote::HostResult>> stop_workers(const Workload& wl,
     std::copy_if(plans.begin(), plans.end(), std::back_inserter(group),
                  [&](const WorkerPlan& p) { return p.host == h.host; });
     targets.push_back(h);
-    commands.push_back(stop_command(wl, group, h, ssh.kill_grace.count(), remove_files));
+    commands.push_back(stop_command(wl, group, h, wl.termination_grace_ms, remove_files));
   }
   TPUCTL_TRY_ASSIGN(auto ran, remote::run_fanout(jobs_for(targets, commands), o));
   std::vector<remote::HostResult> results(hosts.size());
@@ -260,7 +263,8 @@ Expected<std::vector<remote::HostResult>> stop_workers(const Workload& wl,
     remote::HostResult one;
     for (size_t i = 0; i < shared.size() && i < 3; ++i) {
       const WorkerPlan& on = shared[(from / k_shared_chunk + i) % shared.size()];
-      const std::string command = stop_command(wl, chunk, on, ssh.kill_grace.count(), remove_files);
+      const std::string command =
+          stop_command(wl, chunk, on, wl.termination_grace_ms, remove_files);
       TPUCTL_TRY_ASSIGN(auto tried, remote::run_fanout(jobs_for({on}, {command}), o));
       one = tried.at(0);
       if (!remote::is_transport_failure(one.outcome)) {

@@ -20,6 +20,10 @@
 namespace tpuctl::provision {
 
 inline constexpr const char* k_workload_uid_var = "TPUCTL_WORKLOAD_UID";
+// The workload's grace between TERM and KILL (-tgps).
+inline std::chrono::milliseconds grace_of(const Workload& wl) {
+  return std::chrono::milliseconds(wl.termination_grace_ms);
+}
 
 // The workers of the workload's cluster (every slice, worker order), with its environment.
 // Errors: the queued resource is gone or not ACTIVE (failure, naming its state), the store's.

@@ -40,19 +40,6 @@ std::vector<int> named(const std::vector<int>& pids, const std::string& word) {
   return out;
 }
 
-// Waits up to `limit` for `pred`; false when it never held.
-template <class Pred>
-bool eventually(std::chrono::seconds limit, Pred pred) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  return pred();
-}
-
 std::string listing(const std::vector<int>& pids) {
   std::string out;
   for (int pid : pids) {
@@ -90,10 +77,12 @@ TEST_CASE("workload at 64 workers: a monitor stopped for 30 s loses no worker; a
 
   // The detached monitor, once it hears every worker through its stream.
   std::vector<int> monitor;
-  REQUIRE(eventually(std::chrono::seconds(120), [&] {
-    monitor = named(processes_with_marker(env.dir.path().string()), "monitor");
-    return monitor.size() == 1 && named(pool_processes(env), "supervise-watch").size() == 64;
-  }));
+  REQUIRE(tpuctl::test::wait_until(
+      [&] {
+        monitor = named(processes_with_marker(env.dir.path().string()), "monitor");
+        return monitor.size() == 1 && named(pool_processes(env), "supervise-watch").size() == 64;
+      },
+      std::chrono::seconds(120)));
 
   REQUIRE(::kill(monitor[0], SIGSTOP) == 0);
   std::this_thread::sleep_for(std::chrono::seconds(30));
@@ -117,16 +106,18 @@ TEST_CASE("workload at 64 workers: a monitor stopped for 30 s loses no worker; a
   CHECK(files_of(env, uid).empty());      // and every worker's files removed
   // The monitor ends with its workload and its streams with it: nothing is left on any host.
   std::vector<int> left;
-  CHECK_MESSAGE(eventually(std::chrono::seconds(30),
-                           [&] {
-                             left = pool_processes(env);
-                             return left.empty();
-                           }),
+  CHECK_MESSAGE(tpuctl::test::wait_until(
+                    [&] {
+                      left = pool_processes(env);
+                      return left.empty();
+                    },
+                    std::chrono::seconds(30)),
                 ("still running on the pool's hosts:" + listing(left)));
 
   auto gone = env.run({"cluster", "delete", "big", "--force"});
   CHECK_MESSAGE(gone.exit_code == 0, gone.err);
-  CHECK(eventually(std::chrono::seconds(30), [&] { return pool_processes(env).empty(); }));
+  CHECK(tpuctl::test::wait_until([&] { return pool_processes(env).empty(); },
+                                 std::chrono::seconds(30)));
 }
 
 TEST_CASE("workload delete: a monitor that cannot answer (stopped) does not hold it up; the "
@@ -136,10 +127,12 @@ TEST_CASE("workload delete: a monitor that cannot answer (stopped) does not hold
   REQUIRE_MESSAGE(made.exit_code == 0, made.err);
   const std::string uid = env.create_workload("small", "held", "sleep 600");
   std::vector<int> monitor;
-  REQUIRE(eventually(std::chrono::seconds(60), [&] {
-    monitor = named(processes_with_marker(env.dir.path().string()), "monitor");
-    return monitor.size() == 1 && named(pool_processes(env), "supervise-watch").size() == 4;
-  }));
+  REQUIRE(tpuctl::test::wait_until(
+      [&] {
+        monitor = named(processes_with_marker(env.dir.path().string()), "monitor");
+        return monitor.size() == 1 && named(pool_processes(env), "supervise-watch").size() == 4;
+      },
+      std::chrono::seconds(60)));
   REQUIRE(::kill(monitor[0], SIGSTOP) == 0);
   auto del = env.run_json({"workload", "delete", "held"});
   ::kill(monitor[0], SIGCONT);
@@ -149,5 +142,6 @@ TEST_CASE("workload delete: a monitor that cannot answer (stopped) does not hold
   CHECK(files_of(env, uid).empty());
   CHECK(env.run({"workload", "describe", "held"}).exit_code == 4);
   // The resumed monitor finds its workload gone and ends, its streams with it.
-  CHECK(eventually(std::chrono::seconds(30), [&] { return pool_processes(env).empty(); }));
+  CHECK(tpuctl::test::wait_until([&] { return pool_processes(env).empty(); },
+                                 std::chrono::seconds(30)));
 }

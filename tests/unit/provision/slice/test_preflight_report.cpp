@@ -7,7 +7,9 @@
 
 #include "provision/slice/preflight_report.hpp"
 #include "provision/slice/provisioning.hpp"
+#include "tests/support/helpers.hpp"
 #include "util/process.hpp"
+#include "util/process_tree.hpp"
 #include "util/strings.hpp"
 
 using namespace tpuctl::provision;
@@ -125,7 +127,42 @@ TEST_CASE("provision::stop_processes_script matches the uid exactly and escalate
   std::string s = stop_processes_script("0123456789abcdef", 1500);
   CHECK(s.find("u='TPUCTL_QR_UID=0123456789abcdef'") == 0);
   CHECK(s.find("kill -TERM") < s.find("kill -KILL"));
-  CHECK(s.find("[ $i -lt 15 ]") != std::string::npos); // 1.5 s in 0.1 s steps
+  CHECK(s.find("r=15;") != std::string::npos); // 1.5 s in 0.1 s steps
+  CHECK(s.find("[ $i -lt $r ]") != std::string::npos);
+}
+
+TEST_CASE("provision::stop_tagged_processes_script waits the grace a process carries (-tgps), "
+          "then KILLs what ignores TERM") {
+  tpuctl::test::TempDir tmp;
+  const std::string done = (tmp.path() / "checkpoint").string();
+  // One checkpoints for 1 s on TERM (its grace: 3 s); one ignores TERM (its grace: 1 s).
+  auto start = tpuctl::util::run_process(
+      {"/bin/sh", "-c",
+       "TPUCTL_TEST_GRACE=g TPUCTL_TERMINATION_GRACE_SECONDS=3 setsid sh -c \"trap 'sleep 1; "
+       "echo saved > " +
+           done +
+           "; exit 0' TERM; while :; do sleep 0.05; done\" "
+           ">/dev/null 2>&1 & echo $!; "
+           "TPUCTL_TEST_GRACE=g TPUCTL_TERMINATION_GRACE_SECONDS=1 setsid sh -c \"trap '' TERM; "
+           "while :; do sleep 0.05; done\" >/dev/null 2>&1 & echo $!"},
+      tpuctl::util::ProcessOptions{});
+  REQUIRE(start);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // The caller's own grace is 0.1 s: the processes' longer one wins.
+  auto stop = tpuctl::util::run_process(
+      {"/bin/sh", "-c", stop_tagged_processes_script("TPUCTL_TEST_GRACE", "g", 100)},
+      tpuctl::util::ProcessOptions{});
+  REQUIRE(stop);
+  CHECK(tpuctl::test::read_file(done) == "saved\n"); // the checkpoint was written in its grace
+  // Two shells and the sleep each ran at that moment got TERM; only what ignored it got KILL.
+  CHECK(stop->out.find("killed 0") == std::string::npos);
+  // (a sleep of 0.05 s a KILLed shell left ends by itself)
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!tpuctl::util::processes_tagged("TPUCTL_TEST_GRACE=g").empty() &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(tpuctl::util::processes_tagged("TPUCTL_TEST_GRACE=g").empty());
 }
 
 TEST_CASE("provision::stop_tagged_processes_script kills exactly the tagged processes (real sh)") {
