@@ -49,6 +49,8 @@ struct WorkloadFlags {
   bool force = false;
   bool async = false;         // delete: return once it is marked; a detached tpuctl stops it
   int64_t grace_seconds = 30; // --termination-grace-period-seconds / -tgps (xpk's default)
+  std::string restart_codes;  // --restart-on-exit-codes
+  int max_repairs = 3;
   // xpk's forms
   std::string flag_name; // --workload W, for the positional W
   std::string tpu_type;  // --tpu-type / --device-type: checked against the cluster's
@@ -121,6 +123,8 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   r.command = f.command;
   r.max_restarts = f.max_restarts;
   r.termination_grace_ms = f.grace_seconds * 1000;
+  r.restart_on_exit_codes = f.restart_codes;
+  r.max_repairs = f.max_repairs;
   r.dry_run = f.dry_run;
   r.tpu_type = f.tpu_type;
   r.num_slices = f.num_slices;
@@ -507,6 +511,16 @@ void setup_workload(CLI::App& group, Registry& registry) {
                    "restart every worker together up to R times on a failure (default 0)")
       ->type_name("R")
       ->check(count_in(0, 1000));
+  create
+      ->add_option("--restart-on-exit-codes", c->restart_codes,
+                   "xpk's rule: only these exit codes (e.g. 3,10-12) and 42, 127-255 restart; any "
+                   "other fails at once (default: every failure restarts, up to --max-restarts)")
+      ->type_name("CODES");
+  create
+      ->add_option("--max-repairs", c->max_repairs,
+                   "repair a lost worker's slice up to N times, never counted in --max-restarts "
+                   "(default 3; 0: a lost worker fails the workload)")
+      ->type_name("N");
   create
       ->add_option("--termination-grace-period-seconds", c->grace_seconds,
                    "every stop sends TERM, waits up to S seconds for the job to checkpoint and "

@@ -178,8 +178,6 @@ const std::vector<CompatFlag>& compat_flags() {
       // ---- xpk workload create ----
       {"--priority", k_xpk_workload, true, A::ignore,
        "a workload runs on its cluster's slices at once; the cluster's tier orders requests", ""},
-      {"--restart-on-exit-codes", k_xpk_workload, true, A::ignore,
-       "every failure is restarted, up to --max-restarts", ""},
       {"--ttl-seconds-after-finished", k_xpk_workload, true, A::ignore,
        "finished workloads stay until 'tpuctl workload delete'", ""},
       {"--scheduler", k_xpk_workload, true, A::ignore, k_gke_only, ""},

@@ -70,7 +70,8 @@ const std::vector<RecordFields>& record_fields() {
                "file and worker: node, slice, worker, host, source, destination, copied"},
       {"workload",
        "name, pool, uid, cluster, queued_resource, state, command, env ({name, value}), "
-       "env_profile, fail_policy, max_restarts, termination_grace_seconds, restarts, attempt, "
+       "env_profile, fail_policy, max_restarts, termination_grace_seconds, restart_on_exit_codes, "
+       "max_repairs, repairs, restarts, attempt, "
        "recoveries, timeout_ms, "
        "deleting, created_at, started_at, attempt_started_at, recovering_since, finished_at, "
        "message, repair ({hosts, reason}), goodput ({wall_ms, provisioning_ms, queued_ms, "

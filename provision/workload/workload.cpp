@@ -136,6 +136,10 @@ Json to_json(const Workload& w) {
          {"fail_policy", std::string(to_string(w.fail_policy))},
          {"max_restarts", w.max_restarts},
          {"termination_grace_seconds", w.termination_grace_ms / 1000},
+         {"restart_on_exit_codes",
+          w.restart_on_exit_codes.empty() ? Json() : Json(w.restart_on_exit_codes)},
+         {"max_repairs", w.max_repairs},
+         {"repairs", w.repairs},
          {"restarts", w.restarts},
          {"attempt", w.attempt},
          {"recoveries", w.recoveries},
@@ -185,6 +189,11 @@ Expected<Workload> workload_from_json(const Json& doc) {
     w.fail_policy = *policy;
     w.max_restarts = doc.value("max_restarts", 0);
     w.termination_grace_ms = doc.value("termination_grace_seconds", int64_t{30}) * 1000;
+    if (doc.contains("restart_on_exit_codes") && doc["restart_on_exit_codes"].is_string()) {
+      w.restart_on_exit_codes = doc["restart_on_exit_codes"].get<std::string>();
+    }
+    w.max_repairs = doc.value("max_repairs", 3);
+    w.repairs = doc.value("repairs", 0);
     w.restarts = doc.value("restarts", 0);
     w.attempt = doc.value("attempt", w.restarts); // before repairs, the attempt was the restarts
     w.recoveries = doc.value("recoveries", 0);

@@ -83,6 +83,11 @@ struct Workload {
   // -tgps: every stop of its processes is TERM, up to this long, then KILL (xpk's default 30 s);
   // the job reads it from TPUCTL_TERMINATION_GRACE_SECONDS.
   int64_t termination_grace_ms = 30000;
+  // --restart-on-exit-codes as given ("3,10-12"), normalized; empty: not given (every non-zero
+  // exit may restart). Given: xpk's rule (workload_policy.hpp restartable_exit).
+  std::string restart_on_exit_codes;
+  int max_repairs = 3;             // repairs of a lost worker's slice, at most (0: a loss fails it)
+  int repairs = 0;                 // repairs so far (infrastructure: never counted in restarts)
   int restarts = 0;                // restarts after failures so far (bounded by max_restarts)
   int attempt = 0;                 // the current attempt's number: every restart, repair and resume
   int recoveries = 0;              // repairs and resumes after a preemption so far

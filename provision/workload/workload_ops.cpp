@@ -67,6 +67,17 @@ Status validate_request(const WorkloadRequest& r) {
                      " is out of range: give 0 to " + std::to_string(k_max_grace_seconds) +
                      " (the seconds a stopped job has between TERM and KILL to checkpoint)");
   }
+  if (r.max_repairs < 0 || r.max_repairs > k_max_restarts_limit) {
+    problems.add(ErrorKind::usage, "--max-repairs " + std::to_string(r.max_repairs) +
+                                       " is out of range: give 0 (a lost worker fails the "
+                                       "workload) to " +
+                                       std::to_string(k_max_restarts_limit));
+  }
+  if (!r.restart_on_exit_codes.empty()) {
+    if (auto codes = parse_exit_codes(r.restart_on_exit_codes); !codes) {
+      problems.add(codes.error());
+    }
+  }
   if (r.timeout_ms < 0) {
     problems.add(ErrorKind::usage, "--timeout must not be negative");
   }
@@ -131,6 +142,10 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   wl.max_restarts = r.max_restarts;
   wl.timeout_ms = r.timeout_ms;
   wl.termination_grace_ms = r.termination_grace_ms;
+  wl.max_repairs = r.max_repairs;
+  if (!r.restart_on_exit_codes.empty()) {
+    wl.restart_on_exit_codes = to_string(*parse_exit_codes(r.restart_on_exit_codes));
+  }
   wl.container = r.container;
   wl.container.app = !r.app_files.empty();
   wl.created_at_ms = now_of(o);
@@ -457,6 +472,7 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, const s
     }
     if (d.verdict == Verdict::restart && !lost_hosts.empty()) {
       TPUCTL_TRY_ASSIGN(auto r, mutate(store, pool, name, true, [&](Workload& w) {
+                          w.restarts += d.counts_restart ? 1 : 0; // the job failed too
                           return std::optional<std::vector<state::Op>>(
                               begin_recovery(w, now_of(o), d.message, lost_hosts));
                         }));

@@ -36,6 +36,8 @@ struct WorkloadRequest {
   int max_restarts = 0;
   int64_t timeout_ms = 0;
   int64_t termination_grace_ms = 30000; // -tgps, 0 to k_max_grace_seconds
+  std::string restart_on_exit_codes;    // "3,10-12" (parse_exit_codes); empty: not given
+  int max_repairs = 3;                  // 0 to 1000
   // xpk's --tpu-type (any form of the type) and --num-slices (0: not given): checked against
   // the cluster's, which a workload always runs on whole.
   std::string tpu_type;

@@ -106,17 +106,44 @@ Decision decide(const Workload& wl, int64_t now_ms) {
   const bool failing = !d.culprits.empty() && (wl.fail_policy == FailPolicy::any || all_ended);
   if (failing) {
     const std::string what = util::join(problems, "; ");
-    if (wl.restarts < wl.max_restarts) {
+    bool job_failed = false;
+    std::vector<std::string> final_codes; // exits the restart policy does not restart
+    for (size_t i : d.culprits) {
+      const auto& w = wl.workers[i];
+      if (w.state == WorkerState::failed) {
+        job_failed = true;
+        if (!restartable_exit(w.exit_code, wl.restart_on_exit_codes)) {
+          final_codes.push_back(std::to_string(w.exit_code));
+        }
+      }
+    }
+    if (!final_codes.empty()) {
+      d.verdict = Verdict::fail;
+      d.message = what + " (exit " + util::join(final_codes, ", ") +
+                  " is not restarted: only 42, 127-255 and --restart-on-exit-codes " +
+                  wl.restart_on_exit_codes + " are)";
+    } else if (job_failed && wl.restarts < wl.max_restarts) {
       d.verdict = Verdict::restart;
+      d.counts_restart = true;
       d.message = "restarting every worker (restart " + std::to_string(wl.restarts + 1) + " of " +
                   std::to_string(wl.max_restarts) + "): " + what;
-    } else {
+    } else if (job_failed) {
       d.verdict = Verdict::fail;
       d.message = what;
       if (wl.max_restarts > 0) {
         d.message += " (after " + std::to_string(wl.restarts) + " restart(s), --max-restarts " +
                      std::to_string(wl.max_restarts) + ")";
       }
+    } else if (wl.repairs < wl.max_repairs) { // lost workers only: the infrastructure's failure
+      d.verdict = Verdict::restart;
+      d.message = "repairing (repair " + std::to_string(wl.repairs + 1) + " of " +
+                  std::to_string(wl.max_repairs) + "): " + what;
+    } else {
+      d.verdict = Verdict::fail;
+      d.message = what + (wl.max_repairs > 0 ? " (after " + std::to_string(wl.repairs) +
+                                                   " repair(s), --max-repairs " +
+                                                   std::to_string(wl.max_repairs) + ")"
+                                             : std::string(" (--max-repairs 0)"));
     }
     return d;
   }
@@ -127,6 +154,57 @@ Decision decide(const Workload& wl, int64_t now_ms) {
     return d;
   }
   return d;
+}
+
+Expected<std::vector<ExitCodes>> parse_exit_codes(const std::string& text) {
+  auto bad = [&](const std::string& why) {
+    return usage_error("--restart-on-exit-codes " + util::printable(text) + ": " + why +
+                       " (give exit codes 1-255, single or as ranges, e.g. 3,10-12)");
+  };
+  auto code = [](const std::string& s) -> int {
+    if (s.empty() || s.size() > 3 || s.find_first_not_of("0123456789") != std::string::npos) {
+      return -1;
+    }
+    const int c = std::stoi(s);
+    return c >= 1 && c <= 255 ? c : -1;
+  };
+  std::vector<ExitCodes> out;
+  for (const auto& item : util::split(text, ',')) {
+    const std::string part(util::trim(item));
+    const auto dash = part.find('-');
+    ExitCodes r;
+    r.from = code(part.substr(0, dash));
+    r.to = dash == std::string::npos ? r.from : code(part.substr(dash + 1));
+    if (r.from < 0 || r.to < 0) {
+      return bad("'" + util::printable(part) + "' is not an exit code or range");
+    }
+    if (r.from > r.to) {
+      return bad("the range '" + part + "' runs backwards");
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::string to_string(const std::vector<ExitCodes>& codes) {
+  std::vector<std::string> parts;
+  for (const auto& r : codes) {
+    parts.push_back(r.from == r.to ? std::to_string(r.from)
+                                   : std::to_string(r.from) + "-" + std::to_string(r.to));
+  }
+  return util::join(parts, ",");
+}
+
+bool restartable_exit(int code, const std::string& given) {
+  if (given.empty()) {
+    return code != 0;
+  }
+  if (code == 42 || (code >= 127 && code <= 255)) {
+    return true; // xpk's own restartable codes: deaths by signal, and 42
+  }
+  auto ranges = parse_exit_codes(given);
+  return ranges && std::any_of(ranges->begin(), ranges->end(),
+                               [&](const ExitCodes& r) { return code >= r.from && code <= r.to; });
 }
 
 } // namespace tpuctl::provision

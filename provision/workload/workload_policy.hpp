@@ -11,9 +11,18 @@
 // on. A dead host is noticed 10 s after its last line when its connections are refused; one
 // that hangs within 14 s (documented in README and workload_watch.hpp).
 //
-// Verdicts: every worker SUCCEEDED -> succeeded. Policy any: one FAILED or LOST worker -> restart
-// every worker (while restarts < max_restarts) or fail. Policy all: once every worker has ended,
-// any FAILED or LOST -> restart or fail. Past the timeout -> fail.
+// Verdicts: every worker SUCCEEDED -> succeeded. Policy any: one FAILED or LOST worker ends the
+// attempt; policy all: once every worker has ended, any FAILED or LOST does. Then the failure is
+// the job's or the infrastructure's, and each has its own budget (SkyPilot draws the same line):
+//   - a FAILED worker (its exit code) is the job's: restart every worker while restarts <
+//     max_restarts, else fail. With --restart-on-exit-codes given, xpk's rule first: only exit
+//     codes 42, 127-255 (deaths by signal) and those listed restart; any other fails at once.
+//     Without it every non-zero exit may restart (tpuctl's default: --max-restarts is 0 unless
+//     asked for, and a Python job's transient error is exit 1).
+//   - a LOST worker only (its host died or hung) is the infrastructure's: repair its slice while
+//     repairs < max_repairs (default 3; each repair drains the lost host), never counting a
+//     restart; else fail.
+// Past the timeout -> fail.
 #pragma once
 
 #include <chrono>
@@ -22,6 +31,7 @@
 #include <vector>
 
 #include "provision/workload/workload.hpp"
+#include "util/expected.hpp"
 
 namespace tpuctl::provision {
 
@@ -62,7 +72,22 @@ struct Decision {
   Verdict verdict = Verdict::keep_running;
   std::string message;          // for people: which workers, which exit codes
   std::vector<size_t> culprits; // indices into workload.workers that failed or were lost
+  bool counts_restart = false;  // restart: the job failed (uses up --max-restarts)
 };
+
+// One inclusive range of exit codes.
+struct ExitCodes {
+  int from = 0;
+  int to = 0;
+};
+// --restart-on-exit-codes "3,10-12": codes 1 to 255, single or `a-b` (a <= b). Errors (usage):
+// the value and what is wrong with it.
+Expected<std::vector<ExitCodes>> parse_exit_codes(const std::string& text);
+// The ranges as text ("3,10-12"), the form a record keeps.
+std::string to_string(const std::vector<ExitCodes>& codes);
+// Whether exit `code` restarts under `given` (the record's restart_on_exit_codes): with nothing
+// given, every non-zero code; else xpk's 42 and 127-255 and those given.
+bool restartable_exit(int code, const std::string& given);
 
 // What to do now with `workload` (its workers as observed).
 Decision decide(const Workload& workload, int64_t now_ms);

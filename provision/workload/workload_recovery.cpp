@@ -161,7 +161,7 @@ std::vector<state::Op> begin_recovery(Workload& wl, int64_t now_ms, const std::s
   }
   std::string type = "RECOVERING";
   if (!lost_hosts.empty()) {
-    wl.restarts += 1;
+    wl.repairs += 1; // the infrastructure's failure: never a restart (workload_policy.hpp)
     wl.repair = Json{{"hosts", lost_hosts},
                      {"reason", "lost by workload '" + wl.name + "' at " +
                                     util::format_timestamp(now_ms) + ": " + why}};

@@ -52,7 +52,8 @@ Expected<SliceCheck> check_slices(state::StateStore& store, const Workload& wl);
 
 // The record change that starts a recovery at `now_ms`: RECOVERING, the current attempt's
 // running time lost, its workers STOPPED (LOST ones stay LOST), and, when `lost_hosts` is not
-// empty (a repair), the repair to carry out and one restart used. Returns the event.
+// empty (a repair), the repair to carry out and one repair counted (never a restart: the
+// caller counts one when the job failed too). Returns the event.
 std::vector<state::Op> begin_recovery(Workload& wl, int64_t now_ms, const std::string& why,
                                       const std::vector<std::string>& lost_hosts);
 

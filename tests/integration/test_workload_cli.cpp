@@ -147,9 +147,10 @@ TEST_CASE("workload logs --follow: prints as the workers go and returns when the
   CHECK(env.run_json({"workload", "describe", "slow"})["state"] == "SUCCEEDED");
 }
 
-TEST_CASE("workload: a worker host that dies is LOST; the workload FAILED, the others stopped") {
+TEST_CASE("workload --max-repairs 0: a worker host that dies is LOST; the workload FAILED, the "
+          "others stopped") {
   ClusterEnv env("127.0.158.2", "demo");
-  auto uid = env.create("victim", "sleep 300");
+  auto uid = env.create("victim", "sleep 300", {"--max-repairs", "0"});
   auto cluster = env.run_json({"cluster", "describe", "demo"});
   const std::string host = cluster["slices"][0]["workers"][1]["host"];
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -161,8 +162,10 @@ TEST_CASE("workload: a worker host that dies is LOST; the workload FAILED, the o
   CHECK(waited.exit_code == 1);
   CHECK(waited.err.find("worker 1 of node demo-0 (host " + host + ") was lost") !=
         std::string::npos);
+  CHECK(waited.err.find("(--max-repairs 0)") != std::string::npos);
   auto described = env.run_json({"workload", "describe", "victim"});
   CHECK(described["state"] == "FAILED");
+  CHECK(described["repairs"] == 0);
   int lost = 0;
   for (const auto& w : described["workers"]) {
     lost += w["state"] == "LOST" ? 1 : 0;

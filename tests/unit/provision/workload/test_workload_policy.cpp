@@ -139,16 +139,53 @@ TEST_CASE("provision::decide applies the failure policy") {
   SUBCASE("with restarts left, a failure restarts every worker and says which restart") {
     auto w = four_workers(FailPolicy::any, 2);
     w.restarts = 1;
-    w.workers[0].state = WorkerState::lost;
-    w.workers[0].detail = "no heartbeat for 12s";
+    w.workers[0].state = WorkerState::failed;
+    w.workers[0].exit_code = 1;
     auto d = decide(w, 9000);
     CHECK(d.verdict == Verdict::restart);
+    CHECK(d.counts_restart);
     CHECK(d.message.find("restart 2 of 2") != std::string::npos);
-    CHECK(d.message.find("no heartbeat for 12s") != std::string::npos);
+    CHECK(d.message.find("exited with 1") != std::string::npos);
     w.restarts = 2;
     d = decide(w, 9000);
     CHECK(d.verdict == Verdict::fail);
     CHECK(d.message.find("after 2 restart(s)") != std::string::npos);
+  }
+  SUBCASE("a lost worker is the infrastructure's failure: repaired without a restart, up to "
+          "--max-repairs") {
+    auto w = four_workers(FailPolicy::any, 0); // no restarts at all
+    w.workers[0].state = WorkerState::lost;
+    w.workers[0].detail = "no heartbeat for 12s";
+    auto d = decide(w, 9000);
+    CHECK(d.verdict == Verdict::restart);
+    CHECK(!d.counts_restart);
+    CHECK(d.message.find("repair 1 of 3") != std::string::npos);
+    CHECK(d.message.find("no heartbeat for 12s") != std::string::npos);
+    w.repairs = 3;
+    d = decide(w, 9000);
+    CHECK(d.verdict == Verdict::fail);
+    CHECK(d.message.find("after 3 repair(s), --max-repairs 3") != std::string::npos);
+    w.repairs = 0;
+    w.max_repairs = 0;
+    CHECK(decide(w, 9000).verdict == Verdict::fail);
+  }
+  SUBCASE("--restart-on-exit-codes: xpk's rule; an exit it does not name fails at once") {
+    auto w = four_workers(FailPolicy::any, 5);
+    w.restart_on_exit_codes = "3,10-12";
+    for (int code : {3, 10, 12, 42, 127, 137, 143, 255}) {
+      w.workers[1].state = WorkerState::failed;
+      w.workers[1].exit_code = code;
+      CHECK_MESSAGE(decide(w, 9000).verdict == Verdict::restart, code);
+    }
+    for (int code : {1, 2, 9, 13, 41, 126}) {
+      w.workers[1].exit_code = code;
+      auto d = decide(w, 9000);
+      CHECK_MESSAGE(d.verdict == Verdict::fail, code);
+      CHECK(d.message.find("exit " + std::to_string(code) + " is not restarted") !=
+            std::string::npos);
+    }
+    w.restart_on_exit_codes.clear(); // not given: every non-zero exit may restart
+    CHECK(decide(w, 9000).verdict == Verdict::restart);
   }
   SUBCASE("policy all: failures wait for every worker to end") {
     auto w = four_workers(FailPolicy::all);
@@ -174,6 +211,18 @@ TEST_CASE("provision::decide applies the failure policy") {
   }
   SUBCASE("running workers keep it running") {
     CHECK(decide(four_workers(), 9000).verdict == Verdict::keep_running);
+  }
+}
+
+TEST_CASE("provision::parse_exit_codes takes codes and ranges; refuses the rest naming it") {
+  auto ok = parse_exit_codes("3, 10-12,255");
+  REQUIRE(ok);
+  CHECK(to_string(*ok) == "3,10-12,255");
+  for (const std::string bad : {"", "0", "256", "12-10", "a", "3,", "-4", "1-2-3", "99999999999"}) {
+    auto r = parse_exit_codes(bad);
+    REQUIRE_MESSAGE(!r, bad);
+    CHECK(r.error().kind == tpuctl::ErrorKind::usage);
+    CHECK(r.error().message.find("--restart-on-exit-codes") == 0);
   }
 }
 
