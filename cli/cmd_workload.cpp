@@ -2,6 +2,8 @@
 // cluster. The command runs on every worker of every slice at once under `tpuctl agent
 // supervise`, detached from this client; a monitor applies the failure policy
 // (provision/workload/workload_ops.hpp, provision/workload/workload_policy.hpp).
+#include <algorithm>
+#include <optional>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -51,6 +53,7 @@ struct WorkloadFlags {
   int64_t grace_seconds = 30; // --termination-grace-period-seconds / -tgps (xpk's default)
   std::string restart_codes;  // --restart-on-exit-codes
   int max_repairs = 3;
+  std::optional<int64_t> ttl_seconds; // --ttl-seconds-after-finished (none: kept until deleted)
   // xpk's forms
   std::string flag_name; // --workload W, for the positional W
   std::string tpu_type;  // --tpu-type / --device-type: checked against the cluster's
@@ -125,6 +128,11 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   r.termination_grace_ms = f.grace_seconds * 1000;
   r.restart_on_exit_codes = f.restart_codes;
   r.max_repairs = f.max_repairs;
+  if (f.ttl_seconds) {
+    // Out of range values are refused below, naming them (multiplied back there).
+    r.ttl_after_finished_ms =
+        std::clamp<int64_t>(*f.ttl_seconds, -1'000'000'000, 1'000'000'000) * 1000;
+  }
   r.dry_run = f.dry_run;
   r.tpu_type = f.tpu_type;
   r.num_slices = f.num_slices;
@@ -364,8 +372,17 @@ Expected<int> run_wait(Context& ctx, const WorkloadFlags& f) {
   return 0;
 }
 
+// The workload as it is now when it has ended; nullopt while it runs (xpk's --timeout 0).
+Expected<std::optional<Workload>> ended_now(Context& ctx, const std::string& name) {
+  TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+  TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
+  TPUCTL_TRY_ASSIGN(auto wl, provision::load_workload(*store, pool, name));
+  return provision::is_terminal(wl.state) ? std::optional<Workload>(wl) : std::nullopt;
+}
+
 // xpk's `workload list --wait-for-job-completion W [--timeout SECONDS]`: exit 0 when it
 // SUCCEEDED, 125 when it ended otherwise, 124 on timeout, 1 when there is no such workload.
+// --timeout 0 looks once and returns, as xpk's documentation says (0 is not "no limit" there).
 Expected<int> wait_for_job(Context& ctx, const WorkloadFlags& f) {
   std::chrono::milliseconds timeout{0};
   if (!f.timeout.empty()) {
@@ -375,7 +392,8 @@ Expected<int> wait_for_job(Context& ctx, const WorkloadFlags& f) {
       TPUCTL_TRY_ASSIGN(timeout, util::parse_optional_duration(f.timeout, "--timeout"));
     }
   }
-  auto wl = wait_until_done(ctx, f, f.wait_for, timeout);
+  const bool once = !f.timeout.empty() && timeout.count() == 0;
+  auto wl = once ? ended_now(ctx, f.wait_for) : wait_until_done(ctx, f, f.wait_for, timeout);
   if (!wl) {
     Error e = wl.error();
     if (e.kind == ErrorKind::not_found) {
@@ -489,6 +507,7 @@ Expected<int> run_monitor(Context& ctx, const WorkloadFlags& f) {
   remote::CancelToken cancel;
   InterruptGuard guard(cancel);
   TPUCTL_TRY(provision::monitor_workload(*store, pool, f.name, options, &cancel));
+  TPUCTL_TRY(provision::delete_after_ttl(*store, pool, f.name, options, &cancel));
   return 0;
 }
 
@@ -516,6 +535,11 @@ void setup_workload(CLI::App& group, Registry& registry) {
                    "xpk's rule: only these exit codes (e.g. 3,10-12) and 42, 127-255 restart; any "
                    "other fails at once (default: every failure restarts, up to --max-restarts)")
       ->type_name("CODES");
+  create
+      ->add_option("--ttl-seconds-after-finished", c->ttl_seconds,
+                   "delete the workload S seconds after it SUCCEEDED or FAILED (default: keep it "
+                   "until 'workload delete')")
+      ->type_name("S");
   create
       ->add_option("--max-repairs", c->max_repairs,
                    "repair a lost worker's slice up to N times, never counted in --max-restarts "
@@ -602,7 +626,8 @@ void setup_workload(CLI::App& group, Registry& registry) {
                    "wait until W ends: exit 0 SUCCEEDED, 125 FAILED, 124 timed out, 1 no such W")
       ->type_name("W");
   list->add_option("--timeout", l->timeout,
-                   "with --wait-for-job-completion: seconds, or 5m (0: no limit)")
+                   "with --wait-for-job-completion: seconds, or 5m (0: look once and return, as "
+                   "xpk; default: no limit)")
       ->type_name("T")
       ->check(timeout_duration());
 

@@ -178,8 +178,6 @@ const std::vector<CompatFlag>& compat_flags() {
       // ---- xpk workload create ----
       {"--priority", k_xpk_workload, true, A::ignore,
        "a workload runs on its cluster's slices at once; the cluster's tier orders requests", ""},
-      {"--ttl-seconds-after-finished", k_xpk_workload, true, A::ignore,
-       "finished workloads stay until 'tpuctl workload delete'", ""},
       {"--scheduler", k_xpk_workload, true, A::ignore, k_gke_only, ""},
       {"--docker-image-pull-secret", k_xpk_workload, true, A::ignore,
        "images are pulled with the workers' own registry login (docker login / podman login)", ""},

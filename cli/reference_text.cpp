@@ -71,7 +71,7 @@ const std::vector<RecordFields>& record_fields() {
       {"workload",
        "name, pool, uid, cluster, queued_resource, state, command, env ({name, value}), "
        "env_profile, fail_policy, max_restarts, termination_grace_seconds, restart_on_exit_codes, "
-       "max_repairs, repairs, restarts, attempt, "
+       "ttl_seconds_after_finished, max_repairs, repairs, restarts, attempt, "
        "recoveries, timeout_ms, "
        "deleting, created_at, started_at, attempt_started_at, recovering_since, finished_at, "
        "message, repair ({hosts, reason}), goodput ({wall_ms, provisioning_ms, queued_ms, "

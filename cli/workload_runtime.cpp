@@ -33,9 +33,14 @@ Expected<provision::MonitorOptions> monitor_options(Context& ctx, const SshFlags
 }
 
 void ensure_monitor(const Context& ctx, const provision::Workload& wl, const SshFlags& flags) {
-  if (provision::needs_monitor(wl, state::to_unix_ms(state::system_clock()()))) {
+  const int64_t now = state::to_unix_ms(state::system_clock()());
+  if (provision::needs_monitor(wl, now)) {
     spawn_detached(ctx, wl.pool, {"workload", "monitor", wl.name}, flags,
                    "workload-" + wl.name + ".log");
+  } else if (provision::ttl_expired(wl, now)) {
+    // Its --ttl-seconds-after-finished passed with no monitor left to delete it.
+    spawn_detached(ctx, wl.pool, {"workload", "delete", wl.name}, flags,
+                   "workload-" + wl.name + "-delete.log");
   }
 }
 

@@ -18,7 +18,8 @@ namespace tpuctl::cli {
 // workload drives its cluster's request in this process (drive_pool). Errors: usage.
 Expected<provision::MonitorOptions> monitor_options(Context& ctx, const SshFlags& flags);
 
-// Starts a detached monitor for `workload` when it needs one. Best effort.
+// Starts a detached monitor for `workload` when it needs one, or a detached delete when it
+// finished and its --ttl-seconds-after-finished passed. Best effort.
 void ensure_monitor(const Context& ctx, const provision::Workload& workload, const SshFlags& flags);
 
 // ensure_monitor() for every workload of the list.

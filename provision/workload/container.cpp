@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "provision/slice/provisioning.hpp"
 #include "provision/workload/workload.hpp"
 #include "remote/fanout.hpp"
 #include "remote/push.hpp"
@@ -72,8 +73,13 @@ std::string container_command(const ContainerSpec& spec, const std::string& uid,
     run += " -w " + util::shell_quote_path(dir);
   }
   run += " " + util::shell_quote(spec.image) + " /bin/sh -c " + util::shell_quote(command);
-  return "trap '" + rt + " rm -f " + name + " >/dev/null 2>&1; exit 143' HUP INT TERM; " + run +
-         " & wait $!";
+  // Stopped (the supervisor TERMs its tree, `docker run` among it, which passes the TERM on): the
+  // container gets the job's grace (-tgps) less a second, so the runtime's own KILL comes
+  // before the supervisor's; then it is removed.
+  return "trap 'g=${" + std::string(k_process_grace_var) +
+         ":-30}; [ \"$g\" -gt 1 ] && g=$((g-1)); " + rt + " stop -t \"$g\" " + name +
+         " >/dev/null 2>&1; " + rt + " rm -f " + name +
+         " >/dev/null 2>&1; exit 143' HUP INT TERM; " + run + " & wait $!";
 }
 
 std::string runtime_probe_script() {

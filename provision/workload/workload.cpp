@@ -138,6 +138,8 @@ Json to_json(const Workload& w) {
          {"termination_grace_seconds", w.termination_grace_ms / 1000},
          {"restart_on_exit_codes",
           w.restart_on_exit_codes.empty() ? Json() : Json(w.restart_on_exit_codes)},
+         {"ttl_seconds_after_finished",
+          w.ttl_after_finished_ms < 0 ? Json() : Json(w.ttl_after_finished_ms / 1000)},
          {"max_repairs", w.max_repairs},
          {"repairs", w.repairs},
          {"restarts", w.restarts},
@@ -191,6 +193,10 @@ Expected<Workload> workload_from_json(const Json& doc) {
     w.termination_grace_ms = doc.value("termination_grace_seconds", int64_t{30}) * 1000;
     if (doc.contains("restart_on_exit_codes") && doc["restart_on_exit_codes"].is_string()) {
       w.restart_on_exit_codes = doc["restart_on_exit_codes"].get<std::string>();
+    }
+    if (doc.contains("ttl_seconds_after_finished") &&
+        doc["ttl_seconds_after_finished"].is_number_integer()) {
+      w.ttl_after_finished_ms = doc["ttl_seconds_after_finished"].get<int64_t>() * 1000;
     }
     w.max_repairs = doc.value("max_repairs", 3);
     w.repairs = doc.value("repairs", 0);

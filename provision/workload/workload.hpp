@@ -86,6 +86,9 @@ struct Workload {
   // --restart-on-exit-codes as given ("3,10-12"), normalized; empty: not given (every non-zero
   // exit may restart). Given: xpk's rule (workload_policy.hpp restartable_exit).
   std::string restart_on_exit_codes;
+  // --ttl-seconds-after-finished: the finished workload is deleted this long after it ended;
+  // -1: kept until deleted.
+  int64_t ttl_after_finished_ms = -1;
   int max_repairs = 3;             // repairs of a lost worker's slice, at most (0: a loss fails it)
   int repairs = 0;                 // repairs so far (infrastructure: never counted in restarts)
   int restarts = 0;                // restarts after failures so far (bounded by max_restarts)

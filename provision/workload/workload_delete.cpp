@@ -42,6 +42,9 @@ using Ms = std::chrono::milliseconds;
 
 namespace {
 
+// A detached monitor waits for a finished workload's TTL only when it expires within this.
+constexpr int64_t k_linger_ms = 3600 * 1000;
+
 // A delete that found this monitor watching left it the lease (delete_workload): sets what
 // `change` sets in the lease's place, while the record is being deleted and the lease is still
 // this process's; nothing otherwise.
@@ -239,6 +242,43 @@ Expected<WorkloadDeletion> delete_workload(state::StateStore& store, const std::
     return removed.error();
   }
   return result;
+}
+
+bool ttl_expired(const Workload& wl, int64_t now_ms) {
+  return is_terminal(wl.state) && !wl.deleting && wl.ttl_after_finished_ms >= 0 &&
+         wl.finished_at_ms > 0 && now_ms >= wl.finished_at_ms + wl.ttl_after_finished_ms;
+}
+
+Status delete_after_ttl(state::StateStore& store, const std::string& pool, const std::string& name,
+                        const MonitorOptions& o, const remote::CancelToken* cancel) {
+  while (!(cancel && cancel->cancelled())) {
+    auto found = store.find(workload_key(pool, name));
+    if (!found) {
+      return found.error();
+    }
+    if (!*found) {
+      return tpuctl::ok(); // deleted meanwhile
+    }
+    TPUCTL_TRY_ASSIGN(Workload wl, workload_from_record(**found));
+    if (!is_terminal(wl.state) || wl.deleting || wl.ttl_after_finished_ms < 0) {
+      return tpuctl::ok();
+    }
+    const int64_t now = now_of(o);
+    if (ttl_expired(wl, now)) {
+      say(o, "deleting workload '" + name + "': its --ttl-seconds-after-finished passed");
+      auto deleted = delete_workload(store, pool, name, false, o);
+      if (!deleted && deleted.error().kind != ErrorKind::not_found) {
+        return deleted.error();
+      }
+      return tpuctl::ok();
+    }
+    const int64_t left = wl.finished_at_ms + wl.ttl_after_finished_ms - now;
+    if (left > k_linger_ms) {
+      return tpuctl::ok(); // not worth a sleeping process: the next workload command deletes it
+    }
+    sleep_for(Ms(std::clamp<int64_t>(left, 50, 30000)), cancel);
+  }
+  return tpuctl::ok();
 }
 
 } // namespace tpuctl::provision

@@ -25,6 +25,7 @@ namespace {
 using Ms = std::chrono::milliseconds;
 
 constexpr int k_max_restarts_limit = 1000;
+constexpr int64_t k_max_ttl_seconds = int64_t{366} * 24 * 3600;
 // How often a running workload's record is rewritten when nothing changed but heartbeats.
 constexpr int64_t k_refresh_ms = 5000;
 // How often the monitor reads its records (workload, queued resource) when its workers' streams
@@ -66,6 +67,12 @@ Status validate_request(const WorkloadRequest& r) {
                      std::to_string(r.termination_grace_ms / 1000) +
                      " is out of range: give 0 to " + std::to_string(k_max_grace_seconds) +
                      " (the seconds a stopped job has between TERM and KILL to checkpoint)");
+  }
+  if (r.ttl_after_finished_ms < -1 || r.ttl_after_finished_ms > k_max_ttl_seconds * 1000) {
+    problems.add(ErrorKind::usage,
+                 "--ttl-seconds-after-finished " + std::to_string(r.ttl_after_finished_ms / 1000) +
+                     " is out of range: give 0 to " + std::to_string(k_max_ttl_seconds) +
+                     " (leave it out to keep a finished workload until deleted)");
   }
   if (r.max_repairs < 0 || r.max_repairs > k_max_restarts_limit) {
     problems.add(ErrorKind::usage, "--max-repairs " + std::to_string(r.max_repairs) +
@@ -143,6 +150,7 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   wl.timeout_ms = r.timeout_ms;
   wl.termination_grace_ms = r.termination_grace_ms;
   wl.max_repairs = r.max_repairs;
+  wl.ttl_after_finished_ms = r.ttl_after_finished_ms;
   if (!r.restart_on_exit_codes.empty()) {
     wl.restart_on_exit_codes = to_string(*parse_exit_codes(r.restart_on_exit_codes));
   }

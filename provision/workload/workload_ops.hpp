@@ -38,6 +38,7 @@ struct WorkloadRequest {
   int64_t termination_grace_ms = 30000; // -tgps, 0 to k_max_grace_seconds
   std::string restart_on_exit_codes;    // "3,10-12" (parse_exit_codes); empty: not given
   int max_repairs = 3;                  // 0 to 1000
+  int64_t ttl_after_finished_ms = -1;   // -1: kept until deleted
   // xpk's --tpu-type (any form of the type) and --num-slices (0: not given): checked against
   // the cluster's, which a workload always runs on whole.
   std::string tpu_type;
@@ -84,6 +85,18 @@ Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
                                                    const std::string& pool, const std::string& name,
                                                    const MonitorOptions& options,
                                                    const remote::CancelToken* cancel = nullptr);
+
+// True when `workload` has ended and its --ttl-seconds-after-finished has passed by `now_ms`
+// (and it is not already being deleted).
+bool ttl_expired(const Workload& workload, int64_t now_ms);
+
+// The detached monitor's last duty for a finished workload with a TTL: waits until it expires
+// (reading the record at least every 30 s: a delete, or a record gone, ends the wait), then
+// deletes it as `workload delete` does. Returns at once for a workload without a TTL or not
+// finished, one whose TTL ends more than an hour from now (a workload command that finds it
+// expired starts the delete: ttl_expired), and when `cancel` is set. Errors: the delete's.
+Status delete_after_ttl(state::StateStore& store, const std::string& pool, const std::string& name,
+                        const MonitorOptions& options, const remote::CancelToken* cancel);
 
 struct WorkloadDeletion {
   Workload workload;                    // as it was

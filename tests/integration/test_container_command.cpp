@@ -30,7 +30,7 @@ fs::path fake_runtime(const fs::path& dir) {
                                    "echo \"$*\" >> \""
                                 << (dir / "calls").string()
                                 << "\"\n"
-                                   "if [ \"$1\" = rm ]; then p=$(cat \""
+                                   "if [ \"$1\" = rm ] || [ \"$1\" = stop ]; then p=$(cat \""
                                 << (dir / "runpid").string()
                                 << "\"); pkill -P \"$p\"; kill \"$p\"; exit 0; fi\n"
                                    "echo $$ > \""
@@ -73,7 +73,8 @@ TEST_CASE("container: the script's exit status is the container's; variables pas
   CHECK(calls.find(" python:3.10 /bin/sh -c ") != std::string::npos);
 }
 
-TEST_CASE("container: TERM to the script removes the container (delete and restarts leave none)") {
+TEST_CASE("container: TERM to the script stops the container with the job's grace, then removes "
+          "it (delete and restarts leave none)") {
   test::TempDir dir;
   const fs::path bin = fake_runtime(dir.path());
   provision::ContainerSpec spec{"python:3.10", "jax-tpu", "docker", false};
@@ -88,15 +89,18 @@ TEST_CASE("container: TERM to the script removes the container (delete and resta
     ::kill(std::stoi(tpuctl::test::read_file(pidfile)), SIGTERM);
   });
   util::ProcessOptions o;
-  o.env_set = {{"PATH", bin.string() + ":/usr/bin:/bin"}};
+  o.env_set = {{"PATH", bin.string() + ":/usr/bin:/bin"},
+               {"TPUCTL_TERMINATION_GRACE_SECONDS", "5"}};
   o.timeout = std::chrono::seconds(20);
   auto r = util::run_process({"/bin/sh", "-c", "echo $$ > " + pidfile.string() + "; " + script}, o);
   killer.join();
   REQUIRE(r);
   CHECK(r->exit_code == 143);
   CHECK_FALSE(r->timed_out);
-  CHECK(tpuctl::test::read_file(dir.path() / "calls").find("rm -f jax-tpu-01234567-demo-0-2") !=
-        std::string::npos);
+  const std::string calls = tpuctl::test::read_file(dir.path() / "calls");
+  // The runtime's own KILL comes a second before the supervisor's.
+  CHECK(calls.find("stop -t 4 jax-tpu-01234567-demo-0-2") != std::string::npos);
+  CHECK(calls.find("rm -f jax-tpu-01234567-demo-0-2") != std::string::npos);
 }
 
 TEST_CASE("container: hostile images, names and runtimes are refused before anything is built") {
