@@ -130,6 +130,12 @@ bool process_running(int pid) {
   return !stat_of(pid, state, ppid) || (state != 'Z' && state != 'X');
 }
 
+bool process_stopped(int pid) {
+  char state = 0;
+  int ppid = 0;
+  return pid > 0 && stat_of(pid, state, ppid) && (state == 'T' || state == 't');
+}
+
 std::vector<int> descendants(int root) {
   std::vector<int> out;
   std::vector<int> todo{root};

@@ -20,6 +20,9 @@ namespace tpuctl::util {
 
 // True while `pid` runs (a zombie, dead and waiting to be reaped, does not count).
 bool process_running(int pid);
+// True when process `pid` exists and is stopped (SIGSTOP, a debugger: state T or t): it runs
+// nothing until it is continued.
+bool process_stopped(int pid);
 
 // Every running descendant of `pid`, not `pid` itself, parents before their children. Reads
 // /proc/PID/task/TID/children; on a kernel without it, one pass over /proc's parent links.

@@ -15,9 +15,10 @@
 //   stops the workers not in the list with one session per host (a local pool's hosts: one
 //   session for them all), removes the record.
 //
-// The delete waits for the "stopping" answer for a turn plus 10 s, and for the list for the
-// grace plus 30 s; a monitor that dies lets go of its lease by dying (lease_alive), so a dead,
-// stopped or overloaded monitor costs the delete that bound, never the workload's processes.
+// The delete waits for the "stopping" answer for a turn plus 30 s (not at all from a monitor of
+// this machine that is SIGSTOPped), and for the list for the grace plus 30 s; a monitor that
+// dies lets go of its lease by dying (lease_alive), so a dead, stopped or overloaded monitor
+// costs the delete that bound at most, never the workload's processes.
 // A monitor that may be starting processes (a restart, a recovery: the record says so) is not
 // trusted with the stop: it ends at its next visit (one on this host is terminated and waited
 // for) and the delete stops everything itself. Every exit of a monitor releases a lease a
@@ -34,6 +35,7 @@
 #include "provision/workload/workload_remote.hpp"
 #include "provision/workload/workload_steps.hpp"
 #include "remote/fanout.hpp"
+#include "util/process_tree.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::provision {
@@ -74,9 +76,11 @@ std::vector<size_t> wait_for_monitor_stop(state::StateStore& store, const std::s
                                           std::chrono::milliseconds grace,
                                           const MonitorOptions& o) {
   // It notices the mark within a turn (a turn's checks of suspects take up to 5 s) and says it
-  // is stopping; from then on its answer comes within the stop's grace and its waits.
+  // is stopping; from then on its answer comes within the stop's grace and its waits. The bounds
+  // are generous (a loaded machine delays everything); a monitor on this machine that is
+  // stopped (SIGSTOP) cannot answer at all and is not waited for.
   const auto start = std::chrono::steady_clock::now();
-  const auto notice_by = start + o.poll_interval + std::chrono::seconds(10);
+  const auto notice_by = start + o.poll_interval + std::chrono::seconds(30);
   const auto answer_by = start + o.poll_interval + grace + std::chrono::seconds(30);
   int64_t revision = 0;
   for (auto now = start; now < answer_by; now = std::chrono::steady_clock::now()) {
@@ -102,7 +106,9 @@ std::vector<size_t> wait_for_monitor_stop(state::StateStore& store, const std::s
         !lease_alive(*lease, now_of(o))) {
       return {}; // it ended without an answer
     }
-    if (!w->monitor.value("stopping", false) && now >= notice_by) {
+    const bool stopped_here =
+        monitor.host == own_lease(0, Ms(0)).host && util::process_stopped(monitor.pid);
+    if (!w->monitor.value("stopping", false) && (now >= notice_by || stopped_here)) {
       spdlog::warn("workload '{}': its monitor (pid {} on {}) did not answer the delete; "
                    "stopping the workers through new sessions",
                    name, monitor.pid, monitor.host);

@@ -110,7 +110,8 @@ struct WorkloadDeletion {
 // removes its files, then its record. A live monitor of a RUNNING workload keeps its lease on the
 // mark and stops the workers through the streams it holds (no new session: a fraction of one SSH
 // round at any size); the delete waits for its answer (it says it is stopping within a turn plus
-// 10 s, and which workers it stopped within the grace plus 30 s) and stops the workers it did not
+// 30 s, and which workers it stopped within the grace plus 30 s; a monitor stopped on this
+// machine is not waited for) and stops the workers it did not
 // confirm with one new session per host. A monitor that may be starting processes (a restart, a
 // recovery) ends at its next visit to the store (one on this host is terminated and waited for),
 // and the delete stops everything itself. When a host cannot be reached the record stays (marked)

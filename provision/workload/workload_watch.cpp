@@ -18,7 +18,7 @@ namespace {
 
 constexpr milliseconds k_line_interval{3000};     // the agent's heartbeat lines
 constexpr milliseconds k_check_connect{5000};     // an independent check's connect timeout
-constexpr milliseconds k_stop_ack{5000};          // a stop's acknowledgement, at most
+constexpr milliseconds k_stop_ack{15000};         // a stop's acknowledgement, at most
 constexpr milliseconds k_stop_after_grace{15000}; // a stop's result, after its grace
 constexpr milliseconds k_reopen_interval{
     10000}; // a worker's stream is opened again at most so often

@@ -67,7 +67,7 @@ public:
 
   // Stops every worker through its stream (agent supervise-watch's stop line: TERM through
   // its supervisor, `grace`, KILL, the tag scan for orphans, then with `remove` its files) and
-  // waits for the answers: the agent's acknowledgement within 5 s, its result within `grace`
+  // waits for the answers: the agent's acknowledgement within 15 s, its result within `grace`
   // + 15 s. Returns, per worker, whether it confirmed the stop (and the removal). A worker whose
   // stream is not open, or that did not answer, is not confirmed: stop it another way.
   std::vector<bool> stop(std::chrono::milliseconds grace, const std::string& tag, bool remove);

@@ -85,3 +85,25 @@ TEST_CASE("util::processes_tagged matches the whole entry; stop_processes escala
   CHECK(process_running(pids[1])); // another value: left alone
   ::kill(pids[1], SIGKILL);
 }
+
+TEST_CASE("util::process_stopped: true while SIGSTOPped, false once continued or gone") {
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::execl("/bin/sleep", "sleep", "30", nullptr);
+    ::_exit(127);
+  }
+  CHECK(!process_stopped(child));
+  REQUIRE(::kill(child, SIGSTOP) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, WUNTRACED) == child); // stopped now, as the kernel says
+  CHECK(WIFSTOPPED(status));
+  CHECK(process_stopped(child));
+  REQUIRE(::kill(child, SIGCONT) == 0);
+  REQUIRE(::waitpid(child, &status, WCONTINUED) == child);
+  CHECK(!process_stopped(child));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, &status, 0);
+  CHECK(!process_stopped(child));
+  CHECK(!process_stopped(-1));
+}
