@@ -11,6 +11,8 @@
 #              there SIGKILLed -> a worker LOST in `workload describe` (seconds; target <= 16)
 #   cluster    cluster delete --force                                        (target <= 1 round)
 #   down       pool local-down                                               (target <= 1 round)
+#   load       seconds until the 1-minute load average is under 4, next to the least an idle
+#              machine needs from the load average at the last command (60 ln(L/4))
 #   calm       seconds from the last command until the machine is calm: the tasks running or
 #              waiting for the disk (/proc/stat procs_running + procs_blocked; the median of 10
 #              samples a second) under 4 for 5 s in a row (target <= 30; up to 120 s). The
@@ -108,6 +110,7 @@ echo "$("$tpuctl" version 2>/dev/null | head -n 1), $runs runs, a ${watch_minute
 echo
 
 round=() launch=() watch_lost=() monitor_cpu=() del=() loss=() cdel=() down=() calm=() load30=() left=()
+la_under4=() la_idle=()
 for run in $(seq "$runs"); do
   scratch=$(mktemp -d /tmp/tpuctl-wscale-XXXXXX)
   export HOME=$scratch XDG_STATE_HOME=$scratch/state XDG_CONFIG_HOME=$scratch/config
@@ -171,6 +174,7 @@ for run in $(seq "$runs"); do
   timed "$tpuctl" pool local-down --force
   down+=("$(ratio "$ms" "$one")")
   last=$(now_ms)
+  la_last=$(awk '{print $1}' /proc/loadavg)
   left+=("$(through_pool | wc -l)")
   # The machine is calm once, for 5 s in a row, the median over each second of the tasks that
   # run or wait for the disk (procs_running + procs_blocked, 10 samples a second) is under 4.
@@ -190,6 +194,11 @@ for run in $(seq "$runs"); do
   ((streak >= 5)) && quiet=$since
   calm+=("$(awk -v ms=$((${quiet:-$((last + 120000))} - last)) 'BEGIN {printf "%.0f", ms / 1000}')")
   load30+=("$(awk '{print $1}' /proc/loadavg)")
+  # The 1-minute load average itself: the kernel's exponential average (time constant 60 s)
+  # falls from L to 4 in no less than 60 ln(L/4) s even on an idle machine; next to that bound.
+  while (($(now_ms) < last + 300000)) && awk '{exit !($1 >= 4)}' /proc/loadavg; do sleep 1; done
+  la_under4+=("$(awk -v ms=$(($(now_ms) - last)) 'BEGIN {printf "%.0f", ms / 1000}')")
+  la_idle+=("$(awk -v l="$la_last" 'BEGIN {printf "%.0f", l > 4 ? 60 * log(l / 4) : 0}')")
   echo "workload_scale.sh: run $run: launch ${launch[-1]}, delete ${del[-1]}, cluster delete ${cdel[-1]}, local-down ${down[-1]} rounds; monitor ${monitor_cpu[-1]} % of a core; load under 4 after ${calm[-1]} s; ${left[-1]} left" >&2
   cleanup
 done
@@ -206,4 +215,6 @@ echo "| cluster delete --force, rounds | $(cell "${cdel[@]}") | <= 1 |"
 echo "| pool local-down, rounds | $(cell "${down[@]}") | <= 1 |"
 echo "| last command -> runnable tasks under 4 (5 s in a row), s | $(cell "${calm[@]}") | <= 30 |"
 echo "| 1-minute load average then | $(cell "${load30[@]}") | |"
+echo "| last command -> 1-minute load average under 4, s | $(cell "${la_under4[@]}") | <= 30 |"
+echo "| ... an idle machine's decay from the load average at the last command, s | $(cell "${la_idle[@]}") | |"
 echo "| processes left with the pool's tag after local-down | $(cell "${left[@]}") | 0 |"

@@ -20,6 +20,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <unistd.h>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -194,7 +195,8 @@ TEST_CASE("chaos: a --worker=all broadcast over 32 hosts while workers' sshd are
   const std::set<int> victims(order.begin(), order.begin() + 6);
 
   // Round 1: the command is running everywhere when the sshd processes are hit.
-  const std::string mark = "chaos-" + std::to_string(seed);
+  // This process's own marker: a second copy of the suite may run the same seed at once.
+  const std::string mark = "chaos-" + std::to_string(seed) + "-" + std::to_string(::getpid());
   auto marker = [&](int worker) { return mark + ":" + std::to_string(worker) + ":"; };
   auto running = [&](int worker) { return !processes_with_marker(marker(worker)).empty(); };
   const auto t0 = Clock::now();

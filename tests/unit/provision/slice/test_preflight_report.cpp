@@ -2,6 +2,7 @@
 #include <fstream>
 #include <signal.h>
 #include <thread>
+#include <unistd.h>
 
 #include <doctest/doctest.h>
 
@@ -135,22 +136,27 @@ TEST_CASE("provision::stop_tagged_processes_script waits the grace a process car
           "then KILLs what ignores TERM") {
   tpuctl::test::TempDir tmp;
   const std::string done = (tmp.path() / "checkpoint").string();
-  // One checkpoints for 1 s on TERM (its grace: 3 s); one ignores TERM (its grace: 1 s).
+  // This process's own tag: a second copy of the suite runs the same test at the same time.
+  const std::string g = tmp.path().filename().string();
+  // One checkpoints for 0.5 s on TERM (its grace: 5 s); one ignores TERM (its grace: 1 s).
   auto start = tpuctl::util::run_process(
       {"/bin/sh", "-c",
-       "TPUCTL_TEST_GRACE=g TPUCTL_TERMINATION_GRACE_SECONDS=3 setsid sh -c \"trap 'sleep 1; "
-       "echo saved > " +
+       "TPUCTL_TEST_GRACE=" + g +
+           " TPUCTL_TERMINATION_GRACE_SECONDS=5 setsid sh -c \"trap 'sleep 0.5; "
+           "echo saved > " +
            done +
            "; exit 0' TERM; while :; do sleep 0.05; done\" "
            ">/dev/null 2>&1 & echo $!; "
-           "TPUCTL_TEST_GRACE=g TPUCTL_TERMINATION_GRACE_SECONDS=1 setsid sh -c \"trap '' TERM; "
+           "TPUCTL_TEST_GRACE=" +
+           g +
+           " TPUCTL_TERMINATION_GRACE_SECONDS=1 setsid sh -c \"trap '' TERM; "
            "while :; do sleep 0.05; done\" >/dev/null 2>&1 & echo $!"},
       tpuctl::util::ProcessOptions{});
   REQUIRE(start);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   // The caller's own grace is 0.1 s: the processes' longer one wins.
   auto stop = tpuctl::util::run_process(
-      {"/bin/sh", "-c", stop_tagged_processes_script("TPUCTL_TEST_GRACE", "g", 100)},
+      {"/bin/sh", "-c", stop_tagged_processes_script("TPUCTL_TEST_GRACE", g, 100)},
       tpuctl::util::ProcessOptions{});
   REQUIRE(stop);
   CHECK(tpuctl::test::read_file(done) == "saved\n"); // the checkpoint was written in its grace
@@ -158,26 +164,29 @@ TEST_CASE("provision::stop_tagged_processes_script waits the grace a process car
   CHECK(stop->out.find("killed 0") == std::string::npos);
   // (a sleep of 0.05 s a KILLed shell left ends by itself)
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!tpuctl::util::processes_tagged("TPUCTL_TEST_GRACE=g").empty() &&
+  while (!tpuctl::util::processes_tagged("TPUCTL_TEST_GRACE=" + g).empty() &&
          std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  CHECK(tpuctl::util::processes_tagged("TPUCTL_TEST_GRACE=g").empty());
+  CHECK(tpuctl::util::processes_tagged("TPUCTL_TEST_GRACE=" + g).empty());
 }
 
 TEST_CASE("provision::stop_tagged_processes_script kills exactly the tagged processes (real sh)") {
-  // Two sleepers: one with the exact tag, one whose value only starts with it.
-  auto start = tpuctl::util::run_process(
-      {"/bin/sh", "-c",
-       "TPUCTL_TEST_TAG='t$(x)1' setsid sleep 30 >/dev/null 2>&1 & echo $!; "
-       "TPUCTL_TEST_TAG='t$(x)12' setsid sleep 30 >/dev/null 2>&1 & echo $!"},
-      tpuctl::util::ProcessOptions{});
+  // Two sleepers: one with the exact tag, one whose value only starts with it. The value is this
+  // process's own (a second copy of the suite runs the same test at the same time).
+  const std::string v = "t$(x)" + std::to_string(::getpid());
+  auto start = tpuctl::util::run_process({"/bin/sh", "-c",
+                                          "TPUCTL_TEST_TAG='" + v +
+                                              "' setsid sleep 30 >/dev/null 2>&1 & echo $!; "
+                                              "TPUCTL_TEST_TAG='" +
+                                              v + "2' setsid sleep 30 >/dev/null 2>&1 & echo $!"},
+                                         tpuctl::util::ProcessOptions{});
   REQUIRE(start);
   auto pids = tpuctl::util::split(std::string(tpuctl::util::trim(start->out)), '\n');
   REQUIRE(pids.size() == 2);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   auto stop = tpuctl::util::run_process(
-      {"/bin/sh", "-c", stop_tagged_processes_script("TPUCTL_TEST_TAG", "t$(x)1", 500)},
+      {"/bin/sh", "-c", stop_tagged_processes_script("TPUCTL_TEST_TAG", v, 500)},
       tpuctl::util::ProcessOptions{});
   REQUIRE(stop);
   CHECK(stop->out == "terminated 1 killed 0\n");
