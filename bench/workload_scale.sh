@@ -198,7 +198,7 @@ for run in $(seq "$runs"); do
   # falls from L to 4 in no less than 60 ln(L/4) s even on an idle machine; next to that bound.
   while (($(now_ms) < last + 300000)) && awk '{exit !($1 >= 4)}' /proc/loadavg; do sleep 1; done
   la_under4+=("$(awk -v ms=$(($(now_ms) - last)) 'BEGIN {printf "%.0f", ms / 1000}')")
-  la_idle+=("$(awk -v l="$la_last" 'BEGIN {printf "%.0f", l > 4 ? 60 * log(l / 4) : 0}')")
+  la_idle+=("$(awk -v l="$la_last" 'BEGIN {printf "%.0f", (l > 4) ? 60 * log(l / 4) : 0}')")
   echo "workload_scale.sh: run $run: launch ${launch[-1]}, delete ${del[-1]}, cluster delete ${cdel[-1]}, local-down ${down[-1]} rounds; monitor ${monitor_cpu[-1]} % of a core; load under 4 after ${calm[-1]} s; ${left[-1]} left" >&2
   cleanup
 done
