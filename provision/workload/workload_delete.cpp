@@ -139,8 +139,7 @@ Expected<std::optional<Workload>> stop_for_delete(state::StateStore& store, cons
   // Tell the delete this monitor is at it (it waits for the answer only so long otherwise).
   TPUCTL_TRY(answer_delete(store, wl.pool, wl.name,
                            [](nlohmann::json& monitor) { monitor["stopping"] = true; }));
-  const auto confirmed =
-      watch.stop(grace_of(wl), std::string(k_workload_uid_var) + "=" + wl.uid, true);
+  const auto confirmed = watch.stop(grace_of(wl), workload_tag(wl), true);
   std::vector<size_t> stopped;
   for (size_t i = 0; i < confirmed.size(); ++i) {
     if (confirmed[i]) {
@@ -204,18 +203,11 @@ Expected<WorkloadDeletion> delete_workload(state::StateStore& store, const std::
       static_cast<size_t>(std::count(stopped_by_monitor.begin(), stopped_by_monitor.end(), true));
   auto plans = plan_workload(store, before);
   if (plans) {
-    // What the monitor did not confirm: one session per host (in order of first appearance),
-    // stop, then remove the files there.
+    // What the monitor did not confirm: one session per host, stop, then remove the files there.
     std::vector<WorkerPlan> left;
     for (size_t i = 0; i < plans->size(); ++i) {
       if (i >= stopped_by_monitor.size() || !stopped_by_monitor[i]) {
         left.push_back((*plans)[i]);
-      }
-    }
-    std::vector<std::string> hosts;
-    for (const auto& p : left) {
-      if (std::find(hosts.begin(), hosts.end(), p.host) == hosts.end()) {
-        hosts.push_back(p.host);
       }
     }
     std::vector<remote::HostResult> stopped;
@@ -225,7 +217,7 @@ Expected<WorkloadDeletion> delete_workload(state::StateStore& store, const std::
     for (const auto& r : stopped) {
       if (!r.succeeded()) {
         result.unreachable.push_back(
-            (r.index < hosts.size() ? hosts[r.index] : r.host) + " (" +
+            r.host + " (" +
             (r.error.empty() ? std::string(remote::to_string(r.outcome)) : r.error) + ")");
       }
     }

@@ -245,7 +245,7 @@ void stop_attempt(const Workload& wl, const std::vector<WorkerPlan>& plans, Work
                   const MonitorOptions& o) {
   std::vector<bool> confirmed(plans.size(), false);
   if (watch != nullptr) {
-    confirmed = watch->stop(grace_of(wl), std::string(k_workload_uid_var) + "=" + wl.uid, false);
+    confirmed = watch->stop(grace_of(wl), workload_tag(wl), false);
   }
   std::vector<WorkerPlan> left;
   for (size_t i = 0; i < plans.size(); ++i) {

@@ -193,11 +193,10 @@ std::string stop_command(const Workload& wl, const std::vector<WorkerPlan>& grou
   // tag scan only where that fails: the agent is missing (a host that lost its files) or older
   // than supervise-stop (pushed by an earlier tpuctl).
   const std::string agent = agent_of(on);
-  std::string script =
-      "{ [ -x " + agent + " ] && " + agent + " agent supervise-stop --format json --grace " +
-      std::to_string(grace_ms) + "ms --tag " +
-      util::shell_quote(std::string(k_workload_uid_var) + "=" + wl.uid) + dirs + "; } || {\n" +
-      stop_tagged_processes_script(k_workload_uid_var, wl.uid, grace_ms) + "}";
+  std::string script = "{ [ -x " + agent + " ] && " + agent +
+                       " agent supervise-stop --format json --grace " + std::to_string(grace_ms) +
+                       "ms --tag " + util::shell_quote(workload_tag(wl)) + dirs + "; } || {\n" +
+                       stop_tagged_processes_script(k_workload_uid_var, wl.uid, grace_ms) + "}";
   if (remove_files) {
     script += " && rm -rf --";
     for (const auto& f : files) {
@@ -240,7 +239,7 @@ Expected<std::vector<remote::HostResult>> stop_workers(const Workload& wl,
     for (size_t k = 0; k < hosts.size(); ++k) {
       if (hosts[k].host == host.host) {
         r.index = k;
-        r.host = host.target.display_name();
+        r.host = host.host; // the pool's name for it, as errors name hosts
         results[k] = std::move(r);
       }
     }

@@ -20,6 +20,11 @@
 namespace tpuctl::provision {
 
 inline constexpr const char* k_workload_uid_var = "TPUCTL_WORKLOAD_UID";
+// The tag every process of the workload carries (VAR=uid): what a stop finds orphans by.
+inline std::string workload_tag(const Workload& wl) {
+  return std::string(k_workload_uid_var) + "=" + wl.uid;
+}
+
 // The workload's grace between TERM and KILL (-tgps).
 inline std::chrono::milliseconds grace_of(const Workload& wl) {
   return std::chrono::milliseconds(wl.termination_grace_ms);
@@ -56,7 +61,7 @@ WorkerObservation parse_observation(const std::string& out);
 // whose agent is missing. With `remove_files` (a delete), each host whose processes were stopped
 // also removes the workload's files, in the same session. Hosts of a local pool (this machine:
 // WorkerPlan::this_machine) share one session for up to 256 workers. Per-host results, in the
-// order the hosts first appear in `plans` (index: that position).
+// order the hosts first appear in `plans` (index: that position; host: the pool host's name).
 Expected<std::vector<remote::HostResult>> stop_workers(const Workload& workload,
                                                        const std::vector<WorkerPlan>& plans,
                                                        const remote::SshOptions& ssh,
