@@ -50,6 +50,21 @@ std::string listing(const std::vector<int>& pids) {
   return out;
 }
 
+// The detached monitor (its pid, alone in the vector), once it hears all `workers` through their
+// streams; waits up to `limit` (required).
+std::vector<int> watching_monitor(const WorkloadEnv& env, size_t workers,
+                                  std::chrono::seconds limit) {
+  std::vector<int> monitor;
+  REQUIRE(tpuctl::test::wait_until(
+      [&] {
+        monitor = named(processes_with_marker(env.dir.path().string()), "monitor");
+        return monitor.size() == 1 &&
+               named(pool_processes(env), "supervise-watch").size() == workers;
+      },
+      limit));
+  return monitor;
+}
+
 // What is left of the workload `uid` in the hosts' work directories.
 std::vector<std::string> files_of(const WorkloadEnv& env, const std::string& uid) {
   std::vector<std::string> out;
@@ -75,14 +90,7 @@ TEST_CASE("workload at 64 workers: a monitor stopped for 30 s loses no worker; a
   REQUIRE(wl["workers"].size() == 64);
   CHECK(wl["running"] == 64);
 
-  // The detached monitor, once it hears every worker through its stream.
-  std::vector<int> monitor;
-  REQUIRE(tpuctl::test::wait_until(
-      [&] {
-        monitor = named(processes_with_marker(env.dir.path().string()), "monitor");
-        return monitor.size() == 1 && named(pool_processes(env), "supervise-watch").size() == 64;
-      },
-      std::chrono::seconds(120)));
+  const std::vector<int> monitor = watching_monitor(env, 64, std::chrono::seconds(120));
 
   REQUIRE(::kill(monitor[0], SIGSTOP) == 0);
   std::this_thread::sleep_for(std::chrono::seconds(30));
@@ -126,13 +134,7 @@ TEST_CASE("workload delete: a monitor that cannot answer (stopped) does not hold
   auto made = env.run({"cluster", "create", "--cluster", "small", "--tpu-type", "v5litepod-16"});
   REQUIRE_MESSAGE(made.exit_code == 0, made.err);
   const std::string uid = env.create_workload("small", "held", "sleep 600");
-  std::vector<int> monitor;
-  REQUIRE(tpuctl::test::wait_until(
-      [&] {
-        monitor = named(processes_with_marker(env.dir.path().string()), "monitor");
-        return monitor.size() == 1 && named(pool_processes(env), "supervise-watch").size() == 4;
-      },
-      std::chrono::seconds(60)));
+  const std::vector<int> monitor = watching_monitor(env, 4, std::chrono::seconds(60));
   REQUIRE(::kill(monitor[0], SIGSTOP) == 0);
   auto del = env.run_json({"workload", "delete", "held"});
   ::kill(monitor[0], SIGCONT);
