@@ -9,7 +9,8 @@
 #   bench/fuzz.sh --runs N [TARGET...]    replay them, then N new inputs per target (the smoke of
 #                                         scripts/test.sh: seconds in all, whatever the machine)
 # Environment: FUZZ_BUILD_DIR (build-fuzz), FUZZ_SCRATCH (build-fuzz/scratch), FUZZ_JOBS (build
-# parallelism, 2). Exit status: 0 when every target ran clean, 1 on a finding (its log is printed).
+# parallelism, 2), FUZZ_SEED (the --runs smoke's seed, 1). Exit status: 0 when every target ran
+# clean, 1 on a finding (its log is printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=""
@@ -83,9 +84,12 @@ for t in "${targets[@]}"; do
     limits=(-max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
             -artifact_prefix="$scratch/artifacts/$t/")
     if [[ -n $runs ]]; then
-      # -runs counts the corpus replay too: replay it all, then $runs new inputs.
+      # -runs counts the corpus replay too: replay it all, then $runs new inputs. The smoke is a
+      # test, so its new inputs are the same on every run (FUZZ_SEED, 1): finding bugs by chance
+      # is the timed mode's job, and what it finds becomes a file in fuzz/regressions/.
       corpus_files=$(find "${dirs[@]}" -type f | wc -l)
-      "$bin" "${limits[@]}" -runs=$((corpus_files + runs)) "${dirs[@]}" >>"$log" 2>&1 || status=$?
+      "$bin" "${limits[@]}" -seed="${FUZZ_SEED:-1}" -runs=$((corpus_files + runs)) "${dirs[@]}" \
+        >>"$log" 2>&1 || status=$?
     elif [[ $seconds -eq 0 ]]; then
       "$bin" "${limits[@]}" -runs=0 "${dirs[@]}" >>"$log" 2>&1 || status=$?
     else

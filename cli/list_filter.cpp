@@ -411,9 +411,14 @@ Expected<std::vector<std::string>> parse_value_format(std::string_view format) {
   }
   std::vector<std::string> fields;
   for (auto& f : util::split(format.substr(paren + 1, format.size() - paren - 2), ',')) {
-    std::string name(util::trim(f));
-    // gcloud's table(name:label=NAME, state.state:sort=1): the field is what precedes ':'.
-    name = name.substr(0, name.find(':'));
+    // gcloud's table(name:label=NAME, state.state:sort=1): the field is what precedes ':',
+    // without the blanks around it.
+    const std::string name(util::trim(f.substr(0, f.find(':'))));
+    if (name.find_first_of(" \t\n\r\f\v") != std::string::npos) {
+      return usage_error("--format '" + std::string(format) + "': field '" + name +
+                         "' has a blank inside (fields are names like 'state' or "
+                         "'labels.team', separated by ',')");
+    }
     if (!name.empty()) {
       fields.push_back(name);
     }

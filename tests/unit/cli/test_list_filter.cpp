@@ -134,4 +134,11 @@ TEST_CASE("cli::parse_value_format takes gcloud's table(field:attributes, ...) t
         std::vector<std::string>{"name", "state.state"});
   CHECK(!parse_value_format("table(name"));
   CHECK(!parse_value_format("table()"));
+  // Blanks around a field and before its ':' are not part of its name; blanks inside one are
+  // an error, never a field no row has.
+  CHECK(*parse_value_format("table( name :label=NAME , state.state :sort=1)") ==
+        std::vector<std::string>{"name", "state.state"});
+  const auto inner = parse_value_format("value(ame :ta,am  e)");
+  REQUIRE(!inner);
+  CHECK(inner.error().message.find("'am  e' has a blank inside") != std::string::npos);
 }
