@@ -111,7 +111,7 @@ for run in $(seq "$runs"); do
   fresh_home
   "$tpuctl" pool local-up --hosts 12 --shape 4x12 --address-base 127.171.0.2 >/dev/null
   "$tpuctl" cluster create --cluster demo --tpu-type v5litepod-16 --num-slices 2 >/dev/null
-  "$tpuctl" workload create --cluster demo --workload train --max-restarts 1 \
+  "$tpuctl" workload create --cluster demo --workload train --max-restarts 1 --num-slices 2 \
     --command 'sleep 3600' >/dev/null
   wait_status train '^RUNNING 0 8 8$' 30 >/dev/null || ok=0
   sleep 2 # a little running time, so the lost attempt shows in goodput

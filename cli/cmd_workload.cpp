@@ -25,6 +25,7 @@
 #include "provision/slice/slice_workers.hpp"
 #include "provision/slice/worker_select.hpp"
 #include "provision/workload/workload_ops.hpp"
+#include "provision/workload/workload_queue.hpp"
 #include "provision/workload/workload_remote.hpp"
 #include "util/strings.hpp"
 #include "util/time_text.hpp"
@@ -55,9 +56,10 @@ struct WorkloadFlags {
   int max_repairs = 3;
   std::optional<int64_t> ttl_seconds; // --ttl-seconds-after-finished (none: kept until deleted)
   // xpk's forms
-  std::string flag_name; // --workload W, for the positional W
-  std::string tpu_type;  // --tpu-type / --device-type: checked against the cluster's
-  int num_slices = 0;    // --num-slices: checked against the cluster's (0: not given)
+  std::string flag_name;        // --workload W, for the positional W
+  std::string tpu_type;         // --tpu-type / --device-type: checked against the cluster's
+  std::string num_slices = "1"; // --num-slices: N of the cluster's slices, or all
+  std::string priority = "medium";
   std::string env_file;
   std::string docker_image, base_docker_image, script_dir, docker_name = "jax-tpu";
   std::string container_runtime = "auto";
@@ -135,7 +137,13 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   }
   r.dry_run = f.dry_run;
   r.tpu_type = f.tpu_type;
-  r.num_slices = f.num_slices;
+  if (util::to_lower(f.num_slices) == "all") {
+    r.num_slices = provision::k_all_slices;
+  } else {
+    TPUCTL_TRY_ASSIGN(const int64_t n, util::parse_int(f.num_slices, "--num-slices", 1, 1024));
+    r.num_slices = static_cast<int>(n);
+  }
+  TPUCTL_TRY_ASSIGN(r.priority, provision::parse_priority(f.priority));
   TPUCTL_TRY_ASSIGN(r.env, provision::parse_env_items(f.env));
   if (!f.env_file.empty()) {
     TPUCTL_TRY_ASSIGN(auto more, read_env_file(f.env_file));
@@ -575,9 +583,16 @@ void setup_workload(CLI::App& group, Registry& registry) {
       ->add_option("--tpu-type,--device-type", c->tpu_type,
                    "checked against the cluster's type (xpk's form; optional here)")
       ->type_name("TYPE");
-  create->add_option("--num-slices", c->num_slices, "checked against the cluster's slices")
-      ->type_name("N")
-      ->check(count_in(1, 1024));
+  create
+      ->add_option("--num-slices", c->num_slices,
+                   "how many of the cluster's slices it runs on: N (default 1, as xpk) or all")
+      ->type_name("N|all")
+      ->check(count_or(1, 1024, "all"));
+  create
+      ->add_option("--priority", c->priority,
+                   "very-low, low, medium (default), high or very-high: the queue's order, and "
+                   "what it may evict")
+      ->type_name("P");
   const char* image = "Container image";
   create->add_option("--docker-image", c->docker_image, "run the command in this image, as is")
       ->type_name("IMAGE")

@@ -176,8 +176,6 @@ const std::vector<CompatFlag>& compat_flags() {
       {"--dry-run", "cluster list|cluster describe|workload list|workload describe", false,
        A::ignore, "this command changes nothing", ""},
       // ---- xpk workload create ----
-      {"--priority", k_xpk_workload, true, A::ignore,
-       "a workload runs on its cluster's slices at once; the cluster's tier orders requests", ""},
       {"--scheduler", k_xpk_workload, true, A::ignore, k_gke_only, ""},
       {"--docker-image-pull-secret", k_xpk_workload, true, A::ignore,
        "images are pulled with the workers' own registry login (docker login / podman login)", ""},

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "cli/qr_view.hpp"
+#include "provision/workload/workload_queue.hpp"
 #include "state/store.hpp"
 #include "util/strings.hpp"
 #include "util/time_text.hpp"
@@ -26,7 +27,8 @@ std::string goodput_line(const provision::Goodput& g) {
   std::snprintf(pct, sizeof pct, "%.1f%%", g.goodput * 100.0);
   return std::string("goodput: ") + pct + " of " + d(g.wall_ms) + " (running " + d(g.running_ms) +
          ", lost " + d(g.lost_ms) + ", recovering " + d(g.recovering_ms) + ", queued " +
-         d(g.queued_ms) + ", provisioning " + d(g.provisioning_ms) + ")";
+         d(g.queued_ms) + ", provisioning " + d(g.provisioning_ms) +
+         (g.evicted_ms > 0 ? ", evicted " + d(g.evicted_ms) : std::string()) + ")";
 }
 
 Json workload_worker_json(const provision::WorkloadWorker& w) {
@@ -51,12 +53,15 @@ Json workload_json(const provision::Workload& w) {
       {"started_at_ms", {"started_at", w.started_at_ms}},
       {"attempt_started_ms", {"attempt_started_at", w.attempt_started_ms}},
       {"recovering_since_ms", {"recovering_since", w.recovering_since_ms}},
+      {"head_since_ms", {"head_of_queue_since", w.head_since_ms}},
+      {"admitted_at_ms", {"admitted_at", w.admitted_at_ms}},
       {"finished_at_ms", {"finished_at", w.finished_at_ms}}};
   Json j = Json::object();
   for (auto it = stored.begin(); it != stored.end(); ++it) {
     if (auto t = times.find(it.key()); t != times.end()) {
       j[t->second.first] = time_json(t->second.second);
-    } else if (it.key() != "monitor" && it.key() != "workers" && it.key() != "time") {
+    } else if (it.key() != "monitor" && it.key() != "workers" && it.key() != "time" &&
+               it.key() != "priority_value") {
       // ("time" is the monitor's bookkeeping: "goodput" below is what it adds up to)
       j[it.key()] = it.value();
     }
@@ -68,6 +73,7 @@ Json workload_json(const provision::Workload& w) {
     running += x.state == WorkerState::running ? 1 : 0;
   }
   j["repair"] = w.repair.empty() ? Json() : Json(w.repair); // null when none is under way
+  j["queue_position"] = w.queue_position > 0 ? Json(w.queue_position) : Json(); // null: not queued
   j["goodput"] = provision::to_json(provision::goodput_of(w, now_ms()));
   j["running"] = running;
   j["worker_count"] = static_cast<int>(w.workers.size());
@@ -75,13 +81,12 @@ Json workload_json(const provision::Workload& w) {
   return j;
 }
 
-const std::vector<Column> k_workload_columns = {{"NAME", "name"},
-                                                {"CLUSTER", "cluster"},
-                                                {"STATE", "state"},
-                                                {"RUNNING", "running"},
-                                                {"WORKER_COUNT", "worker_count"},
-                                                {"RESTARTS", "restarts"},
-                                                {"CREATED_AT", "created_at"}};
+const std::vector<Column> k_workload_columns = {
+    {"NAME", "name"},         {"CLUSTER", "cluster"},
+    {"STATE", "state"},       {"PRIORITY", "priority"},
+    {"SLICES", "slices"},     {"POSITION", "queue_position"},
+    {"RUNNING", "running"},   {"WORKER_COUNT", "worker_count"},
+    {"RESTARTS", "restarts"}, {"CREATED_AT", "created_at"}};
 
 void print_workload(std::ostream& os, const provision::Workload& w) {
   os << "workload " << w.name << " on cluster " << w.cluster << ": " << to_string(w.state);
@@ -91,9 +96,25 @@ void print_workload(std::ostream& os, const provision::Workload& w) {
   if (w.recoveries > 0) {
     os << " (recovered " << w.recoveries << "x)";
   }
+  if (w.evictions > 0) {
+    os << " (evicted " << w.evictions << "x)";
+  }
+  os << "\npriority " << provision::priority_name(w.priority) << ", "
+     << util::counted(static_cast<size_t>(w.num_slices > 0 ? w.num_slices : 0), "slice");
+  if (!w.slices.empty()) {
+    std::vector<std::string> held;
+    for (int s : w.slices) {
+      held.push_back(std::to_string(s));
+    }
+    os << " (holds " << util::join(held, ",") << ")";
+  }
   os << "\ncommand: " << util::printable(w.command) << "\n";
   if (!w.message.empty()) {
-    os << (w.state == WorkloadState::failed ? "error: " : "") << w.message << "\n";
+    os << (w.state == WorkloadState::failed ? "error: " : "")
+       << (w.state == WorkloadState::queued
+               ? "queued (position " + std::to_string(w.queue_position) + "): "
+               : std::string())
+       << w.message << "\n";
   }
   os << goodput_line(provision::goodput_of(w, now_ms())) << "\n";
   std::vector<std::vector<std::string>> rows;
@@ -190,7 +211,7 @@ void print_cluster(std::ostream& os, const Json& j) {
               g.value("wall_ms", int64_t{0}), g.value("provisioning_ms", int64_t{0}),
               g.value("queued_ms", int64_t{0}), g.value("recovering_ms", int64_t{0}),
               g.value("running_ms", int64_t{0}), g.value("lost_ms", int64_t{0}),
-              g.value("goodput", 0.0)})
+              g.value("goodput", 0.0), g.value("evicted_ms", int64_t{0})})
        << " over its workloads\n";
   }
 }

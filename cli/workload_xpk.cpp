@@ -65,11 +65,12 @@ bool matches(const WorkloadFilter& f, const provision::Workload& w) {
   if (!f.job.empty() && w.name.find(f.job) == std::string::npos) {
     return false;
   }
+  // xpk: RUNNING is admitted with pods running; QUEUED is waiting for (or just given) its quota.
   if (f.status == "running") {
-    return w.state == S::running;
+    return w.state == S::running || w.state == S::recovering || w.state == S::evicting;
   }
   if (f.status == "queued") {
-    return w.state == S::pending;
+    return w.state == S::queued || w.state == S::pending;
   }
   if (f.status == "finished") {
     return provision::is_terminal(w.state);

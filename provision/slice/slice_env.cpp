@@ -1,5 +1,7 @@
 #include "provision/slice/slice_env.hpp"
 
+#include <algorithm>
+
 #include "provision/slice/slice_workers.hpp"
 #include "topology/accelerator_type.hpp"
 
@@ -43,7 +45,7 @@ Expected<HostEntry> worker_host(const QueuedResource& qr, int node_index, int wo
 }
 
 Expected<SliceEnvInput> slice_env_input(const QueuedResource& qr, int node_index, int worker,
-                                        const PoolView& pool) {
+                                        const PoolView& pool, const std::vector<int>& job_nodes) {
   TPUCTL_TRY_ASSIGN(HostEntry host, worker_host(qr, node_index, worker, pool));
   TPUCTL_TRY_ASSIGN(topology::AcceleratorType type,
                     topology::parse_accelerator_type(qr.accelerator_type));
@@ -54,14 +56,32 @@ Expected<SliceEnvInput> slice_env_input(const QueuedResource& qr, int node_index
   for (const auto& w : node.workers) {
     in.hostnames.push_back(w.address);
   }
-  in.slice_id = node_index;
-  in.num_slices = static_cast<int>(qr.nodes.size());
-  if (!qr.nodes.front().workers.empty()) {
-    in.megascale_coordinator = qr.nodes.front().workers.front().address;
+  std::vector<int> job = job_nodes;
+  if (job.empty()) {
+    for (size_t i = 0; i < qr.nodes.size(); ++i) {
+      job.push_back(static_cast<int>(i));
+    }
+  }
+  const auto at = std::find(job.begin(), job.end(), node_index);
+  if (at == job.end()) {
+    return Error(ErrorKind::failure, "node " + std::to_string(node_index) + " of '" + qr.id +
+                                         "' is not one of the job's slices");
+  }
+  for (int n : job) {
+    if (n < 0 || static_cast<size_t>(n) >= qr.nodes.size()) {
+      return Error(ErrorKind::failure, "'" + qr.id + "' has no node " + std::to_string(n) +
+                                           " (it has " + std::to_string(qr.nodes.size()) + ")");
+    }
+  }
+  in.slice_id = static_cast<int>(at - job.begin());
+  in.num_slices = static_cast<int>(job.size());
+  const QrNode& first = qr.nodes[static_cast<size_t>(job.front())];
+  if (!first.workers.empty()) {
+    in.megascale_coordinator = first.workers.front().address;
   }
   if (in.num_slices > 1) {
-    for (const auto& n : qr.nodes) {
-      for (const auto& w : n.workers) {
+    for (int n : job) {
+      for (const auto& w : qr.nodes[static_cast<size_t>(n)].workers) {
         in.job_hostnames.push_back(w.address);
       }
     }

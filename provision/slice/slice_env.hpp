@@ -23,9 +23,13 @@ std::string agent_sha256(const QueuedResource& qr);
 // The worker_env input of worker `worker` of node `node_index`: the node's hostnames (peer
 // addresses) in worker order, TPU_NAME = node id, one slice per node (MEGASCALE_* when the
 // request has several nodes), the agent directory on that worker's host, TPUCTL_QR_UID.
+// `job_nodes` (node indices, node_index among them) makes only those nodes the job: a workload
+// holding some slices of its cluster numbers them 0..n-1 (MEGASCALE_SLICE_ID, _NUM_SLICES and
+// the coordinator over them alone); empty: every node of the request.
 // Errors: failure when the request has no such node or worker, or names a host the pool lacks.
 Expected<SliceEnvInput> slice_env_input(const QueuedResource& qr, int node_index, int worker,
-                                        const PoolView& pool);
+                                        const PoolView& pool,
+                                        const std::vector<int>& job_nodes = {});
 
 // The pool host record behind worker `worker` of node `node_index`. Errors: as slice_env_input.
 Expected<HostEntry> worker_host(const QueuedResource& qr, int node_index, int worker,

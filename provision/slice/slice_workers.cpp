@@ -54,7 +54,15 @@ Expected<std::vector<WorkerPlan>> plan_workers(const TargetNodes& target, const 
                      qr.id + "')");
   }
   std::vector<int> nodes = target.node_indices;
-  if (util::to_lower(selection.node) != "all") {
+  if (!selection.job_nodes.empty()) {
+    nodes = selection.job_nodes;
+    for (int n : nodes) {
+      if (n < 0 || static_cast<size_t>(n) >= qr.nodes.size()) {
+        return Error(ErrorKind::failure, "'" + qr.id + "' has no slice " + std::to_string(n) +
+                                             " (it has " + std::to_string(qr.nodes.size()) + ")");
+      }
+    }
+  } else if (util::to_lower(selection.node) != "all") {
     nodes.clear();
     for (int i : target.node_indices) {
       if (qr.nodes[static_cast<size_t>(i)].id == selection.node) {
@@ -84,7 +92,7 @@ Expected<std::vector<WorkerPlan>> plan_workers(const TargetNodes& target, const 
   std::vector<WorkerPlan> plans;
   for (int n : nodes) {
     for (int w : selected) {
-      TPUCTL_TRY_ASSIGN(auto input, slice_env_input(qr, n, w, pool));
+      TPUCTL_TRY_ASSIGN(auto input, slice_env_input(qr, n, w, pool, selection.job_nodes));
       TPUCTL_TRY_ASSIGN(auto host, worker_host(qr, n, w, pool));
       TPUCTL_TRY_ASSIGN(auto env, worker_env(input, w, selection.profile, selection.user_env));
       WorkerPlan p;

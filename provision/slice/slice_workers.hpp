@@ -32,6 +32,9 @@ struct WorkerSelection {
   std::string node = "all";   // all, one node id, or node indices (0, 0-1: --worker's grammar)
   EnvProfile profile = EnvProfile::none;
   EnvVars user_env;
+  // The nodes (indices) that make up the job, e.g. the slices a workload holds: only they are
+  // planned (`node` must be "all"), numbered 0..n-1 in their environment. Empty: every node.
+  std::vector<int> job_nodes;
 };
 
 // The one name of a slice's worker wherever output names it (ssh and scp line prefixes, grouped

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "provision/workload/workload_queue.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::provision {
@@ -12,10 +13,12 @@ using Json = nlohmann::json;
 
 namespace {
 
-constexpr std::array<std::pair<WorkloadState, std::string_view>, 5> k_states{{
+constexpr std::array<std::pair<WorkloadState, std::string_view>, 7> k_states{{
+    {WorkloadState::queued, "QUEUED"},
     {WorkloadState::pending, "PENDING"},
     {WorkloadState::running, "RUNNING"},
     {WorkloadState::recovering, "RECOVERING"},
+    {WorkloadState::evicting, "EVICTING"},
     {WorkloadState::succeeded, "SUCCEEDED"},
     {WorkloadState::failed, "FAILED"},
 }};
@@ -93,6 +96,10 @@ std::optional<WorkloadState> parse_workload_state(std::string_view text) {
 bool is_terminal(WorkloadState state) {
   return state == WorkloadState::succeeded || state == WorkloadState::failed;
 }
+bool holds_slices(WorkloadState state) {
+  return state == WorkloadState::pending || state == WorkloadState::running ||
+         state == WorkloadState::recovering || state == WorkloadState::evicting;
+}
 
 std::string_view to_string(FailPolicy policy) {
   return policy == FailPolicy::any ? "any" : "all";
@@ -135,6 +142,14 @@ Json to_json(const Workload& w) {
          {"env_profile", std::string(to_string(w.env_profile))},
          {"fail_policy", std::string(to_string(w.fail_policy))},
          {"max_restarts", w.max_restarts},
+         {"priority", priority_name(w.priority)},
+         {"priority_value", w.priority},
+         {"num_slices", w.num_slices},
+         {"slices", w.slices},
+         {"queue_position", w.queue_position},
+         {"head_since_ms", w.head_since_ms},
+         {"admitted_at_ms", w.admitted_at_ms},
+         {"evictions", w.evictions},
          {"termination_grace_seconds", w.termination_grace_ms / 1000},
          {"restart_on_exit_codes",
           w.restart_on_exit_codes.empty() ? Json() : Json(w.restart_on_exit_codes)},
@@ -190,6 +205,14 @@ Expected<Workload> workload_from_json(const Json& doc) {
     }
     w.fail_policy = *policy;
     w.max_restarts = doc.value("max_restarts", 0);
+    w.priority = doc.value("priority_value", k_default_priority);
+    // Before the queue, a workload ran on every slice of its cluster: no "slices" then means all.
+    w.num_slices = doc.value("num_slices", 0);
+    w.slices = doc.value("slices", std::vector<int>{});
+    w.queue_position = doc.value("queue_position", 0);
+    w.head_since_ms = doc.value("head_since_ms", int64_t{0});
+    w.admitted_at_ms = doc.value("admitted_at_ms", int64_t{0});
+    w.evictions = doc.value("evictions", 0);
     w.termination_grace_ms = doc.value("termination_grace_seconds", int64_t{30}) * 1000;
     if (doc.contains("restart_on_exit_codes") && doc["restart_on_exit_codes"].is_string()) {
       w.restart_on_exit_codes = doc["restart_on_exit_codes"].get<std::string>();

@@ -5,7 +5,13 @@
 // the workers and applies the failure policy: one failing worker stops the others, and with
 // --max-restarts every worker restarts together, as a JobSet does.
 //
-//   PENDING -> RUNNING -> SUCCEEDED | FAILED        (a restart stays RUNNING, restarts += 1)
+//   QUEUED -> PENDING -> RUNNING -> SUCCEEDED | FAILED   (a restart stays RUNNING,
+//                                                         restarts += 1)
+//   QUEUED: waiting for --num-slices free slices of its cluster (workload_admit.hpp); PENDING:
+//   admitted onto `slices`, its workers starting.
+//   RUNNING | PENDING | RECOVERING -> EVICTING -> QUEUED (a higher priority needs its slices:
+//                                                    its processes get their grace, then it
+//                                                    waits again, evictions += 1)
 //   RUNNING -> RECOVERING -> RUNNING                (a lost worker's slice repaired, or the
 //                                                    cluster preempted and requeued: the next
 //                                                    attempt starts once it is ACTIVE again;
@@ -30,10 +36,12 @@
 
 namespace tpuctl::provision {
 
-enum class WorkloadState { pending, running, recovering, succeeded, failed };
+enum class WorkloadState { queued, pending, running, recovering, evicting, succeeded, failed };
 std::string_view to_string(WorkloadState state); // "PENDING", "RUNNING", ...
 std::optional<WorkloadState> parse_workload_state(std::string_view text);
 bool is_terminal(WorkloadState state); // SUCCEEDED or FAILED
+// True when a workload in `state` holds its slices (PENDING, RUNNING, RECOVERING, EVICTING).
+bool holds_slices(WorkloadState state);
 
 // any: the first worker that fails (or is lost) stops the others; all: workers run on until
 // every one has ended, then the workload fails if any of them failed.
@@ -80,6 +88,17 @@ struct Workload {
   ContainerSpec container;
   FailPolicy fail_policy = FailPolicy::any;
   int max_restarts = 0;
+  // The queue (workload_admit.hpp): --priority's value (workload_queue.hpp), --num-slices, the
+  // cluster's slices (node indices) it holds while admitted, its place while QUEUED (1: next),
+  // since when it has waited at the head without fitting, when it was last admitted, and how
+  // often it was evicted.
+  int priority = 500;
+  int num_slices = 1;
+  std::vector<int> slices;
+  int queue_position = 0;
+  int64_t head_since_ms = 0;
+  int64_t admitted_at_ms = 0;
+  int evictions = 0;
   // -tgps: every stop of its processes is TERM, up to this long, then KILL (xpk's default 30 s);
   // the job reads it from TPUCTL_TERMINATION_GRACE_SECONDS.
   int64_t termination_grace_ms = 30000;

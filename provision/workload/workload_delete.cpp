@@ -26,12 +26,14 @@
 #include "provision/workload/workload_delete.hpp"
 
 #include <algorithm>
+#include <set>
 #include <signal.h>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "provision/queue/reconcile.hpp"
+#include "provision/workload/workload_admit.hpp"
 #include "provision/workload/workload_remote.hpp"
 #include "provision/workload/workload_steps.hpp"
 #include "remote/fanout.hpp"
@@ -201,13 +203,29 @@ Expected<WorkloadDeletion> delete_workload(state::StateStore& store, const std::
   WorkloadDeletion result{before, {}, 0};
   result.stopped_by_monitor =
       static_cast<size_t>(std::count(stopped_by_monitor.begin(), stopped_by_monitor.end(), true));
-  auto plans = plan_workload(store, before);
+  // Where it may have left processes or files: the slices it holds; every slice of its cluster
+  // when its script dir went to all of them, or an eviction moved it. A workload that never
+  // left the queue has nothing anywhere.
+  Workload where = before;
+  if (before.container.app || before.evictions > 0) {
+    where.slices.clear();
+  }
+  const bool never_ran = before.state == WorkloadState::queued && !before.container.app &&
+                         before.evictions == 0 && before.workers.empty();
+  auto plans = never_ran ? Expected<std::vector<WorkerPlan>>(std::vector<WorkerPlan>{})
+                         : plan_workload(store, where);
   if (plans) {
     // What the monitor did not confirm: one session per host, stop, then remove the files there.
+    std::set<std::pair<std::string, int>> confirmed;
+    for (size_t i = 0; i < before.workers.size(); ++i) {
+      if (stopped_by_monitor[i]) {
+        confirmed.insert({before.workers[i].node, before.workers[i].worker});
+      }
+    }
     std::vector<WorkerPlan> left;
-    for (size_t i = 0; i < plans->size(); ++i) {
-      if (i >= stopped_by_monitor.size() || !stopped_by_monitor[i]) {
-        left.push_back((*plans)[i]);
+    for (const auto& p : *plans) {
+      if (confirmed.count({p.node, p.worker}) == 0) {
+        left.push_back(p);
       }
     }
     std::vector<remote::HostResult> stopped;
@@ -239,6 +257,7 @@ Expected<WorkloadDeletion> delete_workload(state::StateStore& store, const std::
   if (!removed && !state::has_reason(removed.error(), state::reason::k_not_found)) {
     return removed.error();
   }
+  admit_quietly(store, before, o); // its slices are free: the next in the queue gets them now
   return result;
 }
 

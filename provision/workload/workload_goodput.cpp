@@ -8,8 +8,8 @@ namespace tpuctl::provision {
 
 namespace {
 
-constexpr std::array<std::string_view, 5> k_names{"", "provisioning", "queued", "recovering",
-                                                  "running"};
+constexpr std::array<std::string_view, 6> k_names{"",           "provisioning", "queued",
+                                                  "recovering", "running",      "evicted"};
 
 int64_t* bucket(WorkloadTime& t, TimePhase phase) {
   switch (phase) {
@@ -21,6 +21,8 @@ int64_t* bucket(WorkloadTime& t, TimePhase phase) {
     return &t.recovering_ms;
   case TimePhase::running:
     return &t.running_ms;
+  case TimePhase::evicted:
+    return &t.evicted_ms;
   case TimePhase::none:
     break;
   }
@@ -70,11 +72,12 @@ Goodput goodput_of(const WorkloadTime& time, int64_t created_ms, int64_t end_ms)
   g.recovering_ms = t.recovering_ms;
   g.running_ms = t.running_ms;
   g.lost_ms = t.lost_ms;
+  g.evicted_ms = t.evicted_ms;
   g.wall_ms = created_ms > 0 ? std::max<int64_t>(0, end_ms - created_ms) : 0;
   // Phases are measured on the monitor's clock from the workload's creation on: their sum is
   // the wall time, unless a monitor was missing for a while (that time is in no phase).
   g.wall_ms = std::max(g.wall_ms, g.provisioning_ms + g.queued_ms + g.recovering_ms + g.running_ms +
-                                      g.lost_ms);
+                                      g.lost_ms + g.evicted_ms);
   g.goodput = ratio(g.running_ms, g.wall_ms);
   return g;
 }
@@ -86,6 +89,7 @@ Goodput& operator+=(Goodput& total, const Goodput& one) {
   total.recovering_ms += one.recovering_ms;
   total.running_ms += one.running_ms;
   total.lost_ms += one.lost_ms;
+  total.evicted_ms += one.evicted_ms;
   total.goodput = ratio(total.running_ms, total.wall_ms);
   return total;
 }
@@ -96,6 +100,7 @@ nlohmann::json to_json(const WorkloadTime& t) {
                         {"recovering_ms", t.recovering_ms},
                         {"running_ms", t.running_ms},
                         {"lost_ms", t.lost_ms},
+                        {"evicted_ms", t.evicted_ms},
                         {"phase", std::string(to_string(t.phase))},
                         {"phase_since_ms", t.phase_since_ms}};
 }
@@ -110,19 +115,18 @@ WorkloadTime workload_time_from_json(const nlohmann::json& doc) {
   t.recovering_ms = doc.value("recovering_ms", int64_t{0});
   t.running_ms = doc.value("running_ms", int64_t{0});
   t.lost_ms = doc.value("lost_ms", int64_t{0});
+  t.evicted_ms = doc.value("evicted_ms", int64_t{0});
   t.phase = phase_from(doc.value("phase", ""));
   t.phase_since_ms = doc.value("phase_since_ms", int64_t{0});
   return t;
 }
 
 nlohmann::json to_json(const Goodput& g) {
-  return nlohmann::json{{"wall_ms", g.wall_ms},
-                        {"provisioning_ms", g.provisioning_ms},
-                        {"queued_ms", g.queued_ms},
-                        {"recovering_ms", g.recovering_ms},
-                        {"running_ms", g.running_ms},
-                        {"lost_ms", g.lost_ms},
-                        {"goodput", std::round(g.goodput * 10000.0) / 10000.0}};
+  return nlohmann::json{
+      {"wall_ms", g.wall_ms},       {"provisioning_ms", g.provisioning_ms},
+      {"queued_ms", g.queued_ms},   {"recovering_ms", g.recovering_ms},
+      {"running_ms", g.running_ms}, {"lost_ms", g.lost_ms},
+      {"evicted_ms", g.evicted_ms}, {"goodput", std::round(g.goodput * 10000.0) / 10000.0}};
 }
 
 } // namespace tpuctl::provision

@@ -3,10 +3,13 @@
 // Every moment since a workload was created counts in exactly one phase:
 //   provisioning  its workers being started the first time, and its cluster's slices being
 //                 provisioned again after a repair or a preemption (PROVISIONING);
-//   queued        its cluster waiting for capacity after a requeue (WAITING_FOR_RESOURCES);
+//   queued        waiting in its cluster's queue for free slices before its first run (QUEUED),
+//                 and its cluster waiting for capacity after a requeue (WAITING_FOR_RESOURCES);
 //   recovering    the rest of a recovery, from a failure noticed to every worker running again:
 //                 stopping workers, suspending the broken slice, restarting the attempt;
 //   running       the current attempt running on every worker: productive time;
+//   evicted       from an eviction (a higher priority took its slices) until it runs again:
+//                 its processes' grace, its wait in the queue, its restart (EVICTING, QUEUED);
 //   lost          the running time of attempts that did not finish (failed, lost, preempted):
 //                 work done and thrown away, as no checkpoint is known to tpuctl.
 // goodput = running / wall. These map onto Google's ML goodput terms: scheduling goodput is
@@ -21,7 +24,7 @@
 
 namespace tpuctl::provision {
 
-enum class TimePhase { none, provisioning, queued, recovering, running };
+enum class TimePhase { none, provisioning, queued, recovering, running, evicted };
 std::string_view to_string(TimePhase phase); // "", "provisioning", "queued", ...
 
 struct WorkloadTime {
@@ -30,6 +33,7 @@ struct WorkloadTime {
   int64_t recovering_ms = 0;
   int64_t running_ms = 0; // the current (or final, successful) attempt's
   int64_t lost_ms = 0;
+  int64_t evicted_ms = 0;
   TimePhase phase = TimePhase::none; // what the time since phase_since_ms counts as
   int64_t phase_since_ms = 0;
 };
@@ -49,6 +53,7 @@ struct Goodput {
   int64_t running_ms = 0;
   int64_t lost_ms = 0;
   double goodput = 0; // running / wall, 0 when no time passed
+  int64_t evicted_ms = 0;
 };
 
 // The totals with the open phase counted up to `end_ms` (now, or when the workload ended), over

@@ -9,6 +9,7 @@
 #include "provision/queue/reconcile.hpp"
 #include "provision/slice/provisioning.hpp"
 #include "provision/workload/cluster.hpp"
+#include "provision/workload/workload_admit.hpp"
 #include "provision/workload/workload_delete.hpp"
 #include "provision/workload/workload_recovery.hpp"
 #include "provision/workload/workload_remote.hpp"
@@ -99,7 +100,8 @@ Status validate_request(const WorkloadRequest& r) {
   return tpuctl::ok();
 }
 
-Status check_cluster_shape(const Cluster& c, const std::string& tpu_type, int num_slices) {
+// The slices the request asks for, checked against its cluster. Errors: usage.
+Expected<int> slices_asked(const Cluster& c, const std::string& tpu_type, int num_slices) {
   const std::string shape = c.tpu_type + " x " + std::to_string(c.num_slices);
   if (!tpu_type.empty()) {
     TPUCTL_TRY_ASSIGN(auto type, topology::parse_accelerator_type(tpu_type));
@@ -110,13 +112,16 @@ Status check_cluster_shape(const Cluster& c, const std::string& tpu_type, int nu
                          "create a cluster of that type");
     }
   }
-  if (num_slices != 0 && num_slices != c.num_slices) {
-    return usage_error("--num-slices " + std::to_string(num_slices) + " does not match cluster '" +
-                       c.name + "' (" + shape +
-                       "): a workload runs on all its cluster's slices; leave the flag out, or "
-                       "create a cluster with that many");
+  if (num_slices == k_all_slices) {
+    return c.num_slices;
   }
-  return tpuctl::ok();
+  if (num_slices < 1 || num_slices > c.num_slices) {
+    return usage_error("--num-slices " + std::to_string(num_slices) + " is not a number of " +
+                       "slices of cluster '" + c.name + "' (" + shape + "): give 1 to " +
+                       std::to_string(c.num_slices) + ", or 'all'; grow the cluster with " +
+                       "'tpuctl cluster create --cluster " + c.name + " --num-slices N'");
+  }
+  return num_slices;
 }
 
 } // namespace
@@ -135,7 +140,7 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
                                    const MonitorOptions& o) {
   TPUCTL_TRY(validate_request(r));
   TPUCTL_TRY_ASSIGN(Cluster cluster, load_cluster(store, r.pool, r.cluster));
-  TPUCTL_TRY(check_cluster_shape(cluster, r.tpu_type, r.num_slices));
+  TPUCTL_TRY_ASSIGN(const int slices, slices_asked(cluster, r.tpu_type, r.num_slices));
   Workload wl;
   wl.name = r.name;
   wl.pool = r.pool;
@@ -151,18 +156,22 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   wl.termination_grace_ms = r.termination_grace_ms;
   wl.max_repairs = r.max_repairs;
   wl.ttl_after_finished_ms = r.ttl_after_finished_ms;
+  wl.priority = r.priority;
+  wl.num_slices = slices;
   if (!r.restart_on_exit_codes.empty()) {
     wl.restart_on_exit_codes = to_string(*parse_exit_codes(r.restart_on_exit_codes));
   }
   wl.container = r.container;
   wl.container.app = !r.app_files.empty();
   wl.created_at_ms = now_of(o);
-  enter(wl.time, TimePhase::provisioning, wl.created_at_ms); // starting its workers
-  TPUCTL_TRY_ASSIGN(auto plans, plan_workload(store, wl));   // ACTIVE, environment valid
+  wl.state = WorkloadState::queued;
+  wl.message = "waiting for its first pass through the queue of cluster " + cluster.name;
+  enter(wl.time, TimePhase::queued, wl.created_at_ms);
+  // Every slice of the cluster (it may be admitted onto any): ACTIVE, environment valid.
+  TPUCTL_TRY_ASSIGN(auto plans, plan_workload(store, wl));
   for (const auto& p : plans) {
     TPUCTL_TRY(remote::check_command_length(launch_command(wl, p))); // before anything is stored
   }
-  wl.workers = pending_workers(plans, 0);
   if (!wl.container.image.empty()) {
     say(o, "asking " + util::counted(plans.size(), "worker") + " for docker or podman");
     auto runtime = choose_runtime(wl.container, plans, o.ssh);
@@ -177,9 +186,14 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
     }
   }
   if (r.dry_run) {
+    // What it would run on the first slices, were they free.
+    for (int s = 0; s < slices; ++s) {
+      wl.slices.push_back(s);
+    }
     return wl;
   }
   if (!r.app_files.empty()) {
+    // To every host of the cluster: the queue may place it on any slice, now or after an eviction.
     say(o, "copying the script dir (" + util::counted(r.app_files.size(), "file") + ") to " +
                util::counted(plans.size(), "worker"));
     TPUCTL_TRY(push_app_files(r.app_files, plans, wl.uid, o.ssh));
@@ -187,8 +201,9 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   wl.monitor = to_json(own_lease(wl.created_at_ms, o.lease_ttl));
   auto created = store.commit(
       {state::CreateOp{workload_key(r.pool, r.name), to_json(wl)},
-       state_event(wl, WorkloadState::pending, WorkloadState::pending, wl.created_at_ms, "CREATED",
-                   "created on cluster " + cluster.name)});
+       state_event(wl, WorkloadState::queued, WorkloadState::queued, wl.created_at_ms, "CREATED",
+                   "created on cluster " + cluster.name + ", priority " +
+                       priority_name(wl.priority) + ", " + util::counted(slices, "slice"))});
   if (!created) {
     if (!r.app_files.empty()) {
       (void)remove_workload_files(wl, plans, o.ssh); // the copied script dir, best effort
@@ -201,63 +216,32 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
     }
     return e;
   }
-  say(o, "starting '" + r.name + "' on " + util::counted(plans.size(), "worker") + " of cluster " +
-             cluster.name);
-  std::vector<size_t> failed;
-  TPUCTL_TRY_ASSIGN(std::string failure, start_attempt(wl, plans, failed, o));
-  const int64_t now = now_of(o);
-  TPUCTL_TRY_ASSIGN(
-      auto m, mutate(store, r.pool, r.name, true, [&](Workload& w) {
-        w.started_at_ms = now;
-        w.attempt_started_ms = now;
-        if (!failure.empty()) {
-          for (size_t i : failed) {
-            w.workers[i].state = WorkerState::failed;
-            w.workers[i].detail = "could not start";
-          }
-          return finish(w, WorkloadState::failed, failure, now);
-        }
-        const WorkloadState from = w.state;
-        w.state = WorkloadState::running;
-        enter(w.time, TimePhase::running, now);
-        for (auto& x : w.workers) {
-          x.state = WorkerState::running; // started: the supervisor runs it
-        }
-        w.monitor = nlohmann::json::object(); // the monitor takes it
-        return std::optional<std::vector<state::Op>>(std::vector<state::Op>{
-            state_event(w, from, WorkloadState::running, now, "STATE_CHANGED", "started")});
-      }));
-  if (m.skipped != Skip::none) {
-    // Deleted while starting: make sure nothing of it keeps running.
-    (void)stop_workers(wl, plans, o.ssh);
+  // Its first pass: admitted at once when its slices are free (or others can be evicted).
+  admit_quietly(store, wl, o);
+  TPUCTL_TRY_ASSIGN(auto now, mutate(store, r.pool, r.name, true, [&](Workload& w) {
+                      if (w.state != WorkloadState::queued) {
+                        return std::optional<std::vector<state::Op>>();
+                      }
+                      w.monitor = nlohmann::json::object(); // its monitor waits in the queue
+                      return std::optional<std::vector<state::Op>>(std::vector<state::Op>{});
+                    }));
+  if (now.skipped != Skip::none || now.workload->state != WorkloadState::pending) {
+    if (now.skipped == Skip::gone) {
+      return Error(ErrorKind::failure, "workload '" + r.name + "' was deleted while it was queued");
+    }
+    return *now.workload;
+  }
+  TPUCTL_TRY_ASSIGN(Started started, start_admitted(store, *now.workload, o, false));
+  if (!started.workload) {
     return Error(ErrorKind::failure, "workload '" + r.name + "' was deleted while it was starting");
   }
-  return *m.workload;
+  if (started.workload->deleting) {
+    return Error(ErrorKind::failure, "workload '" + r.name + "' was deleted while it was starting");
+  }
+  return *started.workload;
 }
 
 namespace {
-
-// Stops every worker of the attempt (a fail policy, a restart): through the monitor's streams
-// first (no new session; they stay open), then with new sessions the workers that did not
-// confirm, except LOST ones: their host did not answer a new session a moment ago, and another
-// would only wait for its timeout (a repair drains the host; a delete tries it again).
-void stop_attempt(const Workload& wl, const std::vector<WorkerPlan>& plans, WorkerWatch* watch,
-                  const MonitorOptions& o) {
-  std::vector<bool> confirmed(plans.size(), false);
-  if (watch != nullptr) {
-    confirmed = watch->stop(grace_of(wl), workload_tag(wl), false);
-  }
-  std::vector<WorkerPlan> left;
-  for (size_t i = 0; i < plans.size(); ++i) {
-    const bool lost = i < wl.workers.size() && wl.workers[i].state == WorkerState::lost;
-    if (!(i < confirmed.size() && confirmed[i]) && !lost) {
-      left.push_back(plans[i]);
-    }
-  }
-  if (!left.empty()) {
-    (void)stop_workers(wl, left, o.ssh);
-  }
-}
 
 // The store's revision now (0 when it cannot be read: the next wait then wakes at once).
 int64_t store_revision(state::StateStore& store, const std::string& pool) {
@@ -265,28 +249,15 @@ int64_t store_revision(state::StateStore& store, const std::string& pool) {
   return rev ? *rev : 0;
 }
 
-Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, const std::string& pool,
-                                               const std::string& name, const MonitorOptions& o,
+// Watches a RUNNING or RECOVERING workload (its lease held) until it ends, is deleted or gone, or
+// leaves those states (evicted: stopped through the streams and requeued here when the eviction is
+// seen at a turn; any other way, the caller carries it out). `plans`: its workers, when known.
+Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workload wl,
+                                               std::optional<std::vector<WorkerPlan>> plans,
+                                               const MonitorOptions& o,
                                                const remote::CancelToken* cancel) {
-  // Take the lease.
-  bool taken = false;
-  TPUCTL_TRY_ASSIGN(auto m, mutate(store, pool, name, false, [&](Workload& w) {
-                      taken = false;
-                      if (!needs_monitor(w, now_of(o))) {
-                        return std::optional<std::vector<state::Op>>();
-                      }
-                      w.monitor = to_json(own_lease(now_of(o), o.lease_ttl));
-                      taken = true;
-                      return std::optional<std::vector<state::Op>>(std::vector<state::Op>{});
-                    }));
-  if (m.skipped == Skip::gone || m.skipped == Skip::deleting) {
-    return m.skipped == Skip::gone ? std::optional<Workload>() : m.workload;
-  }
-  if (!taken) {
-    return m.workload;
-  }
-  Workload wl = *m.workload;
-  std::optional<std::vector<WorkerPlan>> plans;
+  const std::string pool = wl.pool;
+  const std::string name = wl.name;
   // The workers' streams, for the plans of the current attempt's slices (workload_watch.hpp).
   std::unique_ptr<WorkerWatch> watch;
   auto replan = [&]() {
@@ -301,6 +272,9 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, const s
     return x.skipped == Skip::gone ? std::optional<Workload>() : x.workload;
   };
   while (!(cancel && cancel->cancelled())) {
+    if (wl.state != WorkloadState::running && wl.state != WorkloadState::recovering) {
+      return std::optional<Workload>(wl); // queued, admitted or evicted: the caller's
+    }
     if (wl.state == WorkloadState::recovering) {
       TPUCTL_TRY_ASSIGN(RecoveryStep r, recovery_step(store, wl, o));
       if (!r.workload || r.workload->deleting || is_terminal(r.workload->state)) {
@@ -430,6 +404,9 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, const s
       sleep_for(o.poll_interval, cancel);
       continue;
     }
+    if (step->skipped == Skip::evicting) {
+      return evict_workload(store, *step->workload, plans ? &*plans : nullptr, watch.get(), o);
+    }
     if (step->skipped == Skip::deleting && watch) {
       auto lease = lease_from_json(step->workload->monitor);
       if (lease && is_own_lease(*lease)) {
@@ -533,13 +510,78 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, const s
   return std::optional<Workload>(wl);
 }
 
+// Takes the monitor lease (evicting_ok: an eviction half done is finished by the next monitor)
+// and carries the workload through the queue and its attempts to its end.
+Expected<std::optional<Workload>> run_monitor(state::StateStore& store, const std::string& pool,
+                                              const std::string& name, const MonitorOptions& o,
+                                              const remote::CancelToken* cancel) {
+  bool taken = false;
+  TPUCTL_TRY_ASSIGN(auto m,
+                    mutate(
+                        store, pool, name, false,
+                        [&](Workload& w) {
+                          taken = false;
+                          if (!needs_monitor(w, now_of(o))) {
+                            return std::optional<std::vector<state::Op>>();
+                          }
+                          w.monitor = to_json(own_lease(now_of(o), o.lease_ttl));
+                          taken = true;
+                          return std::optional<std::vector<state::Op>>(std::vector<state::Op>{});
+                        },
+                        true));
+  if (m.skipped == Skip::gone) {
+    return std::optional<Workload>();
+  }
+  if (m.skipped != Skip::none || !taken) {
+    return m.workload;
+  }
+  Workload wl = *m.workload;
+  std::optional<std::vector<WorkerPlan>> plans;
+  while (!(cancel && cancel->cancelled())) {
+    auto lease = lease_from_json(wl.monitor);
+    if (wl.deleting || is_terminal(wl.state) || !lease || !is_own_lease(*lease)) {
+      break;
+    }
+    std::optional<Workload> next;
+    switch (wl.state) {
+    case WorkloadState::queued: {
+      TPUCTL_TRY_ASSIGN(next, wait_in_queue(store, wl, o, cancel));
+      break;
+    }
+    case WorkloadState::pending: {
+      TPUCTL_TRY_ASSIGN(Started started, start_admitted(store, wl, o, true));
+      next = std::move(started.workload);
+      plans = std::move(started.plans);
+      break;
+    }
+    case WorkloadState::evicting: {
+      TPUCTL_TRY_ASSIGN(next, evict_workload(store, wl, nullptr, nullptr, o));
+      break;
+    }
+    default: {
+      TPUCTL_TRY_ASSIGN(next, monitor_loop(store, wl, std::move(plans), o, cancel));
+      plans.reset();
+      break;
+    }
+    }
+    if (!next) {
+      return std::optional<Workload>();
+    }
+    wl = std::move(*next);
+  }
+  if (is_terminal(wl.state)) {
+    admit_quietly(store, wl, o); // its slices are free: the next in the queue gets them now
+  }
+  return std::optional<Workload>(wl);
+}
+
 } // namespace
 
 Expected<std::optional<Workload>> monitor_workload(state::StateStore& store,
                                                    const std::string& pool, const std::string& name,
                                                    const MonitorOptions& o,
                                                    const remote::CancelToken* cancel) {
-  auto result = monitor_loop(store, pool, name, o, cancel);
+  auto result = run_monitor(store, pool, name, o, cancel);
   if (!result || !*result || (*result)->deleting) {
     if (auto released = release_to_delete(store, pool, name, {}); !released) {
       spdlog::warn("workload '{}': {}", name, released.error().message);

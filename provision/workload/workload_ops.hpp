@@ -1,15 +1,15 @@
 // What users do to workloads, and the monitor that carries one to its end.
 //
-// create_workload() validates everything before it stores anything, stores the workload PENDING
-// and starts the first attempt on every worker at once; it is RUNNING once every worker has
-// started (FAILED, with the started ones stopped again, when one could not start). From then on
-// a monitor (monitor_workload: `tpuctl workload monitor`, started detached by `workload create`
-// and by any command that finds a running workload nobody monitors) hears from every worker
-// through a stream (workload_watch.hpp), takes what arrived every second and applies the failure
-// policy (workload_policy.hpp). Only the holder of the
-// workload's monitor lease acts; every write re-reads the record first and gives up when
-// `workload delete` has marked it, so a delete never races a restart into leaving processes
-// behind.
+// create_workload() validates everything before it stores anything, stores the workload QUEUED
+// on its cluster and, once the queue admits it onto --num-slices slices (workload_admit.hpp: at
+// once when they are free), starts the first attempt on every worker of them at once; it is
+// RUNNING once every worker has started (FAILED, with the started ones stopped again, when one
+// could not start). From then on a monitor (monitor_workload: `tpuctl workload monitor`, started
+// detached by `workload create` and by any command that finds a running workload nobody monitors)
+// hears from every worker through a stream (workload_watch.hpp), takes what arrived every second
+// and applies the failure policy (workload_policy.hpp). Only the holder of the workload's monitor
+// lease acts; every write re-reads the record first and gives up when `workload delete` has marked
+// it, so a delete never races a restart into leaving processes behind.
 #pragma once
 
 #include <chrono>
@@ -25,6 +25,9 @@
 
 namespace tpuctl::provision {
 
+// --num-slices all: every slice of the cluster.
+inline constexpr int k_all_slices = -1;
+
 struct WorkloadRequest {
   std::string name;
   std::string pool;
@@ -39,11 +42,12 @@ struct WorkloadRequest {
   std::string restart_on_exit_codes;    // "3,10-12" (parse_exit_codes); empty: not given
   int max_repairs = 3;                  // 0 to 1000
   int64_t ttl_after_finished_ms = -1;   // -1: kept until deleted
-  // xpk's --tpu-type (any form of the type) and --num-slices (0: not given): checked against
-  // the cluster's, which a workload always runs on whole.
+  // xpk's --tpu-type (any form of the type), checked against the cluster's, and --num-slices:
+  // how many of the cluster's slices it asks for (xpk's default 1; k_all_slices: every one).
   std::string tpu_type;
-  int num_slices = 0;
-  ContainerSpec container;        // an image: the runtime is chosen (or the request refused)
+  int num_slices = 1;
+  int priority = 500;      // --priority's value (parse_priority: very-low 100 ... very-high 1000)
+  ContainerSpec container; // an image: the runtime is chosen (or the request refused)
   std::vector<AppFile> app_files; // --script-dir: copied to every worker, mounted at /app
   bool dry_run = false;           // validate and plan; store and start nothing
 };
@@ -63,10 +67,14 @@ struct MonitorOptions {
   std::function<void(size_t done, size_t total, const std::string& host)> worker_started;
 };
 
-// Errors (nothing stored): usage (bad name, command, restarts, timeout or environment: every
-// problem named; a tpu_type or num_slices other than the cluster's), not_found (no such cluster),
-// failure (its slices are not ACTIVE; a workload of that name exists). A worker that cannot start
-// is not an error: the workload is FAILED. With an image, every worker is asked for a container
+// Stores the workload QUEUED on its cluster and makes a pass through the cluster's queue
+// (workload_admit.hpp): admitted at once (its slices free, or freed by evicting lower
+// priorities), it starts there and returns RUNNING; else it returns QUEUED, for a monitor to
+// wait in the queue (run_monitor). Errors (nothing stored): usage (bad name, command, restarts,
+// timeout or environment: every problem named; a tpu_type other than the cluster's, num_slices
+// not 1..the cluster's), not_found (no such cluster), failure (its cluster's slices are not
+// ACTIVE; a workload of that name exists). A worker that cannot start is not an error: the
+// workload is FAILED. With an image, every worker is asked for a container
 // runtime first (choose_runtime) and the script dir is copied; a worker without one refuses the
 // whole request (nothing stored or started). With dry_run, returns the workload as it would be
 // stored (state PENDING) after the checks and stores and starts nothing (launch_command shows what

@@ -172,6 +172,7 @@ QueuePlan plan_queue(const std::string& cluster, int slices, const std::vector<Q
       for (const auto* v : victims) {
         evicted.insert(v->name);
         plan.evict.push_back(v->name);
+        plan.evicted_for[v->name] = w->name;
         names.push_back(v->name + " (priority " + priority_name(v->priority) + ")");
         from_victims += static_cast<int>(v->held.size());
       }
@@ -179,8 +180,8 @@ QueuePlan plan_queue(const std::string& cluster, int slices, const std::vector<Q
       for (int k = 0; k < n - from_victims && !free.empty(); ++k) {
         free.erase(free.begin());
       }
-      plan.reason[w->name] = "evicting " + util::join(names, ", ") + " to make room on cluster " +
-                             cluster;
+      plan.reason[w->name] =
+          "evicting " + util::join(names, ", ") + " to make room on cluster " + cluster;
       plan.position[w->name] = ++place;
       continue;
     }

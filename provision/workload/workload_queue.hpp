@@ -47,7 +47,7 @@ struct QueueEntry {
   int num_slices = 1;     // slices it asks for
   std::vector<int> held;  // the slices it holds (admitted); empty while it waits
   int64_t admitted_ms = 0;
-  bool evicting = false;    // being stopped: it still holds its slices
+  bool evicting = false;     // being stopped: it still holds its slices
   int64_t head_since_ms = 0; // when it became the head of the queue without fitting (0: not)
 };
 
@@ -56,8 +56,9 @@ struct QueuePolicy {
 };
 
 struct QueuePlan {
-  std::map<std::string, std::vector<int>> admit; // waiting workload -> the slices it gets
-  std::vector<std::string> evict;                // admitted workloads to evict (with grace)
+  std::map<std::string, std::vector<int>> admit;  // waiting workload -> the slices it gets
+  std::vector<std::string> evict;                 // admitted workloads to evict (with grace)
+  std::map<std::string, std::string> evicted_for; // each of them -> the workload it makes room for
   // Every waiting workload not admitted now: why it waits, its place (1: next), and when it
   // became the starving head (0: it is not).
   std::map<std::string, std::string> reason;

@@ -78,6 +78,7 @@ Expected<std::vector<WorkerPlan>> plan_workload(state::StateStore& store, const 
   WorkerSelection selection;
   selection.user_env = wl.env;
   selection.profile = wl.env_profile;
+  selection.job_nodes = wl.slices;
   TPUCTL_TRY_ASSIGN(auto plans, plan_workers(*target, pool, selection));
   // Every caller is about to start, watch or stop the workload's processes there: from now on
   // deleting the request stops what runs on it.

@@ -30,8 +30,11 @@ inline std::chrono::milliseconds grace_of(const Workload& wl) {
   return std::chrono::milliseconds(wl.termination_grace_ms);
 }
 
-// The workers of the workload's cluster (every slice, worker order), with its environment.
-// Errors: the queued resource is gone or not ACTIVE (failure, naming its state), the store's.
+// The workers of the slices the workload holds (`slices`; every slice of its cluster when it
+// holds none: a queued workload's script dir goes everywhere, and so does a delete's cleanup),
+// in worker order, with its environment: MEGASCALE_SLICE_ID and _NUM_SLICES number the held
+// slices 0..n-1. Errors: the queued resource is gone or not ACTIVE (failure, naming its state),
+// the store's.
 Expected<std::vector<WorkerPlan>> plan_workload(state::StateStore& store, const Workload& workload);
 
 // The `workers` entries of a new attempt: one PENDING entry per plan.

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "provision/queue/reconcile.hpp"
+#include "provision/workload/workload_watch.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::provision {
@@ -35,7 +36,8 @@ state::Op state_event(const Workload& wl, WorkloadState from, WorkloadState to, 
 }
 
 Expected<Mutation> mutate(state::StateStore& store, const std::string& pool,
-                          const std::string& name, bool need_lease, const ChangeFn& change) {
+                          const std::string& name, bool need_lease, const ChangeFn& change,
+                          bool evicting_ok) {
   Mutation m;
   bool written = false;
   auto committed = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
@@ -49,6 +51,10 @@ Expected<Mutation> mutate(state::StateStore& store, const std::string& pool,
     m.workload = wl;
     if (wl.deleting) {
       m.skipped = Skip::deleting;
+      return std::vector<state::Op>{};
+    }
+    if (wl.state == WorkloadState::evicting && !evicting_ok) {
+      m.skipped = Skip::evicting;
       return std::vector<state::Op>{};
     }
     auto lease = lease_from_json(wl.monitor);
@@ -134,6 +140,24 @@ std::optional<std::vector<state::Op>> finish(Workload& wl, WorkloadState to,
     }
   }
   return std::vector<state::Op>{state_event(wl, from, to, now, "STATE_CHANGED", message)};
+}
+
+void stop_attempt(const Workload& wl, const std::vector<WorkerPlan>& plans, WorkerWatch* watch,
+                  const MonitorOptions& o) {
+  std::vector<bool> confirmed(plans.size(), false);
+  if (watch != nullptr) {
+    confirmed = watch->stop(grace_of(wl), workload_tag(wl), false);
+  }
+  std::vector<WorkerPlan> left;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const bool lost = i < wl.workers.size() && wl.workers[i].state == WorkerState::lost;
+    if (!(i < confirmed.size() && confirmed[i]) && !lost) {
+      left.push_back(plans[i]);
+    }
+  }
+  if (!left.empty()) {
+    (void)stop_workers(wl, left, o.ssh);
+  }
 }
 
 void sleep_for(Ms duration, const remote::CancelToken* cancel) {

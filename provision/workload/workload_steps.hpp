@@ -15,6 +15,8 @@
 
 namespace tpuctl::provision {
 
+class WorkerWatch;
+
 int64_t now_of(const MonitorOptions& o);
 void say(const MonitorOptions& o, const std::string& line);
 // Sleeps `duration` in slices of 50 ms, returning early when `cancel` fires.
@@ -25,7 +27,7 @@ state::Op state_event(const Workload& wl, WorkloadState from, WorkloadState to, 
                       const std::string& type, const std::string& message);
 
 // Why mutate() did not write.
-enum class Skip { none, gone, deleting, not_ours };
+enum class Skip { none, gone, deleting, not_ours, evicting };
 
 struct Mutation {
   std::optional<Workload> workload; // the record as written (or as found when skipped)
@@ -33,13 +35,15 @@ struct Mutation {
 };
 
 // Re-reads the workload and applies `change` to it, committing with compare-and-swap (retried on
-// conflict). Skips (writes nothing) when the record is gone, being deleted, or, with
-// `need_lease`, when this process no longer holds the monitor lease. `change` returns the
+// conflict). Skips (writes nothing) when the record is gone, being deleted, EVICTING (unless
+// `evicting_ok`: the eviction's own steps), or, with `need_lease`, when this process no longer
+// holds the monitor lease. `change` returns the
 // events (or other ops) to commit with it, or nullopt to write nothing; it may run more than
 // once.
 using ChangeFn = std::function<std::optional<std::vector<state::Op>>(Workload&)>;
 Expected<Mutation> mutate(state::StateStore& store, const std::string& pool,
-                          const std::string& name, bool need_lease, const ChangeFn& change);
+                          const std::string& name, bool need_lease, const ChangeFn& change,
+                          bool evicting_ok = false);
 
 // Ends the workload: SUCCEEDED or FAILED with `message`, workers still running or pending
 // STOPPED (FAILED), the monitor's lease dropped, the time accounted (a failed attempt's running
@@ -52,5 +56,13 @@ std::optional<std::vector<state::Op>> finish(Workload& wl, WorkloadState to,
 // started.
 Expected<std::string> start_attempt(const Workload& wl, const std::vector<WorkerPlan>& plans,
                                     std::vector<size_t>& failed, const MonitorOptions& o);
+
+// Stops every worker of the attempt (a fail policy, a restart, an eviction): through the
+// monitor's streams first (`watch`, when given; they stay open), then with new sessions the
+// workers that did not confirm, except LOST ones: their host did not answer a new session a
+// moment ago, and another would only wait for its timeout (a repair drains the host; a delete
+// tries it again).
+void stop_attempt(const Workload& workload, const std::vector<WorkerPlan>& plans,
+                  WorkerWatch* watch, const MonitorOptions& options);
 
 } // namespace tpuctl::provision

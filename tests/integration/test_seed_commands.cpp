@@ -206,7 +206,7 @@ TEST_CASE("seeds: the gcloud and xpk commands of the source documents run with o
                      "--command", "python3 train.py", "--dry-run", "--format", "json"});
   CHECK(plan.exit_code == (has_runtime ? 0 : 1));
   auto planned = json::parse(plan.out);
-  REQUIRE(planned["workers"].size() == 32);
+  REQUIRE(planned["workers"].size() == 16); // xpk's default: one slice of the two
   const std::string worker0 = planned["workers"][0]["command"].get<std::string>() + "\n";
   CHECK(tpuctl::test::check_golden("seeds/container_worker0.txt",
                                    normalized(worker0, m.dir.path().string(), prefix)) == "");

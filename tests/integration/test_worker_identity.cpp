@@ -136,7 +136,7 @@ TEST_CASE("identity: every slice of a 2-node request names its workers NODE/WORK
                    "--num-slices", "2", "-q"})
               .exit_code == 0);
   REQUIRE(env.run({"workload", "create", "--cluster", "demo", "--workload", "long", "--command",
-                   "sleep 600", "-q"})
+                   "sleep 600", "--num-slices", "all", "-q"})
               .exit_code == 0);
   auto refused = env.run({"tpu-vm", "delete", "demo-1"});
   CHECK(refused.exit_code == 1);

@@ -208,8 +208,10 @@ TEST_CASE("cluster delete: refused while workloads run; --force stops them and f
 
 TEST_CASE("cluster of two slices: every worker of both slices runs, with MEGASCALE_* set") {
   ClusterEnv env("127.0.155.2", "demo", "v5litepod-16", 2);
-  env.create("ms", "echo \"$MEGASCALE_SLICE_ID/$MEGASCALE_NUM_SLICES $TPU_WORKER_ID "
-                   "coord=$MEGASCALE_COORDINATOR_ADDRESS\"");
+  env.create("ms",
+             "echo \"$MEGASCALE_SLICE_ID/$MEGASCALE_NUM_SLICES $TPU_WORKER_ID "
+             "coord=$MEGASCALE_COORDINATOR_ADDRESS\"",
+             {"--num-slices", "all"});
   auto waited = env.run({"workload", "wait", "ms", "--timeout", "60s", "--format", "json"});
   REQUIRE_MESSAGE(waited.exit_code == 0, waited.err);
   CHECK(json::parse(waited.out)["workers"].size() == 8); // 2 slices x 4 hosts
@@ -243,8 +245,10 @@ TEST_CASE("cluster of two slices: every worker of both slices runs, with MEGASCA
   CHECK(seen == 8);
 
   // The multi-controller program as a workload: 8 processes meet, compute and all-gather.
-  env.create("spmd", "tpuctl agent spmd-matmul --m 256 --n 256 --k 128 --dtype int8 --mesh 4,2 "
-                     "--timeout 30s --format json");
+  env.create("spmd",
+             "tpuctl agent spmd-matmul --m 256 --n 256 --k 128 --dtype int8 --mesh 4,2 "
+             "--timeout 30s --format json",
+             {"--num-slices", "2"});
   auto done = env.run({"workload", "wait", "spmd", "--timeout", "120s"});
   REQUIRE_MESSAGE(done.exit_code == 0, done.err);
   auto out = env.run({"workload", "logs", "spmd", "--worker", "0", "--node", "demo-0"});

@@ -29,9 +29,11 @@ struct TwoSliceCluster : tpuctl::test::WorkloadEnv {
                   "--num-slices", "2"});
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   }
-  // Runs a workload to its end (exit 0 required) and returns `workload describe` as json.
+  // Runs a workload on both slices to its end (exit 0 required) and returns `workload describe`
+  // as json.
   json run_workload(const std::string& name, const std::string& command,
                     std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"--num-slices", "all"});
     create_workload("fw", name, command, std::move(extra));
     auto waited = run({"workload", "wait", name, "--timeout", "120s", "--format", "json"});
     const auto logs = run({"workload", "logs", name});

@@ -67,7 +67,9 @@ TEST_CASE("workload create: a bad --restart-on-exit-codes or --max-repairs is re
 TEST_CASE("workload --ttl-seconds-after-finished: a finished workload is deleted once its TTL "
           "passes; list --wait-for-job-completion --timeout 0 looks once") {
   WorkloadEnv env(4, "127.0.243.20");
-  auto made = env.run({"cluster", "create", "--cluster", "demo", "--tpu-type", "v5litepod-16"});
+  // Two one-host slices: "long" holds one while the others take turns on the other.
+  auto made = env.run(
+      {"cluster", "create", "--cluster", "demo", "--tpu-type", "v5litepod-4", "--num-slices", "2"});
   REQUIRE_MESSAGE(made.exit_code == 0, made.err);
   env.create_workload("demo", "brief", "sleep 1", {"--ttl-seconds-after-finished", "3"});
   env.create_workload("demo", "long", "sleep 300");

@@ -14,8 +14,11 @@ namespace tpuctl::test {
 using nlohmann::json;
 
 QrEnv::QrEnv(int hosts, const std::string& address_base, const std::string& shape,
-             uint64_t state_disk_bytes) {
+             uint64_t state_disk_bytes, const std::string& state_url) {
   vars["HOME"] = dir.path().string();
+  if (!state_url.empty()) {
+    vars["TPUCTL_STATE"] = state_url;
+  }
   vars["XDG_STATE_HOME"] = (dir.path() / "state").string();
   if (state_disk_bytes > 0) {
     disk = ScratchDisk::mount(dir.path() / "state", state_disk_bytes, disk_why);

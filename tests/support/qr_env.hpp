@@ -29,8 +29,9 @@ struct QrEnv {
 
   // `shape`: the pool's extent in chips; empty for local-up's compact default (8 v5e hosts:
   // 8x4 chips). Placement never rotates a slice, so a v5litepod-32 (4x8) needs "4x8".
+  // `state_url`: the store (TPUCTL_STATE, e.g. an etcd:// URL); empty: SQLite in the scratch dir.
   QrEnv(int hosts, const std::string& address_base, const std::string& shape = "",
-        uint64_t state_disk_bytes = 0);
+        uint64_t state_disk_bytes = 0, const std::string& state_url = "");
   ~QrEnv();
   QrEnv(const QrEnv&) = delete;
   QrEnv& operator=(const QrEnv&) = delete;

@@ -1,0 +1,323 @@
+#include "provision/workload/workload_admit.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <spdlog/spdlog.h>
+
+#include "provision/queue/reconcile.hpp"
+#include "provision/workload/cluster.hpp"
+#include "provision/workload/workload_steps.hpp"
+#include "util/strings.hpp"
+
+namespace tpuctl::provision {
+
+namespace {
+
+std::string slice_list(const std::vector<int>& slices) {
+  std::vector<std::string> parts;
+  for (int s : slices) {
+    parts.push_back(std::to_string(s));
+  }
+  return util::join(parts, ",");
+}
+
+struct Read {
+  state::Record record;
+  Workload workload;
+};
+
+// The changes of `plan` to one workload; true when it changed.
+bool apply(const QueuePlan& plan, Workload& w, int64_t now, std::vector<state::Op>& events) {
+  const nlohmann::json before = to_json(w);
+  const std::string& n = w.name;
+  if (auto a = plan.admit.find(n); a != plan.admit.end()) {
+    const WorkloadState from = w.state;
+    w.state = WorkloadState::pending;
+    w.slices = a->second;
+    w.admitted_at_ms = now;
+    w.queue_position = 0;
+    w.head_since_ms = 0;
+    w.message = "admitted onto slice" + std::string(a->second.size() == 1 ? " " : "s ") +
+                slice_list(a->second) + " of cluster " + w.cluster;
+    if (w.time.phase != TimePhase::evicted) { // an evicted one's wait is its eviction's
+      enter(w.time, TimePhase::provisioning, now);
+    }
+    events.push_back(state_event(w, from, w.state, now, "ADMITTED", w.message));
+  } else if (auto e = plan.evicted_for.find(n); e != plan.evicted_for.end()) {
+    const WorkloadState from = w.state;
+    w.state = WorkloadState::evicting;
+    w.message = "evicted to make room for " + e->second + " (higher priority); stopping with " +
+                std::to_string(w.termination_grace_ms / 1000) + " s of grace";
+    enter(w.time, TimePhase::evicted, now);
+    events.push_back(state_event(w, from, w.state, now, "EVICTED", w.message));
+  } else if (auto r = plan.reason.find(n); r != plan.reason.end()) {
+    w.message = r->second;
+    auto p = plan.position.find(n);
+    w.queue_position = p == plan.position.end() ? 0 : p->second;
+    auto h = plan.head_since_ms.find(n);
+    w.head_since_ms = h == plan.head_since_ms.end() ? 0 : h->second;
+  }
+  return to_json(w) != before;
+}
+
+} // namespace
+
+std::vector<int> held_slices(const Workload& w, int cluster_slices) {
+  if (!w.slices.empty() || !holds_slices(w.state)) {
+    return w.slices;
+  }
+  std::vector<int> all;
+  for (int s = 0; s < cluster_slices; ++s) {
+    all.push_back(s);
+  }
+  return all;
+}
+
+Expected<AdmitPass> admit_queue(state::StateStore& store, const std::string& pool,
+                                const std::string& cluster, int64_t now,
+                                const QueuePolicy& policy) {
+  AdmitPass pass;
+  auto committed = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
+    pass = {};
+    const state::Key ckey = state::record_key(state::Kind::cluster, pool, cluster);
+    TPUCTL_TRY_ASSIGN(auto crec, s.find(ckey));
+    if (!crec) {
+      return std::vector<state::Op>{};
+    }
+    TPUCTL_TRY_ASSIGN(Cluster c, cluster_from_json(crec->doc));
+    TPUCTL_TRY_ASSIGN(state::Listing listing, s.list(state::Kind::workload, pool));
+    std::vector<Read> reads;
+    std::vector<QueueEntry> entries;
+    for (const auto& r : listing.records) {
+      auto w = workload_from_record(r);
+      if (!w || w->cluster != cluster || is_terminal(w->state)) {
+        continue; // a damaged record is another command's to report
+      }
+      if (w->state == WorkloadState::queued && w->deleting) {
+        continue; // on its way out: never admitted
+      }
+      QueueEntry e;
+      e.name = w->name;
+      e.priority = w->priority;
+      e.arrival_ms = w->created_at_ms;
+      e.num_slices = w->num_slices > 0 ? w->num_slices : c.num_slices;
+      e.held = held_slices(*w, c.num_slices);
+      e.admitted_ms = w->admitted_at_ms;
+      e.evicting = w->state == WorkloadState::evicting || w->deleting;
+      e.head_since_ms = w->head_since_ms;
+      entries.push_back(std::move(e));
+      reads.push_back({r, std::move(*w)});
+    }
+    const QueuePlan plan = plan_queue(cluster, c.num_slices, entries, now, policy);
+    std::vector<state::Op> ops{state::CheckOp{ckey, crec->version}};
+    std::vector<state::Op> events;
+    bool changed = false;
+    for (auto& [record, w] : reads) {
+      if (w.deleting) {
+        ops.push_back(state::CheckOp{record.key, record.version});
+        continue;
+      }
+      if (apply(plan, w, now, events)) {
+        changed = true;
+        ops.push_back(state::UpdateOp{record.key, to_json(w), record.version});
+        if (w.state == WorkloadState::pending && plan.admit.count(w.name) != 0) {
+          pass.admitted.push_back(w.name);
+        } else if (w.state == WorkloadState::evicting) {
+          pass.evicted.push_back(w.name);
+        }
+      } else {
+        ops.push_back(state::CheckOp{record.key, record.version});
+      }
+    }
+    if (!changed) {
+      return std::vector<state::Op>{};
+    }
+    ops.insert(ops.end(), events.begin(), events.end());
+    return ops;
+  });
+  if (!committed) {
+    return committed.error();
+  }
+  return pass;
+}
+
+std::vector<state::Op> requeue_evicted(Workload& w, int64_t now) {
+  const WorkloadState from = w.state;
+  w.state = WorkloadState::queued;
+  w.slices.clear();
+  w.evictions += 1;
+  w.attempt += 1;
+  w.workers.clear();
+  w.repair = nlohmann::json::object();
+  lose_attempt(w.time); // what it ran since its last checkpoint is the job's to know
+  if (w.time.phase != TimePhase::evicted) {
+    enter(w.time, TimePhase::evicted, now);
+  }
+  w.message = "evicted " + util::counted(static_cast<size_t>(w.evictions), "time") +
+              "; back in the queue of cluster " + w.cluster;
+  return {state_event(w, from, w.state, now, "REQUEUED", w.message)};
+}
+
+void admit_quietly(state::StateStore& store, const Workload& wl, const MonitorOptions& o) {
+  if (auto pass = admit_queue(store, wl.pool, wl.cluster, now_of(o)); !pass) {
+    spdlog::warn("cluster '{}': admitting its queue: {}", wl.cluster, pass.error().message);
+  }
+}
+
+Expected<std::optional<Workload>> wait_in_queue(state::StateStore& store, const Workload& start,
+                                                const MonitorOptions& o,
+                                                const remote::CancelToken* cancel) {
+  using Ms = std::chrono::milliseconds;
+  const std::string& pool = start.pool;
+  const std::string& name = start.name;
+  int64_t refreshed = 0;
+  int64_t revision = 0;
+  std::string said;
+  while (!(cancel && cancel->cancelled())) {
+    // The revision before the pass: whatever commits during it wakes the wait below.
+    if (auto rev = store.wait_for_change(pool, 0, Ms(0)); rev) {
+      revision = *rev;
+    }
+    admit_quietly(store, start, o);
+    const int64_t now = now_of(o);
+    const bool refresh = now - refreshed >= o.lease_ttl.count() / 3;
+    TPUCTL_TRY_ASSIGN(auto m, mutate(store, pool, name, true, [&](Workload& w) {
+                        if (w.state != WorkloadState::queued || !refresh) {
+                          return std::optional<std::vector<state::Op>>();
+                        }
+                        w.monitor = to_json(own_lease(now, o.lease_ttl));
+                        return std::optional<std::vector<state::Op>>(std::vector<state::Op>{});
+                      }));
+    if (m.skipped == Skip::gone) {
+      return std::optional<Workload>();
+    }
+    if (m.skipped != Skip::none || m.workload->state != WorkloadState::queued) {
+      return m.workload;
+    }
+    if (refresh) {
+      refreshed = now;
+    }
+    if (m.workload->message != said) {
+      said = m.workload->message;
+      say(o, "queued: " + said);
+    }
+    auto changed = store.wait_for_change(pool, revision, o.poll_interval * 5);
+    if (!changed) {
+      sleep_for(o.poll_interval, cancel);
+    }
+  }
+  return std::optional<Workload>(start);
+}
+
+Expected<Started> start_admitted(state::StateStore& store, const Workload& wl,
+                                 const MonitorOptions& o, bool keep_lease) {
+  Started out;
+  auto gone_or = [](const Mutation& x) {
+    return x.skipped == Skip::gone ? std::optional<Workload>() : x.workload;
+  };
+  auto planned = plan_workload(store, wl);
+  if (!planned) {
+    const std::string why = planned.error().message;
+    TPUCTL_TRY_ASSIGN(auto f, mutate(store, wl.pool, wl.name, true, [&](Workload& w) {
+                        return finish(w, WorkloadState::failed, why, now_of(o));
+                      }));
+    out.workload = gone_or(f);
+    return out;
+  }
+  const std::vector<WorkerPlan>& plans = *planned;
+  // A start that was under way when its process died: what it started is stopped first.
+  if (std::any_of(wl.workers.begin(), wl.workers.end(),
+                  [&](const WorkloadWorker& x) { return x.attempt == wl.attempt; })) {
+    (void)stop_workers(wl, plans, o.ssh);
+  }
+  TPUCTL_TRY_ASSIGN(auto m, mutate(store, wl.pool, wl.name, true, [&](Workload& w) {
+                      if (w.state != WorkloadState::pending) {
+                        return std::optional<std::vector<state::Op>>();
+                      }
+                      w.workers = pending_workers(plans, w.attempt);
+                      return std::optional<std::vector<state::Op>>(std::vector<state::Op>{});
+                    }));
+  if (m.skipped != Skip::none || m.workload->state != WorkloadState::pending) {
+    out.workload = gone_or(m);
+    return out;
+  }
+  const Workload& now_wl = *m.workload;
+  say(o, "starting '" + wl.name + "' on " + util::counted(plans.size(), "worker") + " of cluster " +
+             wl.cluster);
+  std::vector<size_t> failed;
+  TPUCTL_TRY_ASSIGN(std::string failure, start_attempt(now_wl, plans, failed, o));
+  const int64_t at = now_of(o);
+  TPUCTL_TRY_ASSIGN(
+      auto f, mutate(store, wl.pool, wl.name, true, [&](Workload& w) {
+        if (w.started_at_ms == 0) {
+          w.started_at_ms = at;
+        }
+        w.attempt_started_ms = at;
+        if (!keep_lease) {
+          w.monitor = nlohmann::json::object(); // a monitor takes it
+        }
+        if (!failure.empty()) {
+          for (size_t i : failed) {
+            if (i < w.workers.size()) {
+              w.workers[i].state = WorkerState::failed;
+              w.workers[i].detail = "could not start";
+            }
+          }
+          return finish(w, WorkloadState::failed, failure, at);
+        }
+        const WorkloadState from = w.state;
+        w.state = WorkloadState::running;
+        w.message.clear();
+        enter(w.time, TimePhase::running, at);
+        for (auto& x : w.workers) {
+          x.state = WorkerState::running; // started: the supervisor runs it
+        }
+        return std::optional<std::vector<state::Op>>(std::vector<state::Op>{
+            state_event(w, from, WorkloadState::running, at, "STATE_CHANGED", "started")});
+      }));
+  if (f.skipped == Skip::gone || f.skipped == Skip::deleting || f.skipped == Skip::not_ours) {
+    (void)stop_workers(now_wl, plans, o.ssh); // deleted while it started
+  }
+  out.workload = gone_or(f);
+  if (f.skipped == Skip::none && f.workload->state == WorkloadState::running) {
+    out.plans = std::move(*planned);
+  }
+  return out;
+}
+
+Expected<std::optional<Workload>> evict_workload(state::StateStore& store, const Workload& wl,
+                                                 const std::vector<WorkerPlan>* plans,
+                                                 WorkerWatch* watch, const MonitorOptions& o) {
+  say(o, wl.message);
+  std::optional<std::vector<WorkerPlan>> own;
+  if (plans == nullptr) {
+    if (auto planned = plan_workload(store, wl); planned) {
+      own = std::move(*planned);
+      plans = &*own;
+    } else {
+      spdlog::warn("workload '{}': {}; its processes went with its slices", wl.name,
+                   planned.error().message);
+    }
+  }
+  if (plans != nullptr) {
+    stop_attempt(wl, *plans, watch, o);
+  }
+  TPUCTL_TRY_ASSIGN(auto m, mutate(
+                                store, wl.pool, wl.name, true,
+                                [&](Workload& w) -> std::optional<std::vector<state::Op>> {
+                                  if (w.state != WorkloadState::evicting) {
+                                    return std::nullopt;
+                                  }
+                                  return requeue_evicted(w, now_of(o));
+                                },
+                                true));
+  if (m.skipped == Skip::gone) {
+    return std::optional<Workload>();
+  }
+  say(o, m.workload->message);
+  admit_quietly(store, *m.workload, o);
+  return m.workload;
+}
+
+} // namespace tpuctl::provision

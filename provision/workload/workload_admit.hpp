@@ -1,0 +1,89 @@
+// A cluster's workload queue, applied in the store: who is admitted onto which slices, who is
+// evicted to make room, and why the others wait (the rules: workload_queue.hpp).
+//
+// There is no scheduler daemon. As with queued resources, whichever tpuctl process has a reason
+// to look applies what is due: `workload create` right after it stores its workload, the
+// monitor of every QUEUED workload each time the store changes, and a monitor whose workload
+// ends, is evicted or deleted. One pass reads the cluster and every unfinished workload of it,
+// plans, and commits every change in one transaction that also checks the version of each record
+// it read (etcd: a compare on every key; SQLite: its write lock). Two passes at once therefore
+// cannot admit one workload twice or two workloads onto one slice: the second one's commit fails,
+// and it plans again from what the first wrote. A pass that changes nothing writes nothing, so
+// the monitors it wakes settle after one more read each.
+//
+// What a pass writes:
+//   * admitted: QUEUED -> PENDING with the slices it now holds (its monitor, or its create,
+//     starts its workers there; workload_ops.cpp);
+//   * evicted: PENDING | RUNNING | RECOVERING -> EVICTING (its monitor stops its processes with
+//     their grace, then requeue_evicted() puts it back in the queue, keeping its arrival);
+//   * waiting: the reason (`message`), `queue_position` and `head_since_ms`, when they changed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "provision/workload/workload.hpp"
+#include "provision/workload/workload_ops.hpp"
+#include "provision/workload/workload_queue.hpp"
+#include "provision/workload/workload_watch.hpp"
+#include "state/store.hpp"
+
+namespace tpuctl::provision {
+
+struct AdmitPass {
+  std::vector<std::string> admitted;
+  std::vector<std::string> evicted;
+};
+
+// One pass over cluster `cluster` of `pool` at `now_ms`. A cluster that is gone admits nothing.
+// Errors: the store's (a conflict only after the store's retries).
+Expected<AdmitPass> admit_queue(state::StateStore& store, const std::string& pool,
+                                const std::string& cluster, int64_t now_ms,
+                                const QueuePolicy& policy = {});
+
+// The record change that ends an eviction once the workload's processes are stopped: QUEUED
+// again with no slices, its attempt's running time lost, evictions + 1, the next attempt's
+// number taken (restarts and repairs untouched: an eviction is not its failure). Returns the
+// event.
+std::vector<state::Op> requeue_evicted(Workload& workload, int64_t now_ms);
+
+// The slices the workload holds: `slices`, or all of its cluster's `cluster_slices` for a
+// record from before the queue (it ran on every slice).
+std::vector<int> held_slices(const Workload& workload, int cluster_slices);
+
+// ---- the monitor's side (the caller holds the workload's monitor lease) ----
+
+// A QUEUED workload waits: a pass at each change of the store (a slice freed, a workload
+// deleted, a priority arriving), the lease refreshed meanwhile. Returns the record once it is
+// no longer QUEUED (admitted: PENDING), nullopt when it is gone, the record as found when it is
+// being deleted or `cancel` fires. Errors: the store's.
+Expected<std::optional<Workload>> wait_in_queue(state::StateStore& store, const Workload& workload,
+                                                const MonitorOptions& options,
+                                                const remote::CancelToken* cancel);
+
+struct Started {
+  std::optional<Workload> workload; // afterwards (nullopt: gone)
+  // RUNNING: the workers of the slices it holds, for the monitor's watch.
+  std::optional<std::vector<WorkerPlan>> plans;
+};
+
+// Starts an admitted (PENDING) workload's current attempt on the slices it holds: RUNNING once
+// every worker started, FAILED when one could not (the others stopped again) or its slices
+// cannot be planned. `keep_lease`: the monitor goes on holding the lease (a create hands it
+// over). Deleted or evicted meanwhile: what started is stopped again. Errors: the store's.
+Expected<Started> start_admitted(state::StateStore& store, const Workload& workload,
+                                 const MonitorOptions& options, bool keep_lease);
+
+// Carries out an eviction: stops the attempt's processes with their grace (through `watch`,
+// the monitor's streams, when given; new sessions for the rest), then requeue_evicted(), then
+// a pass (the slices go to what evicted it). Returns the record afterwards (nullopt: gone).
+// Errors: the store's.
+Expected<std::optional<Workload>> evict_workload(state::StateStore& store, const Workload& workload,
+                                                 const std::vector<WorkerPlan>* plans,
+                                                 WorkerWatch* watch, const MonitorOptions& options);
+
+// A pass for the workload's cluster, its failure only logged (the next pass retries).
+void admit_quietly(state::StateStore& store, const Workload& workload,
+                   const MonitorOptions& options);
+
+} // namespace tpuctl::provision
