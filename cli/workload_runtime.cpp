@@ -1,5 +1,6 @@
 #include "cli/workload_runtime.hpp"
 
+#include <cstdlib>
 #include <ostream>
 
 #include "cli/qr_runtime.hpp"
@@ -16,6 +17,12 @@ Expected<provision::MonitorOptions> monitor_options(Context& ctx, const SshFlags
   // A recovering workload moves its cluster's request itself: reconcile, then drive what needs
   // it (suspend, provision) in this process.
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, flags));
+  // A repair places and provisions only the broken slice again, unless asked to send the whole
+  // request back through the queue (bench/repair_bench.sh compares the two).
+  const char* whole = std::getenv("TPUCTL_REPAIR_WHOLE_REQUEST");
+  if (whole == nullptr || std::string(whole) != "1") {
+    o.provision = drive.provision;
+  }
   o.drive_pool = [&ctx, drive](const std::string& pool) -> Status {
     TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx, Drivers::none));
     auto carried = provision::drive_pending(*store, pool, drive);

@@ -149,13 +149,18 @@ std::string link_problem(const agent::PreflightResult& r, const std::vector<Slic
 }
 
 Expected<std::vector<SliceWorker>> collect_workers(const QueuedResource& qr, const PoolView& pool,
-                                                   const std::string& sha) {
+                                                   const std::string& sha,
+                                                   const std::vector<int>& only_nodes) {
   if (qr.nodes.empty()) {
     return Error{ErrorKind::failure,
                  "queued resource '" + qr.id + "' has no nodes yet (place it before provisioning)"};
   }
   std::vector<SliceWorker> out;
   for (size_t n = 0; n < qr.nodes.size(); ++n) {
+    if (!only_nodes.empty() &&
+        std::find(only_nodes.begin(), only_nodes.end(), static_cast<int>(n)) == only_nodes.end()) {
+      continue;
+    }
     const QrNode& node = qr.nodes[n];
     std::vector<std::string> peers;
     for (const auto& w : node.workers) {
@@ -288,7 +293,8 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
   const std::string sha = util::sha256_hex(*agent_bytes);
   QueuedResource qr = qr_in; // with the agent's sha256, so slice_env_input finds its directory
   qr.provisioning["agent_sha256"] = sha;
-  TPUCTL_TRY_ASSIGN(std::vector<SliceWorker> workers, collect_workers(qr, pool, sha));
+  TPUCTL_TRY_ASSIGN(std::vector<SliceWorker> workers,
+                    collect_workers(qr, pool, sha, options.only_nodes));
 
   ProvisionReport report;
   report.agent_sha256 = sha;

@@ -37,6 +37,9 @@ struct ProvisionOptions {
   int relay_port = 8477;
   size_t relay_group = 64;
   bool kernel_check = true;
+  // Only these nodes (indices into qr.nodes) are provisioned: a repair re-placed one slice, and
+  // the others keep their agents. Empty: every node.
+  std::vector<int> only_nodes;
   std::function<void(const std::string&)> progress; // one line per step for stderr; may be empty
   // Per worker, as each finishes a step ("push", "probe", "startup", "preflight"): how many of
   // `total` are done, and the worker's host. For a live display; may be empty.

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "provision/slice/provisioning.hpp"
 #include "provision/workload/container.hpp"
 #include "provision/workload/workload.hpp"
 #include "provision/workload/workload_policy.hpp"
@@ -63,6 +64,10 @@ struct MonitorOptions {
   // cli/qr_runtime does): a recovering workload's cluster is suspended, requeued and provisioned
   // again through it. Empty: only reconcile (another process must drive).
   std::function<Status(const std::string& pool)> drive_pool;
+  // How a repair provisions the one slice it places again (node_repair.hpp): with these, a lost
+  // host's slice alone is re-placed while the request stays ACTIVE; without, the whole request
+  // goes back through the queue.
+  std::optional<ProvisionOptions> provision;
   // As each worker has started (`done` of `total`, its host): for a live display; may be empty.
   std::function<void(size_t done, size_t total, const std::string& host)> worker_started;
 };

@@ -7,6 +7,7 @@
 
 #include "provision/pool/pools.hpp"
 #include "provision/queue/reconcile.hpp"
+#include "provision/slice/node_repair.hpp"
 #include "provision/workload/cluster.hpp"
 #include "provision/workload/workload_steps.hpp"
 #include "util/failpoint.hpp"
@@ -73,6 +74,37 @@ Status suspend_for_repair(state::StateStore& store, const Workload& wl, const st
   return committed ? tpuctl::ok() : Status(committed.error());
 }
 
+// Places and provisions again only the slices (nodes) of the workload that held a lost host, the
+// request staying ACTIVE (node_repair.hpp). False when that cannot be done here (no provisioning
+// options, no block fits, provisioning failed): the caller repairs the whole request.
+Expected<bool> repair_in_place(state::StateStore& store, const Workload& wl,
+                               const std::vector<std::string>& lost, const MonitorOptions& o) {
+  if (!o.provision) {
+    return false;
+  }
+  std::vector<std::string> nodes;
+  for (const auto& w : wl.workers) {
+    if (std::find(lost.begin(), lost.end(), w.host) != lost.end() &&
+        std::find(nodes.begin(), nodes.end(), w.node) == nodes.end()) {
+      nodes.push_back(w.node);
+    }
+  }
+  if (nodes.empty()) {
+    return false;
+  }
+  for (const auto& node : nodes) {
+    say(o, "repairing: placing slice '" + node + "' of cluster '" + wl.cluster + "' again");
+    TPUCTL_TRY_ASSIGN(NodeRepair r,
+                      repair_node(store, wl.pool, wl.queued_resource, node, *o.provision, o.clock));
+    if (!r.repaired) {
+      say(o, "repairing the whole request instead: " + r.why);
+      return false;
+    }
+    say(o, "slice '" + node + "' placed again on " + util::join(r.hosts, ", "));
+  }
+  return true;
+}
+
 TimePhase phase_for(const SliceCheck& check) {
   if (check.qr && check.qr->state == QrState::waiting_for_resources) {
     return TimePhase::queued;
@@ -120,6 +152,21 @@ Expected<SliceCheck> check_slices(state::StateStore& store, const Workload& wl) 
     if (c.status == SliceStatus::coming_back) {
       c.why = "queued resource '" + qr.id + "' was provisioned again since attempt " +
               std::to_string(wl.attempt) + " started";
+      break;
+    }
+    // One of its slices repaired in place (node_repair.hpp), or being repaired.
+    for (const auto& w : wl.workers) {
+      if (node_repairing(qr, w.node)) {
+        c.status = SliceStatus::coming_back;
+        c.repairing = true;
+        c.why = "slice '" + w.node + "' is being placed and provisioned again";
+        break;
+      }
+      if (node_ready_ms(qr, w.node) > wl.attempt_started_ms) {
+        c.status = SliceStatus::coming_back;
+        c.why = "slice '" + w.node + "' was placed again since attempt " +
+                std::to_string(wl.attempt) + " started";
+      }
     }
     break;
   case QrState::suspending:
@@ -185,9 +232,12 @@ Expected<RecoveryStep> recovery_step(state::StateStore& store, const Workload& i
                wl.cluster + "' again");
     TPUCTL_TRY(drain_lost(store, wl, hosts, reason));
     util::failpoint("workload.repair");
-    TPUCTL_TRY(suspend_for_repair(
-        store, wl, "repair: " + util::join(hosts, ", ") + " lost by workload '" + name + "'",
-        now_of(o)));
+    TPUCTL_TRY_ASSIGN(const bool in_place, repair_in_place(store, wl, hosts, o));
+    if (!in_place) {
+      TPUCTL_TRY(suspend_for_repair(
+          store, wl, "repair: " + util::join(hosts, ", ") + " lost by workload '" + name + "'",
+          now_of(o)));
+    }
     TPUCTL_TRY_ASSIGN(auto m, mutate(store, pool, name, true, [&](Workload& w) {
                         w.repair = Json::object();
                         return std::optional<std::vector<state::Op>>(std::vector<state::Op>{});
@@ -225,7 +275,8 @@ Expected<RecoveryStep> recovery_step(state::StateStore& store, const Workload& i
     step.workload = f.skipped == Skip::gone ? std::nullopt : f.workload;
     return step;
   }
-  if (check.status == SliceStatus::intact || !check.qr || check.qr->state != QrState::active) {
+  if (check.status == SliceStatus::intact || !check.qr || check.qr->state != QrState::active ||
+      check.repairing) {
     // Still on its way back: say why, and account the time to the request's state.
     const std::string waiting =
         "waiting for cluster '" + wl.cluster + "': " + check.why +

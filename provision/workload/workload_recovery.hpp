@@ -46,6 +46,7 @@ struct SliceCheck {
   std::string why; // coming_back and gone: what happened to it, for people
   std::optional<QueuedResource> qr;
   std::vector<std::string> deleted_nodes; // gone: the workload's slices deleted from the request
+  bool repairing = false; // coming_back: one of its slices is being placed again in place
 };
 // Errors: the store's.
 Expected<SliceCheck> check_slices(state::StateStore& store, const Workload& wl);

@@ -2,7 +2,7 @@
 // slice placed again on free hosts, the workload running again on every worker with the next
 // attempt; a requeue cluster preempted by a reserved request goes back to the queue and its
 // workload resumes when the capacity returns; goodput accounts for both. Real sshd on the address
-// block 127.0.201.x - 127.0.202.x (owned by this file), a real SQLite store, a scratch HOME.
+// block 127.0.201.x - 127.0.205.x (owned by this file), a real SQLite store, a scratch HOME.
 #include <csignal>
 #include <fstream>
 #include <set>
@@ -37,7 +37,8 @@ bool all_running_attempt(const json& wl, int attempt) {
 }
 
 struct RepairEnv : tpuctl::test::WorkloadEnv {
-  RepairEnv(int hosts, const std::string& base) : WorkloadEnv(hosts, base) {}
+  RepairEnv(int hosts, const std::string& base, const std::string& shape = "")
+      : WorkloadEnv(hosts, base, shape) {}
   // Polls `workload describe` (which also restarts a missing monitor) until `done` holds.
   json wait_for(const std::string& name, const std::function<bool(const json&)>& done,
                 std::chrono::seconds timeout) {
@@ -126,6 +127,58 @@ TEST_CASE("repair: a dead worker host is drained naming the workload, the slice 
   auto cluster = env.run_json({"cluster", "describe", "demo"});
   CHECK(cluster["goodput"]["lost_ms"] == after["goodput"]["lost_ms"]);
 
+  REQUIRE(env.run({"cluster", "delete", "demo", "--force", "-q"}).exit_code == 0);
+  CHECK(workload_processes(uid).empty());
+}
+
+TEST_CASE("repair: a host lost in one slice of two places that slice alone again; the other "
+          "slice keeps its hosts, the cluster stays ACTIVE, and every worker runs the next "
+          "attempt together") {
+  RepairEnv env(12, "127.0.205.2", "4x12"); // 2x6 hosts: room for 3 slices of 2x2
+  auto created = env.run({"cluster", "create", "--cluster", "demo", "--tpu-type", "v5litepod-16",
+                          "--num-slices", "2"});
+  REQUIRE_MESSAGE(created.exit_code == 0, created.err);
+  const json qr_before = env.describe("demo");
+  const std::string uid = env.create_workload(
+      "demo", "long", "echo attempt=$TPUCTL_WORKLOAD_ATTEMPT; sleep 300", {"--num-slices", "all"});
+  json before = env.wait_for(
+      "long", [](const json& w) { return all_running_attempt(w, 0); }, std::chrono::seconds(30));
+  REQUIRE(all_running_attempt(before, 0));
+  REQUIRE(before["workers"].size() == 8);
+  std::set<std::string> slice0, slice1;
+  for (const auto& w : before["workers"]) {
+    (w["slice"] == 0 ? slice0 : slice1).insert(w["host"].get<std::string>());
+  }
+  const std::string dead = before["workers"][5]["host"]; // slice 1, worker 1
+  REQUIRE(slice1.count(dead) == 1);
+  REQUIRE(before["workers"][5]["worker"] == 1);
+
+  env.kill_worker_host(uid, dead, 1, before["workers"][5]["node"]);
+  json after = env.wait_for(
+      "long", [](const json& w) { return all_running_attempt(w, 1); }, std::chrono::seconds(90));
+  INFO(env.monitor_log("long"));
+  REQUIRE(all_running_attempt(after, 1));
+  CHECK(after["repairs"] == 1);
+  CHECK(after["restarts"] == 0);
+  std::set<std::string> now0, now1;
+  for (const auto& w : after["workers"]) {
+    (w["slice"] == 0 ? now0 : now1).insert(w["host"].get<std::string>());
+  }
+  CHECK(now0 == slice0); // the healthy slice: the same hosts
+  CHECK(now1.count(dead) == 0);
+  CHECK(now1.size() == 4);
+  for (const auto& h : now1) {
+    CHECK(now0.count(h) == 0);
+  }
+  // The request never left ACTIVE: no suspension, no requeue, the same ACTIVE since.
+  const json qr_after = env.describe("demo");
+  CHECK(qr_after["state"] == "ACTIVE");
+  CHECK(qr_after["history"].size() == qr_before["history"].size());
+  CHECK(env.monitor_log("long").find("placed again on") != std::string::npos);
+  // The claims follow: the dead host is no longer the cluster's.
+  auto claims = env.claims();
+  CHECK(claims.size() == 8);
+  CHECK(claims.count(dead) == 0);
   REQUIRE(env.run({"cluster", "delete", "demo", "--force", "-q"}).exit_code == 0);
   CHECK(workload_processes(uid).empty());
 }

@@ -13,12 +13,15 @@ std::vector<int> workload_processes(const std::string& uid) {
   return processes_with_marker("TPUCTL_WORKLOAD_UID=" + uid);
 }
 
-std::vector<int> workload_worker_processes(const std::string& uid, int worker) {
+std::vector<int> workload_worker_processes(const std::string& uid, int worker,
+                                           const std::string& node) {
   std::vector<int> out;
   const std::string id = std::string("TPU_WORKER_ID=") + std::to_string(worker) + '\0';
+  const std::string name = "TPU_NAME=" + node + '\0';
   for (int pid : workload_processes(uid)) {
-    if (('\0' + read_file("/proc/" + std::to_string(pid) + "/environ")).find('\0' + id) !=
-        std::string::npos) {
+    const std::string env = '\0' + read_file("/proc/" + std::to_string(pid) + "/environ");
+    if (env.find('\0' + id) != std::string::npos &&
+        (node.empty() || env.find('\0' + name) != std::string::npos)) {
       out.push_back(pid);
     }
   }
@@ -46,13 +49,13 @@ std::string WorkloadEnv::create_workload(const std::string& cluster, const std::
   return uid;
 }
 
-void WorkloadEnv::kill_worker_host(const std::string& uid, const std::string& host,
-                                   int worker) const {
+void WorkloadEnv::kill_worker_host(const std::string& uid, const std::string& host, int worker,
+                                   const std::string& node) const {
   std::ifstream pidfile(pool_dir() / "hosts" / host / "sshd.pid");
   int sshd = 0;
   REQUIRE(static_cast<bool>(pidfile >> sshd));
   REQUIRE(::kill(sshd, SIGKILL) == 0);
-  for (int pid : workload_worker_processes(uid, worker)) {
+  for (int pid : workload_worker_processes(uid, worker, node)) {
     ::kill(pid, SIGKILL);
   }
 }

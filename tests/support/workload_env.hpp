@@ -13,8 +13,10 @@ namespace tpuctl::test {
 
 // Every process on this machine (the local pool's workers included) tagged with the workload.
 std::vector<int> workload_processes(const std::string& uid);
-// Those that run as worker `worker` (TPU_WORKER_ID in their environment).
-std::vector<int> workload_worker_processes(const std::string& uid, int worker);
+// Those that run as worker `worker` (TPU_WORKER_ID in their environment), of node `node`
+// (TPU_NAME) when it is not empty.
+std::vector<int> workload_worker_processes(const std::string& uid, int worker,
+                                           const std::string& node = "");
 
 struct WorkloadEnv : QrEnv {
   std::vector<std::string> uids; // of every workload created here
@@ -27,8 +29,10 @@ struct WorkloadEnv : QrEnv {
   std::string create_workload(const std::string& cluster, const std::string& name,
                               const std::string& command, std::vector<std::string> extra = {},
                               const std::map<std::string, std::string>& extra_env = {});
-  // The host dies: its sshd and every process of the workload that runs there as `worker`.
-  void kill_worker_host(const std::string& uid, const std::string& host, int worker) const;
+  // The host dies: its sshd and every process of the workload that runs there as `worker` (of
+  // node `node`, when the cluster has several slices: their worker ids repeat).
+  void kill_worker_host(const std::string& uid, const std::string& host, int worker,
+                        const std::string& node = "") const;
 };
 
 } // namespace tpuctl::test
