@@ -8,12 +8,14 @@
 #include "cli/qr_runtime.hpp"
 #include "cli/qr_view.hpp"
 #include "cli/state_access.hpp"
+#include "cli/terminal.hpp"
 #include "cli/values.hpp"
 #include "cli/workload_runtime.hpp"
 #include "cli/workload_view.hpp"
 #include "provision/pool/pools.hpp"
 #include "provision/slice/qr_ops.hpp"
 #include "provision/workload/cluster.hpp"
+#include "provision/workload/cluster_resize.hpp"
 #include "provision/workload/workload.hpp"
 #include "util/strings.hpp"
 #include "util/time_text.hpp"
@@ -76,6 +78,41 @@ Expected<std::string> cluster_name(const ClusterFlags& f) {
   return positional_or_flag(f.name, f.flag_name, "cluster", "NAME or --cluster NAME");
 }
 
+// `cluster create` on an existing cluster: xpk's resize (cluster_resize.hpp). Its workloads'
+// monitors are made sure of first: an eviction is theirs to carry out.
+Expected<int> run_resize(Context& ctx, const ClusterFlags& f, state::StateStore& store,
+                         const provision::ClusterRequest& req,
+                         const provision::ProvisionOptions& provision) {
+  TPUCTL_TRY_ASSIGN(auto workloads, provision::list_workloads(store, req.pool, req.name));
+  ensure_monitors(ctx, workloads);
+  auto progress = make_progress(ctx);
+  TPUCTL_TRY_ASSIGN(auto resized, provision::resize_cluster(
+                                      store, req, f.force, provision, state::system_clock(),
+                                      [&](const std::string& line) { progress->line(line); }));
+  TPUCTL_TRY_ASSIGN(Json j, describe_json(store, resized.cluster));
+  j["resize"] = Json{{"from", resized.from},
+                     {"to", resized.cluster.num_slices},
+                     {"added", resized.added},
+                     {"removed", resized.removed},
+                     {"evicted", resized.evicted}};
+  TPUCTL_TRY(emit(ctx, j, [&](std::ostream& os, const Json& data) {
+    os << "cluster " << req.name << ": " << resized.from << " -> " << resized.cluster.num_slices
+       << " slices";
+    if (!resized.added.empty()) {
+      os << " (added " << util::join(resized.added, ", ") << ")";
+    }
+    if (!resized.removed.empty()) {
+      os << " (removed " << util::join(resized.removed, ", ") << ")";
+    }
+    if (!resized.evicted.empty()) {
+      os << " (evicted " << util::join(resized.evicted, ", ") << ")";
+    }
+    os << "\n";
+    print_cluster(os, data);
+  }));
+  return 0;
+}
+
 Expected<int> run_create(Context& ctx, const ClusterFlags& f) {
   TPUCTL_TRY_ASSIGN(auto tier, capacity_tier(f));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
@@ -90,6 +127,12 @@ Expected<int> run_create(Context& ctx, const ClusterFlags& f) {
   req.tier = tier;
   TPUCTL_TRY_ASSIGN(req.on_preemption, provision::parse_on_preemption(f.on_preemption));
   const auto clock = state::system_clock();
+  TPUCTL_TRY_ASSIGN(auto clusters, provision::list_clusters(*store, pool));
+  for (const auto& existing : clusters) {
+    if (existing.name == f.name) {
+      return run_resize(ctx, f, *store, req, drive.provision);
+    }
+  }
   TPUCTL_TRY_ASSIGN(auto created, provision::create_cluster(*store, req, clock));
   Cluster cluster = created.first;
   const std::string what = "cluster '" + f.name + "'";
@@ -245,6 +288,8 @@ void setup_cluster(CLI::App& group, Registry& registry) {
                    "workloads resume when it is ACTIVE again; suspend: it stays SUSPENDED")
       ->type_name("P");
   create->add_flag("--async", f->async, "return at once; a background tpuctl carries it on");
+  create->add_flag("--force", f->force,
+                   "resizing: remove held slices too, evicting their workloads with their grace");
   create->add_option("--timeout", f->timeout, "stop waiting after this long (exit 3; 0: no limit)")
       ->type_name("D")
       ->check(timeout_duration());

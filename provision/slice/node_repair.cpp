@@ -42,6 +42,28 @@ Status clear_mark(state::StateStore& store, const std::string& pool, const std::
 
 } // namespace
 
+std::string provision_nodes(state::StateStore& store, const std::string& pool,
+                            const QueuedResource& qr, const std::vector<int>& nodes,
+                            const ProvisionOptions& options) {
+  ProvisionOptions po = options;
+  po.only_nodes = nodes;
+  auto report = [&]() -> Expected<ProvisionReport> {
+    TPUCTL_TRY_ASSIGN(PoolView view, load_pool(store, pool));
+    return provision_slice(qr, view, po);
+  }();
+  if (!report) {
+    return report.error().message;
+  }
+  if (!report->ok) {
+    return report->failure ? report->failure->message : "provisioning failed";
+  }
+  if (report->agent_sha256 != agent_sha256(qr)) {
+    return "the agent built now differs from the one its other slices run (use the tpuctl "
+           "that provisioned them, or delete the request and create it again)";
+  }
+  return "";
+}
+
 int64_t node_ready_ms(const QueuedResource& qr, const std::string& node_id) {
   const Json& marks = qr.provisioning.value(k_node_ready_mark, Json::object());
   return marks.is_object() ? marks.value(node_id, int64_t{0}) : 0;
@@ -145,20 +167,7 @@ Expected<NodeRepair> repair_node(state::StateStore& store, const std::string& po
     return out; // why says
   }
   // 2. Provision the new hosts only.
-  ProvisionOptions po = options;
-  po.only_nodes = {index};
-  auto report = [&]() -> Expected<ProvisionReport> {
-    TPUCTL_TRY_ASSIGN(PoolView view, load_pool(store, pool));
-    return provision_slice(placed, view, po);
-  }();
-  std::string failed;
-  if (!report) {
-    failed = report.error().message;
-  } else if (!report->ok) {
-    failed = report->failure ? report->failure->message : "provisioning failed";
-  } else if (report->agent_sha256 != agent_sha256(placed)) {
-    failed = "the agent built now differs from the one its other slices run";
-  }
+  const std::string failed = provision_nodes(store, pool, placed, {index}, options);
   // 3. Ready, or not repaired here.
   TPUCTL_TRY(clear_mark(store, pool, qr_id, node_id, failed.empty(), state::to_unix_ms(clock())));
   if (!failed.empty()) {

@@ -41,6 +41,12 @@ Expected<NodeRepair> repair_node(state::StateStore& store, const std::string& po
                                  const std::string& qr_id, const std::string& node_id,
                                  const ProvisionOptions& options, const state::Clock& clock);
 
+// Provisions only nodes `nodes` (indices) of `qr`, which the others' agent must match. Returns
+// "" when every worker of them is ready, else why not (for people).
+std::string provision_nodes(state::StateStore& store, const std::string& pool,
+                            const QueuedResource& qr, const std::vector<int>& nodes,
+                            const ProvisionOptions& options);
+
 // When node `node_id` was last repaired in place (unix ms), 0 when never; and whether a repair
 // of it is under way.
 int64_t node_ready_ms(const QueuedResource& qr, const std::string& node_id);

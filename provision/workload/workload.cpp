@@ -1,5 +1,6 @@
 #include "provision/workload/workload.hpp"
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 #include <utility>
@@ -146,6 +147,7 @@ Json to_json(const Workload& w) {
          {"priority_value", w.priority},
          {"num_slices", w.num_slices},
          {"slices", w.slices},
+         {"slice_nodes", w.slice_nodes},
          {"queue_position", w.queue_position},
          {"head_since_ms", w.head_since_ms},
          {"admitted_at_ms", w.admitted_at_ms},
@@ -209,6 +211,7 @@ Expected<Workload> workload_from_json(const Json& doc) {
     // Before the queue, a workload ran on every slice of its cluster: no "slices" then means all.
     w.num_slices = doc.value("num_slices", 0);
     w.slices = doc.value("slices", std::vector<int>{});
+    w.slice_nodes = doc.value("slice_nodes", std::vector<std::string>{});
     w.queue_position = doc.value("queue_position", 0);
     w.head_since_ms = doc.value("head_since_ms", int64_t{0});
     w.admitted_at_ms = doc.value("admitted_at_ms", int64_t{0});
@@ -262,6 +265,20 @@ Expected<Workload> workload_from_record(const state::Record& record) {
   TPUCTL_TRY_ASSIGN(Workload w, workload_from_json(record.doc));
   w.version = record.version;
   return w;
+}
+
+std::vector<int> resolve_slices(const Workload& w, const std::vector<std::string>& node_ids) {
+  if (w.slice_nodes.empty()) {
+    return w.slices;
+  }
+  std::vector<int> out;
+  for (const auto& id : w.slice_nodes) {
+    auto it = std::find(node_ids.begin(), node_ids.end(), id);
+    if (it != node_ids.end()) {
+      out.push_back(static_cast<int>(it - node_ids.begin()));
+    }
+  }
+  return out;
 }
 
 state::Key workload_key(const std::string& pool, const std::string& name) {

@@ -95,6 +95,9 @@ struct Workload {
   int priority = 500;
   int num_slices = 1;
   std::vector<int> slices;
+  // The same slices by node id: what they are, whatever a resize or a deleted node does to the
+  // request's node order (`slices` is refreshed from it: resolve_slices).
+  std::vector<std::string> slice_nodes;
   int queue_position = 0;
   int64_t head_since_ms = 0;
   int64_t admitted_at_ms = 0;
@@ -137,6 +140,11 @@ Expected<Workload> workload_from_json(const nlohmann::json& doc);
 Expected<Workload> workload_from_record(const state::Record& record);
 
 state::Key workload_key(const std::string& pool, const std::string& name);
+
+// The indices, among `node_ids` (the cluster's request's nodes, in order), of the slices the
+// workload holds: its slice_nodes found there (a removed one is left out), or `slices` for a
+// record without them.
+std::vector<int> resolve_slices(const Workload& workload, const std::vector<std::string>& node_ids);
 
 // Every workload of `pool`, by name; only those of `cluster` when it is not empty.
 Expected<std::vector<Workload>> list_workloads(state::StateStore& store, const std::string& pool,

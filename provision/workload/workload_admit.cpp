@@ -27,14 +27,25 @@ struct Read {
   Workload workload;
 };
 
-// The changes of `plan` to one workload; true when it changed.
-bool apply(const QueuePlan& plan, Workload& w, int64_t now, std::vector<state::Op>& events) {
+// The changes of `plan` to one workload (and its slices' indices among `node_ids` now); true
+// when it changed.
+bool apply(const QueuePlan& plan, const std::vector<std::string>& node_ids, Workload& w,
+           int64_t now, std::vector<state::Op>& events) {
   const nlohmann::json before = to_json(w);
   const std::string& n = w.name;
+  if (!w.slice_nodes.empty()) {
+    w.slices = resolve_slices(w, node_ids);
+  }
   if (auto a = plan.admit.find(n); a != plan.admit.end()) {
     const WorkloadState from = w.state;
     w.state = WorkloadState::pending;
     w.slices = a->second;
+    w.slice_nodes.clear();
+    for (int s : a->second) {
+      if (s >= 0 && static_cast<size_t>(s) < node_ids.size()) {
+        w.slice_nodes.push_back(node_ids[static_cast<size_t>(s)]);
+      }
+    }
     w.admitted_at_ms = now;
     w.queue_position = 0;
     w.head_since_ms = 0;
@@ -63,13 +74,16 @@ bool apply(const QueuePlan& plan, Workload& w, int64_t now, std::vector<state::O
 
 } // namespace
 
-std::vector<int> held_slices(const Workload& w, int cluster_slices) {
-  if (!w.slices.empty() || !holds_slices(w.state)) {
-    return w.slices;
+std::vector<int> held_slices(const Workload& w, const std::vector<std::string>& node_ids) {
+  if (!holds_slices(w.state)) {
+    return {};
+  }
+  if (!w.slices.empty() || !w.slice_nodes.empty()) {
+    return resolve_slices(w, node_ids);
   }
   std::vector<int> all;
-  for (int s = 0; s < cluster_slices; ++s) {
-    all.push_back(s);
+  for (size_t s = 0; s < node_ids.size(); ++s) {
+    all.push_back(static_cast<int>(s));
   }
   return all;
 }
@@ -86,6 +100,16 @@ Expected<AdmitPass> admit_queue(state::StateStore& store, const std::string& poo
       return std::vector<state::Op>{};
     }
     TPUCTL_TRY_ASSIGN(Cluster c, cluster_from_json(crec->doc));
+    // Its request's nodes, in order: what a held slice's index means now.
+    std::vector<std::string> node_ids;
+    TPUCTL_TRY_ASSIGN(auto qrec, s.find(state::queued_resource_key(pool, c.queued_resource)));
+    if (qrec) {
+      TPUCTL_TRY_ASSIGN(QueuedResource qr, qr_from_record(*qrec));
+      node_ids = qr.node_ids;
+    }
+    for (int i = static_cast<int>(node_ids.size()); i < c.num_slices; ++i) {
+      node_ids.push_back(c.queued_resource + "-" + std::to_string(i));
+    }
     TPUCTL_TRY_ASSIGN(state::Listing listing, s.list(state::Kind::workload, pool));
     std::vector<Read> reads;
     std::vector<QueueEntry> entries;
@@ -102,7 +126,7 @@ Expected<AdmitPass> admit_queue(state::StateStore& store, const std::string& poo
       e.priority = w->priority;
       e.arrival_ms = w->created_at_ms;
       e.num_slices = w->num_slices > 0 ? w->num_slices : c.num_slices;
-      e.held = held_slices(*w, c.num_slices);
+      e.held = held_slices(*w, node_ids);
       e.admitted_ms = w->admitted_at_ms;
       e.evicting = w->state == WorkloadState::evicting || w->deleting;
       e.head_since_ms = w->head_since_ms;
@@ -118,7 +142,7 @@ Expected<AdmitPass> admit_queue(state::StateStore& store, const std::string& poo
         ops.push_back(state::CheckOp{record.key, record.version});
         continue;
       }
-      if (apply(plan, w, now, events)) {
+      if (apply(plan, node_ids, w, now, events)) {
         changed = true;
         ops.push_back(state::UpdateOp{record.key, to_json(w), record.version});
         if (w.state == WorkloadState::pending && plan.admit.count(w.name) != 0) {
@@ -146,6 +170,7 @@ std::vector<state::Op> requeue_evicted(Workload& w, int64_t now) {
   const WorkloadState from = w.state;
   w.state = WorkloadState::queued;
   w.slices.clear();
+  w.slice_nodes.clear();
   w.evictions += 1;
   w.attempt += 1;
   w.workers.clear();

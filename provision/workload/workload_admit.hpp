@@ -47,9 +47,9 @@ Expected<AdmitPass> admit_queue(state::StateStore& store, const std::string& poo
 // event.
 std::vector<state::Op> requeue_evicted(Workload& workload, int64_t now_ms);
 
-// The slices the workload holds: `slices`, or all of its cluster's `cluster_slices` for a
-// record from before the queue (it ran on every slice).
-std::vector<int> held_slices(const Workload& workload, int cluster_slices);
+// The slices the workload holds, as indices among its request's `node_ids`: none unless it is
+// admitted; resolve_slices; every node for a record from before the queue (it ran on all).
+std::vector<int> held_slices(const Workload& workload, const std::vector<std::string>& node_ids);
 
 // ---- the monitor's side (the caller holds the workload's monitor lease) ----
 

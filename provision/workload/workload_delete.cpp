@@ -209,6 +209,7 @@ Expected<WorkloadDeletion> delete_workload(state::StateStore& store, const std::
   Workload where = before;
   if (before.container.app || before.evictions > 0) {
     where.slices.clear();
+    where.slice_nodes.clear();
   }
   const bool never_ran = before.state == WorkloadState::queued && !before.container.app &&
                          before.evictions == 0 && before.workers.empty();

@@ -12,6 +12,7 @@
 #include "provision/workload/container.hpp"
 #include "remote/fanout.hpp"
 #include "util/shell_quote.hpp"
+#include "util/strings.hpp"
 
 namespace tpuctl::provision {
 
@@ -78,7 +79,16 @@ Expected<std::vector<WorkerPlan>> plan_workload(state::StateStore& store, const 
   WorkerSelection selection;
   selection.user_env = wl.env;
   selection.profile = wl.env_profile;
-  selection.job_nodes = wl.slices;
+  std::vector<std::string> node_ids;
+  for (const auto& n : target->qr.nodes) {
+    node_ids.push_back(n.id);
+  }
+  selection.job_nodes = resolve_slices(wl, node_ids);
+  if (selection.job_nodes.size() < wl.slice_nodes.size()) {
+    return Error(ErrorKind::failure, "workload '" + wl.name + "': a slice it holds (" +
+                                         util::join(wl.slice_nodes, ", ") +
+                                         ") is no longer part of cluster '" + wl.cluster + "'");
+  }
   TPUCTL_TRY_ASSIGN(auto plans, plan_workers(*target, pool, selection));
   // Every caller is about to start, watch or stop the workload's processes there: from now on
   // deleting the request stops what runs on it.

@@ -311,3 +311,83 @@ TEST_CASE("workload queue: concurrent creates on etcd never admit two workloads 
   QueueEnv env("127.0.244.50", 2, 2, etcd.url());
   concurrent_creates(env, 6);
 }
+
+TEST_CASE("cluster create on an existing cluster resizes it: new slices are placed and provisioned "
+          "while its workloads run on; a shrink removes free slices first, held ones only with "
+          "--force (their workloads evicted with their grace); another type is refused") {
+  QueueEnv env("127.0.244.60", 4, 2);
+  auto resize = [&](const std::string& n, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"cluster",    "create",      "--cluster",    "demo",
+                                  "--tpu-type", "v5litepod-4", "--num-slices", n,
+                                  "--format",   "json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return env.run(args);
+  };
+  CHECK(env.submit("a", {}) == "RUNNING");
+  const json a_before = env.workload("a");
+  CHECK(env.submit("b", {"--num-slices", "2", "--priority", "low"}) == "QUEUED");
+
+  // Grow to 3: the new slice is placed and provisioned; "a" never notices; "b" fits now.
+  auto grown = resize("3");
+  REQUIRE_MESSAGE(grown.exit_code == 0, grown.err);
+  auto g = json::parse(grown.out);
+  CHECK(g["num_slices"] == 3);
+  CHECK(g["resize"]["from"] == 2);
+  CHECK(g["resize"]["added"].size() == 1);
+  CHECK(g["slices"].size() == 3);
+  REQUIRE(env.reaches("b", "RUNNING"));
+  env.check_no_shared_host();
+  json a_now = env.workload("a");
+  CHECK(a_now["state"] == "RUNNING");
+  CHECK(a_now["attempt"] == 0);
+  CHECK(a_now["workers"][0]["host"] == a_before["workers"][0]["host"]);
+  CHECK(env.describe("demo")["state"] == "ACTIVE");
+
+  // Every slice is held: a shrink without --force is refused, and nothing changes.
+  auto refused = resize("2");
+  CHECK(refused.exit_code == 1);
+  CHECK_MESSAGE(refused.err.find("--force") != std::string::npos, refused.err);
+  CHECK(env.run_json({"cluster", "describe", "demo"})["num_slices"] == 3);
+
+  // "b" ends: the shrink takes its free slices, "a" runs on where it was.
+  env.release("b");
+  REQUIRE(env.reaches("b", "SUCCEEDED"));
+  auto shrunk = resize("2");
+  REQUIRE_MESSAGE(shrunk.exit_code == 0, shrunk.err);
+  auto sh = json::parse(shrunk.out);
+  CHECK(sh["num_slices"] == 2);
+  CHECK(sh["resize"]["removed"].size() == 1);
+  CHECK(sh["resize"]["evicted"].empty());
+  a_now = env.workload("a");
+  CHECK(a_now["state"] == "RUNNING");
+  CHECK(a_now["attempt"] == 0);
+  CHECK(a_now["workers"][0]["host"] == a_before["workers"][0]["host"]);
+  CHECK(env.claims().size() == 2);
+
+  // Both slices held: --force evicts the workload of the slice that goes, with its grace.
+  CHECK(env.submit("c", {"-tgps", "10"}) == "RUNNING");
+  auto forced = resize("1", {"--force"});
+  REQUIRE_MESSAGE(forced.exit_code == 0, forced.err);
+  auto fo = json::parse(forced.out);
+  CHECK(fo["num_slices"] == 1);
+  REQUIRE(fo["resize"]["evicted"].size() == 1);
+  const std::string evicted = fo["resize"]["evicted"][0];
+  const std::string kept = evicted == "a" ? "c" : "a";
+  CHECK(env.state(evicted) == "QUEUED");
+  CHECK(env.workload(evicted)["evictions"] == 1);
+  CHECK(env.written(evicted + ".ckpt") == "0\n"); // its TERM came with time to checkpoint
+  CHECK(env.state(kept) == "RUNNING");
+  CHECK(env.claims().size() == 1);
+  env.check_no_shared_host();
+
+  // Another type: refused in one line, nothing changes.
+  auto other = env.run(
+      {"cluster", "create", "--cluster", "demo", "--tpu-type", "v5litepod-8", "--num-slices", "1"});
+  CHECK(other.exit_code == 2);
+  CHECK_MESSAGE(other.err.find("another type") != std::string::npos, other.err);
+  CHECK(std::count(other.err.begin(), other.err.end(), '\n') == 1);
+  CHECK(env.run_json({"cluster", "describe", "demo"})["tpu_type"] == "v5litepod-4");
+  env.release(kept);
+  env.release(evicted);
+  REQUIRE(env.reaches(kept, "SUCCEEDED"));
+}
