@@ -70,19 +70,23 @@ const std::vector<RecordFields>& record_fields() {
                "file and worker: node, slice, worker, host, source, destination, copied"},
       {"workload",
        "name, pool, uid, cluster, queued_resource, state, command, env ({name, value}), "
-       "env_profile, fail_policy, max_restarts, termination_grace_seconds, restart_on_exit_codes, "
+       "env_profile, fail_policy, max_restarts, priority, num_slices, slices, slice_nodes, "
+       "queue_position, head_of_queue_since, admitted_at, evictions, "
+       "termination_grace_seconds, restart_on_exit_codes, "
        "ttl_seconds_after_finished, max_repairs, repairs, restarts, attempt, "
        "recoveries, timeout_ms, "
        "deleting, created_at, started_at, attempt_started_at, recovering_since, finished_at, "
        "message, repair ({hosts, reason}), goodput ({wall_ms, provisioning_ms, queued_ms, "
-       "recovering_ms, running_ms, lost_ms, goodput}), running, worker_count, workers ({node, "
+       "recovering_ms, running_ms, lost_ms, evicted_ms, goodput}), running, worker_count, "
+       "workers ({node, "
        "slice, worker, host, state, exit_code, attempt, last_heartbeat, last_contact, detail}), "
        "container"},
       {"log line (--output jsonl)", "node, slice, worker, host, line"},
       {"cluster",
        "name, pool, tpu_type, num_slices, tier, on_preemption, state, queued_resource, "
        "created_at, running_workloads, goodput, slices ({name, slice, workers}), workloads "
-       "({name, state, goodput}), reason, error"},
+       "({name, state, goodput}), reason, error; a resize (cluster create on an existing "
+       "cluster) adds resize ({from, to, added, removed, evicted})"},
   };
   return k_fields;
 }

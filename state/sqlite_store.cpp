@@ -319,7 +319,7 @@ Expected<int64_t> SqliteStore::wait_for_change(const std::string&, int64_t after
       return after_revision;
     }
     std::this_thread::sleep_for(
-        std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(150)));
+        std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(50)));
   }
 }
 

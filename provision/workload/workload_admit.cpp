@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
@@ -13,6 +14,9 @@
 namespace tpuctl::provision {
 
 namespace {
+
+// How often a waiting workload's monitor makes a pass of its own (plus up to 1 s, by pid).
+constexpr int64_t k_queue_pass_ms = 5000;
 
 std::string slice_list(const std::vector<int>& slices) {
   std::vector<std::string> parts;
@@ -198,13 +202,23 @@ Expected<std::optional<Workload>> wait_in_queue(state::StateStore& store, const 
   const std::string& name = start.name;
   int64_t refreshed = 0;
   int64_t revision = 0;
+  int64_t passed = 0;
   std::string said;
+  // Every change that frees slices (a workload ending, evicted or deleted, a create, a resize)
+  // is followed by a pass of the process that made it; a waiting monitor reads its own record
+  // at each change and makes a pass itself only now and then (a safety net for a pass that died
+  // with its process, and for the head-of-queue bound), so dozens of waiting workloads do not
+  // all plan the same queue at every change.
+  const int64_t pass_every = k_queue_pass_ms + static_cast<int64_t>(::getpid() % 1000);
   while (!(cancel && cancel->cancelled())) {
     // The revision before the pass: whatever commits during it wakes the wait below.
     if (auto rev = store.wait_for_change(pool, 0, Ms(0)); rev) {
       revision = *rev;
     }
-    admit_quietly(store, start, o);
+    if (now_of(o) - passed >= pass_every) {
+      admit_quietly(store, start, o);
+      passed = now_of(o);
+    }
     const int64_t now = now_of(o);
     const bool refresh = now - refreshed >= o.lease_ttl.count() / 3;
     TPUCTL_TRY_ASSIGN(auto m, mutate(store, pool, name, true, [&](Workload& w) {

@@ -2,14 +2,15 @@
 // evicted to make room, and why the others wait (the rules: workload_queue.hpp).
 //
 // There is no scheduler daemon. As with queued resources, whichever tpuctl process has a reason
-// to look applies what is due: `workload create` right after it stores its workload, the
-// monitor of every QUEUED workload each time the store changes, and a monitor whose workload
-// ends, is evicted or deleted. One pass reads the cluster and every unfinished workload of it,
-// plans, and commits every change in one transaction that also checks the version of each record
-// it read (etcd: a compare on every key; SQLite: its write lock). Two passes at once therefore
-// cannot admit one workload twice or two workloads onto one slice: the second one's commit fails,
-// and it plans again from what the first wrote. A pass that changes nothing writes nothing, so
-// the monitors it wakes settle after one more read each.
+// to look applies what is due: `workload create` right after it stores its workload, a monitor
+// whose workload ends or is evicted, a delete, a resize, and, every few seconds, the monitor of
+// each QUEUED workload (a safety net: it also reads its own record at every change). One pass reads
+// the cluster and every unfinished workload of it, plans, and commits every change in one
+// transaction that also checks the version of each record it read (etcd: a compare on every key;
+// SQLite: its write lock). Two passes at once therefore cannot admit one workload twice or two
+// workloads onto one slice: the second one's commit fails, and it plans again from what the first
+// wrote. A pass that changes nothing writes nothing, so the monitors it wakes settle after one more
+// read each.
 //
 // What a pass writes:
 //   * admitted: QUEUED -> PENDING with the slices it now holds (its monitor, or its create,
@@ -53,10 +54,10 @@ std::vector<int> held_slices(const Workload& workload, const std::vector<std::st
 
 // ---- the monitor's side (the caller holds the workload's monitor lease) ----
 
-// A QUEUED workload waits: a pass at each change of the store (a slice freed, a workload
-// deleted, a priority arriving), the lease refreshed meanwhile. Returns the record once it is
-// no longer QUEUED (admitted: PENDING), nullopt when it is gone, the record as found when it is
-// being deleted or `cancel` fires. Errors: the store's.
+// A QUEUED workload waits: it reads its record at each change of the store (whoever frees
+// slices makes a pass), makes a pass of its own every 5-6 s, and refreshes its lease. Returns the
+// record once it is no longer QUEUED (admitted: PENDING), nullopt when it is gone, the record as
+// found when it is being deleted or `cancel` fires. Errors: the store's.
 Expected<std::optional<Workload>> wait_in_queue(state::StateStore& store, const Workload& workload,
                                                 const MonitorOptions& options,
                                                 const remote::CancelToken* cancel);

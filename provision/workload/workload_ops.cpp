@@ -354,12 +354,19 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
     if (decide(guess, now).verdict == Verdict::keep_running && same_view(wl.workers, seen) &&
         now - last_visit < k_visit_ms) {
       wl.workers = std::move(seen);
-      auto changed = store.wait_for_change(pool, revision, o.poll_interval);
-      if (changed && *changed != revision) {
-        revision = *changed;
-        last_visit = 0; // look at it at once
-      } else if (!changed) {
-        sleep_for(o.poll_interval, cancel);
+      // Until the next turn: a worker's news (its job exited) or a change to the store (a
+      // delete, an eviction) ends the wait early, each noticed within 150 ms.
+      const auto next_turn = std::chrono::steady_clock::now() + o.poll_interval;
+      while (std::chrono::steady_clock::now() < next_turn && !(cancel && cancel->cancelled())) {
+        if (watch->wait_for_news(Ms(150))) {
+          break;
+        }
+        auto changed = store.wait_for_change(pool, revision, Ms(0));
+        if (changed && *changed != revision) {
+          revision = *changed;
+          last_visit = 0; // look at it at once
+          break;
+        }
       }
       continue;
     }
@@ -434,6 +441,7 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
     }
     if (d.verdict == Verdict::succeeded) {
       say(o, "workload '" + name + "' SUCCEEDED: " + d.message);
+      admit_quietly(store, wl, o); // its slices go to the next in the queue before anything else
       return std::optional<Workload>(wl);
     }
     // A restart with a lost worker repairs the slice first (workload_recovery.hpp).
@@ -453,6 +461,7 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
       TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
                           return finish(w, WorkloadState::failed, d.message, now_of(o));
                         }));
+      admit_quietly(store, wl, o);
       return gone_or(f);
     }
     if (d.verdict == Verdict::restart && !lost_hosts.empty()) {

@@ -2,20 +2,24 @@
 //
 // A workload runs on its cluster's queued resource. Two things take the slices away under it:
 //   * a worker is LOST (its host gone, its supervisor gone, no heartbeat) while the workload has
-//     restarts left: the monitor repairs the slice, as GKE node auto-repair and JobSet do
-//     together. It drains the lost hosts (the reason names the workload and the time), suspends
-//     the request with the requeue mark (its processes stopped on every host that answers, its
-//     hosts released), and the scheduler puts it back in the queue in its old place, where it is
-//     placed again with the same shape and topology rules as any request, on free hosts (spares
-//     are simply free hosts; the drained ones are never placed) and provisioned again (push,
-//     probe, preflight). When nothing fits, the request waits, and the workload with it, its
-//     reason visible, until hosts free up or the workload's --timeout passes.
+//     repairs left: the monitor repairs the slice, as GKE node auto-repair and JobSet do
+//     together. It drains the lost hosts (the reason names the workload and the time), then
+//     places only the slice that held them again (node_repair.hpp: same shape and topology
+//     rules as any request, on free hosts; spares are simply free hosts, the drained ones are
+//     never placed), provisions just it, and the request stays ACTIVE: its other slices, and
+//     other workloads on them, are untouched. When that slice cannot be placed or provisioned,
+//     the whole request goes back instead: suspended with the requeue mark (its processes
+//     stopped on every host that answers, its hosts released), put back in the queue in its old
+//     place by the scheduler, placed and provisioned again; while nothing fits, the request
+//     waits, and the workload with it, its reason visible, until hosts free up or the
+//     workload's --timeout passes.
 //   * the cluster is preempted: a requeue cluster (cluster create's default) comes back the same
 //     way once capacity returns; a suspend one ends the workload FAILED, naming the preemption.
-// Meanwhile the workload is RECOVERING. Once the request is ACTIVE again (ACTIVE since after the
-// attempt that broke), every worker starts the next attempt together, with the new worker
-// environment (new hosts, TPUCTL_WORKLOAD_ATTEMPT + 1). A repair counts as a restart
-// (--max-restarts); a preemption does not, as it is not the workload's failure.
+// Meanwhile the workload is RECOVERING. Once its slices are back (the repaired slice ready, or
+// the request ACTIVE since after the attempt that broke), every worker starts the next attempt
+// together, with the new worker environment (new hosts, TPUCTL_WORKLOAD_ATTEMPT + 1). Neither a
+// repair (counted in repairs, bounded by --max-repairs) nor a preemption uses up a restart: they
+// are not the workload's failure.
 //
 // The monitor records what it is about to do before doing it (RECOVERING with the repair still
 // to carry out), and every step checks what is already done (a drained host, a request already

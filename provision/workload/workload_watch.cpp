@@ -130,6 +130,12 @@ void WorkerWatch::open(const std::vector<size_t>& workers) {
       if (s.generation != generations[line.index]) {
         return; // a stream that was replaced
       }
+      // News for the monitor's turn: the job's state moved (an exit above all), not a heartbeat.
+      if (obs.state != s.last.state || obs.attempt != s.last.attempt ||
+          obs.exit_code != s.last.exit_code || obs.supervisor_alive != s.last.supervisor_alive) {
+        m_news = true;
+        m_changed.notify_all();
+      }
       s.last = std::move(obs);
       s.lines += 1;
       s.ever = true;
@@ -143,6 +149,7 @@ void WorkerWatch::open(const std::vector<size_t>& workers) {
       s.open = false;
       s.ever = true;
       s.ended = r.error.empty() ? std::string(remote::to_string(r.outcome)) : r.error;
+      m_news = true;
       m_changed.notify_all();
     };
     auto ran = remote::run_streams(jobs, o, cb, &g->cancel);
@@ -159,6 +166,13 @@ void WorkerWatch::open(const std::vector<size_t>& workers) {
     }
   });
   m_groups.push_back(std::move(group));
+}
+
+bool WorkerWatch::wait_for_news(milliseconds timeout) {
+  std::unique_lock lock(m_mutex);
+  const bool news = m_changed.wait_for(lock, timeout, [this] { return m_news; });
+  m_news = false;
+  return news;
 }
 
 std::vector<std::optional<WorkerObservation>> WorkerWatch::turn() {

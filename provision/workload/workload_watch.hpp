@@ -65,6 +65,11 @@ public:
   // the checks of suspects only (5 s at most).
   std::vector<std::optional<WorkerObservation>> turn();
 
+  // Waits up to `timeout` for news worth a turn at once: a worker whose job changed state (it
+  // exited, its supervisor died) or whose stream ended; heartbeats are not news. True when some
+  // came (since the last call).
+  bool wait_for_news(std::chrono::milliseconds timeout);
+
   // Stops every worker through its stream (agent supervise-watch's stop line: TERM through
   // its supervisor, `grace`, KILL, the tag scan for orphans, then with `remove` its files) and
   // waits for the answers: the agent's acknowledgement within 15 s, its result within `grace`
@@ -92,7 +97,8 @@ private:
   PolicyConfig m_policy;
   util::StallClock m_stall;
   mutable std::mutex m_mutex;
-  std::condition_variable m_changed; // a stop's answer came, or a stream ended
+  std::condition_variable m_changed; // a stop's answer came, a stream ended, or news
+  bool m_news = false;               // (under m_mutex) see wait_for_news
   std::vector<Seen> m_seen;
   std::vector<std::unique_ptr<Group>> m_groups;
   // The monitor's side, touched only by turn().
