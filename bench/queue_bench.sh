@@ -38,21 +38,11 @@ tpuctl=$root/${BUILD_DIR:-build}/cli/tpuctl
 [[ -x $tpuctl ]] || (cd "$root" && scripts/build.sh >&2)
 
 scratch=
-cleanup() {
-  if [[ -n $scratch && -d $scratch ]]; then
-    "$tpuctl" pool local-down --force >/dev/null 2>&1 || true
-    for pid in $(pgrep -f -- "$scratch" || true); do
-      kill -9 "$pid" 2>/dev/null || true
-    done
-    rm -rf "$scratch"
-  fi
-  scratch=
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
 # shellcheck source=bench/lib.sh
 source "$here/lib.sh"
+cleanup() { scratch_cleanup; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 fresh_home() {
   scratch=$(mktemp -d /tmp/tpuctl-queue-bench-XXXXXX)
   export HOME=$scratch XDG_STATE_HOME=$scratch/state XDG_CONFIG_HOME=$scratch/config

@@ -33,22 +33,11 @@ tpuctl=$root/${BUILD_DIR:-build}/cli/tpuctl
 [[ -x $tpuctl ]] || (cd "$root" && scripts/build.sh >&2)
 
 scratch=
-cleanup() {
-  if [[ -n $scratch && -d $scratch ]]; then
-    "$tpuctl" pool local-down --force >/dev/null 2>&1 || true
-    # Whatever is left (a supervisor runs the agent from the scratch directory): by PID.
-    for pid in $(pgrep -f -- "$scratch" || true); do
-      kill -9 "$pid" 2>/dev/null || true
-    done
-    rm -rf "$scratch"
-  fi
-  scratch=
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
 # shellcheck source=bench/lib.sh
 source "$here/lib.sh"
+cleanup() { scratch_cleanup; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 secs() { awk -v ms="$1" 'BEGIN {if (ms=="-") print "-"; else printf "%.1f", ms/1000}'; }
 cell() { # "median (min-max)" in seconds of the given milliseconds
   local m r
