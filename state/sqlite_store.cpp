@@ -6,6 +6,8 @@
 // transaction, which is what makes SQLite's transact() conflict-free.
 #include "state/sqlite_store.hpp"
 
+#include <sys/stat.h>
+
 #include <thread>
 
 #include <sqlite3.h>
@@ -302,24 +304,47 @@ Expected<std::vector<Heartbeat>> SqliteStore::live_heartbeats(const std::string&
 
 Expected<int64_t> SqliteStore::wait_for_change(const std::string&, int64_t after_revision,
                                                std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    int64_t rev = 0;
-    {
-      Txn t(*this);
-      TPUCTL_TRY(t.begin(false));
-      TPUCTL_TRY_ASSIGN(rev, current_revision());
-      TPUCTL_TRY(t.commit());
+  using SteadyClock = std::chrono::steady_clock;
+  const auto deadline = SteadyClock::now() + timeout;
+  // Every commit appends to the write-ahead log, so the log's mtime and size are a change
+  // detector that costs one stat(): the revision is read when they moved, and at least once a
+  // second (a log checkpointed and rewritten to the same size within one mtime tick).
+  const std::string wal = m_options.path + "-wal";
+  auto stamp = [&wal]() -> std::pair<int64_t, int64_t> {
+    struct stat st {};
+    if (::stat(wal.c_str(), &st) != 0) {
+      return {-1, -1};
     }
-    if (rev > after_revision) {
-      return rev;
+    return {static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec,
+            static_cast<int64_t>(st.st_size)};
+  };
+  auto seen = stamp();
+  auto read_at = SteadyClock::now();
+  for (bool read = true;; read = false) {
+    if (!read) {
+      const auto now_stamp = stamp();
+      read = now_stamp != seen || SteadyClock::now() - read_at >= std::chrono::seconds(1);
+      seen = now_stamp;
     }
-    auto left = deadline - std::chrono::steady_clock::now();
-    if (left <= std::chrono::steady_clock::duration::zero()) {
+    if (read) {
+      int64_t rev = 0;
+      {
+        Txn t(*this);
+        TPUCTL_TRY(t.begin(false));
+        TPUCTL_TRY_ASSIGN(rev, current_revision());
+        TPUCTL_TRY(t.commit());
+      }
+      read_at = SteadyClock::now();
+      if (rev > after_revision) {
+        return rev;
+      }
+    }
+    auto left = deadline - SteadyClock::now();
+    if (left <= SteadyClock::duration::zero()) {
       return after_revision;
     }
     std::this_thread::sleep_for(
-        std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(50)));
+        std::min<SteadyClock::duration>(left, std::chrono::milliseconds(50)));
   }
 }
 

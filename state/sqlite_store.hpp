@@ -61,8 +61,9 @@ public:
   Expected<CommitResult> commit(const std::vector<Op>& ops) override;
   Status put_heartbeat(const std::string& pool, const std::string& host, const Json& payload,
                        std::chrono::seconds ttl) override;
-  // Polls the revision counter every 50 ms (any pool's commit wakes it): a read of one row,
-  // so a waiting workload starts within a few tens of ms of a slice freeing.
+  // Looks every 50 ms (any pool's commit wakes it): a stat() of the write-ahead log, and a read
+  // of the revision counter when the log moved (or a second passed), so a waiting workload
+  // starts within a few tens of ms of a slice freeing and dozens of waiters cost little.
   Expected<int64_t> wait_for_change(const std::string& pool, int64_t after_revision,
                                     std::chrono::milliseconds timeout) override;
   // One read transaction (a WAL snapshot) until end_reads(): every read joins it.

@@ -15,8 +15,9 @@ namespace tpuctl::provision {
 
 namespace {
 
-// How often a waiting workload's monitor makes a pass of its own (plus up to 1 s, by pid).
-constexpr int64_t k_queue_pass_ms = 5000;
+// How often a waiting workload's monitor makes a pass of its own (plus up to 5 s, by pid): a
+// safety net only, as whoever frees slices makes one.
+constexpr int64_t k_queue_pass_ms = 30000;
 
 std::string slice_list(const std::vector<int>& slices) {
   std::vector<std::string> parts;
@@ -209,7 +210,7 @@ Expected<std::optional<Workload>> wait_in_queue(state::StateStore& store, const 
   // at each change and makes a pass itself only now and then (a safety net for a pass that died
   // with its process, and for the head-of-queue bound), so dozens of waiting workloads do not
   // all plan the same queue at every change.
-  const int64_t pass_every = k_queue_pass_ms + static_cast<int64_t>(::getpid() % 1000);
+  const int64_t pass_every = k_queue_pass_ms + static_cast<int64_t>(::getpid() % 5000);
   while (!(cancel && cancel->cancelled())) {
     // The revision before the pass: whatever commits during it wakes the wait below.
     if (auto rev = store.wait_for_change(pool, 0, Ms(0)); rev) {

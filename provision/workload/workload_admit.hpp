@@ -3,7 +3,7 @@
 //
 // There is no scheduler daemon. As with queued resources, whichever tpuctl process has a reason
 // to look applies what is due: `workload create` right after it stores its workload, a monitor
-// whose workload ends or is evicted, a delete, a resize, and, every few seconds, the monitor of
+// whose workload ends or is evicted, a delete, a resize, and, every half minute, the monitor of
 // each QUEUED workload (a safety net: it also reads its own record at every change). One pass reads
 // the cluster and every unfinished workload of it, plans, and commits every change in one
 // transaction that also checks the version of each record it read (etcd: a compare on every key;
@@ -55,7 +55,7 @@ std::vector<int> held_slices(const Workload& workload, const std::vector<std::st
 // ---- the monitor's side (the caller holds the workload's monitor lease) ----
 
 // A QUEUED workload waits: it reads its record at each change of the store (whoever frees
-// slices makes a pass), makes a pass of its own every 5-6 s, and refreshes its lease. Returns the
+// slices makes a pass), makes a pass of its own every 30-35 s, and refreshes its lease. Returns the
 // record once it is no longer QUEUED (admitted: PENDING), nullopt when it is gone, the record as
 // found when it is being deleted or `cancel` fires. Errors: the store's.
 Expected<std::optional<Workload>> wait_in_queue(state::StateStore& store, const Workload& workload,
