@@ -82,12 +82,13 @@ Expected<std::string> cluster_name(const ClusterFlags& f) {
 // monitors are made sure of first: an eviction is theirs to carry out.
 Expected<int> run_resize(Context& ctx, const ClusterFlags& f, state::StateStore& store,
                          const provision::ClusterRequest& req,
-                         const provision::ProvisionOptions& provision) {
+                         const provision::ProvisionOptions& provision,
+                         const provision::ResizeWait& wait) {
   TPUCTL_TRY_ASSIGN(auto workloads, provision::list_workloads(store, req.pool, req.name));
   ensure_monitors(ctx, workloads);
   auto progress = make_progress(ctx);
   TPUCTL_TRY_ASSIGN(auto resized, provision::resize_cluster(
-                                      store, req, f.force, provision, state::system_clock(),
+                                      store, req, f.force, provision, wait, state::system_clock(),
                                       [&](const std::string& line) { progress->line(line); }));
   TPUCTL_TRY_ASSIGN(Json j, describe_json(store, resized.cluster));
   j["resize"] = Json{{"from", resized.from},
@@ -130,7 +131,8 @@ Expected<int> run_create(Context& ctx, const ClusterFlags& f) {
   TPUCTL_TRY_ASSIGN(auto clusters, provision::list_clusters(*store, pool));
   for (const auto& existing : clusters) {
     if (existing.name == f.name) {
-      return run_resize(ctx, f, *store, req, drive.provision);
+      return run_resize(ctx, f, *store, req, drive.provision,
+                        provision::ResizeWait{!f.async, timeout});
     }
   }
   TPUCTL_TRY_ASSIGN(auto created, provision::create_cluster(*store, req, clock));

@@ -145,13 +145,14 @@ Status remove_nodes(state::StateStore& store, const ClusterRequest& r,
 }
 
 Expected<ClusterResize> grow(state::StateStore& store, const ClusterRequest& r,
-                             const ProvisionOptions& provision, const state::Clock& clock,
+                             const ProvisionOptions& provision, const ResizeWait& wait,
+                             const state::Clock& clock,
                              const std::function<void(const std::string&)>& say) {
-  const int64_t now = state::to_unix_ms(clock());
+  int64_t now = state::to_unix_ms(clock());
   ClusterResize out;
   std::vector<int> indices; // of the nodes to provision
   QueuedResource placed;
-  auto committed = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
+  auto place = [&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
     out = {};
     indices.clear();
     TPUCTL_TRY_ASSIGN(Snapshot snap, read_cluster(s, r));
@@ -177,7 +178,7 @@ Expected<ClusterResize> grow(state::StateStore& store, const ClusterRequest& r,
       if (!p) {
         return Error(ErrorKind::capacity,
                      "cluster '" + r.name + "' cannot grow to " + std::to_string(r.num_slices) +
-                         " slices now: " + explain_no_fit(grid, type).message +
+                         " slices: " + explain_no_fit(grid, type).message +
                          " (nothing changed; run it again once hosts are free)",
                      "no_free_block");
       }
@@ -208,7 +209,28 @@ Expected<ClusterResize> grow(state::StateStore& store, const ClusterRequest& r,
         state::ClaimOp{r.pool, claim, qr.id, std::chrono::seconds(0)},
         state::UpdateOp{snap.qr_record.key, to_json(qr), snap.qr_record.version},
         resize_event(qr, now, "NODES_ADDED", "slices placed: " + util::join(out.added, ", "))};
-  });
+  };
+  // No room now: the new slices wait for hosts to free up, as any request does, until `wait`
+  // says to stop (nothing changes meanwhile).
+  const auto deadline = std::chrono::steady_clock::now() + wait.limit;
+  std::string said;
+  Expected<state::CommitResult> committed = store.transact(place);
+  while (!committed && state::has_reason(committed.error(), "no_free_block") && wait.wait &&
+         (wait.limit.count() == 0 || std::chrono::steady_clock::now() < deadline)) {
+    if (committed.error().message != said) {
+      said = committed.error().message;
+      say("waiting: " + said);
+    }
+    TPUCTL_TRY_ASSIGN(const int64_t rev, store.wait_for_change(r.pool, 0, Ms(0)));
+    Ms left = Ms(5000);
+    if (wait.limit.count() > 0) {
+      left = std::min(left,
+                      std::chrono::duration_cast<Ms>(deadline - std::chrono::steady_clock::now()));
+    }
+    (void)store.wait_for_change(r.pool, rev, std::max(left, Ms(0)));
+    now = state::to_unix_ms(clock());
+    committed = store.transact(place);
+  }
   if (!committed) {
     return committed.error();
   }
@@ -410,7 +432,7 @@ Expected<ClusterResize> shrink(state::StateStore& store, const ClusterRequest& r
 
 Expected<ClusterResize> resize_cluster(state::StateStore& store, const ClusterRequest& r,
                                        bool force, const ProvisionOptions& provision,
-                                       const state::Clock& clock,
+                                       const ResizeWait& wait, const state::Clock& clock,
                                        const std::function<void(const std::string&)>& progress) {
   auto say = [&](const std::string& line) {
     if (progress) {
@@ -423,7 +445,7 @@ Expected<ClusterResize> resize_cluster(state::StateStore& store, const ClusterRe
   // (Nodes past the cluster's count are a grow that did not finish: a grow provisions them; a
   // resize to the count removes them.)
   if (r.num_slices > snap.cluster.num_slices) {
-    out = grow(store, r, provision, clock, say);
+    out = grow(store, r, provision, wait, clock, say);
   } else if (r.num_slices < nodes) {
     out = shrink(store, r, force, clock, say);
   }

@@ -6,9 +6,10 @@
 // transaction: the placements, their claims, the nodes appended to the request), provisions
 // them alone (node_repair.hpp's only_nodes), and only then raises the cluster's slice count, so
 // the queue never admits a workload onto a slice still being provisioned; a workload waiting
-// for more slices is admitted right after. When the pool has no room for them, nothing changes
-// and the error names what is in the way; when provisioning fails, the new slices are released
-// again.
+// for more slices is admitted right after. While the pool has no room for them they wait, as
+// any request does, woken by every change of the pool, until the caller's time is up (then
+// nothing has changed and the error names what is in the way); when provisioning fails, the
+// new slices are released again.
 //
 // Shrinking removes the slices no admitted workload holds first (the highest numbers first),
 // then, only with --force, held ones: their workloads are evicted with their grace (EVICTING,
@@ -21,6 +22,7 @@
 // Anything else that differs (the type, the tier) is refused naming it, and nothing changes.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -30,6 +32,12 @@
 #include "state/store.hpp"
 
 namespace tpuctl::provision {
+
+// How long a grow waits for room: not at all (`wait` false), or up to `limit` (0: no limit).
+struct ResizeWait {
+  bool wait = true;
+  std::chrono::milliseconds limit{0};
+};
 
 struct ClusterResize {
   Cluster cluster;                  // afterwards
@@ -42,10 +50,10 @@ struct ClusterResize {
 // Errors (nothing changed): usage (another type or tier, naming both), not_found (no such
 // cluster), failure (its request is not ACTIVE; held slices without `force`; provisioning of a
 // new slice failed; an evicted workload did not stop in time: run it again), capacity (no room
-// for the new slices, naming what is in the way), the store's.
+// for the new slices within `wait`, naming what is in the way), the store's.
 Expected<ClusterResize> resize_cluster(state::StateStore& store, const ClusterRequest& request,
                                        bool force, const ProvisionOptions& provision,
-                                       const state::Clock& clock,
+                                       const ResizeWait& wait, const state::Clock& clock,
                                        const std::function<void(const std::string&)>& progress);
 
 } // namespace tpuctl::provision

@@ -387,7 +387,30 @@ TEST_CASE("cluster create on an existing cluster resizes it: new slices are plac
   CHECK_MESSAGE(other.err.find("another type") != std::string::npos, other.err);
   CHECK(std::count(other.err.begin(), other.err.end(), '\n') == 1);
   CHECK(env.run_json({"cluster", "describe", "demo"})["tpu_type"] == "v5litepod-4");
+
+  // No room to grow: the new slice waits for hosts as any request does, here until --timeout
+  // (exit 3, nothing changed); a grow without a limit goes on once the hosts are free.
+  REQUIRE(
+      env.run({"qr", "create", "blocker", "--accelerator-type", "v5litepod-4", "--node-count", "3"})
+          .exit_code == 0);
+  auto full = resize("2", {"--timeout", "2s"});
+  CHECK(full.exit_code == 3);
+  CHECK_MESSAGE(full.err.find("cannot grow to 2 slices") != std::string::npos, full.err);
+  CHECK(env.run_json({"cluster", "describe", "demo"})["num_slices"] == 1);
+  auto waiting = env.start({"cluster", "create", "--cluster", "demo", "--tpu-type", "v5litepod-4",
+                            "--num-slices", "2", "--format", "json"},
+                           "grow");
+  CHECK_FALSE(waiting->wait(std::chrono::seconds(2)).has_value()); // waiting for room
+  REQUIRE(env.run({"qr", "delete", "blocker", "--force", "-q"}).exit_code == 0);
+  auto grew = waiting->wait(std::chrono::seconds(60));
+  REQUIRE(grew.has_value());
+  CHECK_MESSAGE(*grew == 0, waiting->err());
+  CHECK(env.run_json({"cluster", "describe", "demo"})["num_slices"] == 2);
+  // The evicted workload gets the new slice.
+  REQUIRE(env.reaches(evicted, "RUNNING"));
+  env.check_no_shared_host();
   env.release(kept);
   env.release(evicted);
   REQUIRE(env.reaches(kept, "SUCCEEDED"));
+  REQUIRE(env.reaches(evicted, "SUCCEEDED"));
 }
