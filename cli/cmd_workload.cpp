@@ -24,6 +24,7 @@
 #include "provision/pool/pools.hpp"
 #include "provision/slice/slice_workers.hpp"
 #include "provision/slice/worker_select.hpp"
+#include "provision/workload/workload_admit.hpp"
 #include "provision/workload/workload_ops.hpp"
 #include "provision/workload/workload_queue.hpp"
 #include "provision/workload/workload_remote.hpp"
@@ -175,6 +176,9 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   if (!provision::is_terminal(wl.state)) {
     ensure_monitor(ctx, wl, f.ssh);
   }
+  std::vector<Workload> shown{wl};
+  TPUCTL_TRY(provision::fill_queue_view(*store, shown)); // why it waits, and where
+  wl = shown.front();
   TPUCTL_TRY(
       emit(ctx, workload_json(wl), [&](std::ostream& os, const Json&) { print_workload(os, wl); }));
   if (wl.state == WorkloadState::failed) {
@@ -194,6 +198,7 @@ Expected<int> run_list(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto all, provision::list_workloads(*store, pool, f.cluster));
   ensure_monitors(ctx, all);
+  TPUCTL_TRY(provision::fill_queue_view(*store, all));
   Json rows = Json::array();
   for (const auto& w : all) {
     if (!matches(filter, w)) {
@@ -209,8 +214,11 @@ Expected<int> run_describe(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto name, workload_name(f));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
-  TPUCTL_TRY_ASSIGN(auto wl, provision::load_workload(*store, pool, name));
-  ensure_monitor(ctx, wl, f.ssh);
+  TPUCTL_TRY_ASSIGN(auto found, provision::load_workload(*store, pool, name));
+  ensure_monitor(ctx, found, f.ssh);
+  std::vector<Workload> shown{found};
+  TPUCTL_TRY(provision::fill_queue_view(*store, shown));
+  const Workload& wl = shown.front();
   TPUCTL_TRY(
       emit(ctx, workload_json(wl), [&](std::ostream& os, const Json&) { print_workload(os, wl); }));
   return 0;

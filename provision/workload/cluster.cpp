@@ -31,7 +31,8 @@ Json to_json(const Cluster& c) {
               {"tpu_type", c.tpu_type},
               {"num_slices", c.num_slices},
               {"tier", std::string(to_string(c.tier))},
-              {"created_at_ms", c.created_at_ms}};
+              {"created_at_ms", c.created_at_ms},
+              {"queue", c.queue}};
 }
 
 Expected<Cluster> cluster_from_json(const Json& doc) {
@@ -48,6 +49,10 @@ Expected<Cluster> cluster_from_json(const Json& doc) {
     }
     c.tier = *tier;
     c.created_at_ms = doc.value("created_at_ms", int64_t{0});
+    c.queue = doc.value("queue", Json::object());
+    if (!c.queue.is_object()) {
+      c.queue = Json::object();
+    }
     return c;
   } catch (const std::exception& e) {
     return make_error(ErrorKind::failure, std::string("cluster record is malformed: ") + e.what());

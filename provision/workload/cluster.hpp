@@ -29,6 +29,10 @@ struct Cluster {
   int num_slices = 1;
   Tier tier = Tier::standard;
   int64_t created_at_ms = 0;
+  // The queue's view of its waiting workloads, written by each pass (workload_admit.hpp):
+  // {NAME: {position, reason, head_since_ms}}. Kept here, in one record, so that a pass writes
+  // one record however many workloads wait (an etcd transaction holds at most 128 writes).
+  nlohmann::json queue = nlohmann::json::object();
   int64_t version = 0;
 };
 

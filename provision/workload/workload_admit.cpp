@@ -67,14 +67,21 @@ bool apply(const QueuePlan& plan, const std::vector<std::string>& node_ids, Work
                 std::to_string(w.termination_grace_ms / 1000) + " s of grace";
     enter(w.time, TimePhase::evicted, now);
     events.push_back(state_event(w, from, w.state, now, "EVICTED", w.message));
-  } else if (auto r = plan.reason.find(n); r != plan.reason.end()) {
-    w.message = r->second;
-    auto p = plan.position.find(n);
-    w.queue_position = p == plan.position.end() ? 0 : p->second;
-    auto h = plan.head_since_ms.find(n);
-    w.head_since_ms = h == plan.head_since_ms.end() ? 0 : h->second;
   }
   return to_json(w) != before;
+}
+
+// The waiting workloads' view of `plan`: {NAME: {position, reason, head_since_ms}}.
+nlohmann::json waiting_view(const QueuePlan& plan) {
+  nlohmann::json view = nlohmann::json::object();
+  for (const auto& [name, reason] : plan.reason) {
+    auto p = plan.position.find(name);
+    auto h = plan.head_since_ms.find(name);
+    view[name] = nlohmann::json{{"position", p == plan.position.end() ? 0 : p->second},
+                                {"reason", reason},
+                                {"head_since_ms", h == plan.head_since_ms.end() ? 0 : h->second}};
+  }
+  return view;
 }
 
 } // namespace
@@ -107,7 +114,8 @@ Expected<AdmitPass> admit_queue(state::StateStore& store, const std::string& poo
     TPUCTL_TRY_ASSIGN(Cluster c, cluster_from_json(crec->doc));
     // Its request's nodes, in order: what a held slice's index means now.
     std::vector<std::string> node_ids;
-    TPUCTL_TRY_ASSIGN(auto qrec, s.find(state::queued_resource_key(pool, c.queued_resource)));
+    TPUCTL_TRY_ASSIGN(std::optional<state::Record> qrec,
+                      s.find(state::queued_resource_key(pool, c.queued_resource)));
     if (qrec) {
       TPUCTL_TRY_ASSIGN(QueuedResource qr, qr_from_record(*qrec));
       node_ids = qr.node_ids;
@@ -134,20 +142,20 @@ Expected<AdmitPass> admit_queue(state::StateStore& store, const std::string& poo
       e.held = held_slices(*w, node_ids);
       e.admitted_ms = w->admitted_at_ms;
       e.evicting = w->state == WorkloadState::evicting || w->deleting;
-      e.head_since_ms = w->head_since_ms;
+      e.head_since_ms =
+          c.queue.value(w->name, nlohmann::json::object()).value("head_since_ms", int64_t{0});
       entries.push_back(std::move(e));
       reads.push_back({r, std::move(*w)});
     }
     const QueuePlan plan = plan_queue(cluster, c.num_slices, entries, now, policy);
-    std::vector<state::Op> ops{state::CheckOp{ckey, crec->version}};
+    // Every pass that changes anything rewrites the cluster record with the version it read:
+    // passes are serialized on that one key, so two never act on the same view (the second
+    // plans again), and only the records that change are written besides.
+    std::vector<state::Op> ops;
     std::vector<state::Op> events;
     bool changed = false;
     for (auto& [record, w] : reads) {
-      if (w.deleting) {
-        ops.push_back(state::CheckOp{record.key, record.version});
-        continue;
-      }
-      if (apply(plan, node_ids, w, now, events)) {
+      if (!w.deleting && apply(plan, node_ids, w, now, events)) {
         changed = true;
         ops.push_back(state::UpdateOp{record.key, to_json(w), record.version});
         if (w.state == WorkloadState::pending && plan.admit.count(w.name) != 0) {
@@ -155,12 +163,16 @@ Expected<AdmitPass> admit_queue(state::StateStore& store, const std::string& poo
         } else if (w.state == WorkloadState::evicting) {
           pass.evicted.push_back(w.name);
         }
-      } else {
-        ops.push_back(state::CheckOp{record.key, record.version});
       }
     }
-    if (!changed) {
+    nlohmann::json view = waiting_view(plan);
+    if (!changed && view == c.queue) {
       return std::vector<state::Op>{};
+    }
+    c.queue = std::move(view);
+    ops.push_back(state::UpdateOp{ckey, to_json(c), crec->version});
+    if (qrec) {
+      ops.push_back(state::CheckOp{qrec->key, qrec->version});
     }
     ops.insert(ops.end(), events.begin(), events.end());
     return ops;
@@ -187,6 +199,34 @@ std::vector<state::Op> requeue_evicted(Workload& w, int64_t now) {
   w.message = "evicted " + util::counted(static_cast<size_t>(w.evictions), "time") +
               "; back in the queue of cluster " + w.cluster;
   return {state_event(w, from, w.state, now, "REQUEUED", w.message)};
+}
+
+Status fill_queue_view(state::StateStore& store, std::vector<Workload>& workloads) {
+  std::map<std::string, nlohmann::json> queues; // cluster -> its queue view
+  for (auto& w : workloads) {
+    if (w.state != WorkloadState::queued) {
+      continue;
+    }
+    auto q = queues.find(w.cluster);
+    if (q == queues.end()) {
+      TPUCTL_TRY_ASSIGN(auto found,
+                        store.find(state::record_key(state::Kind::cluster, w.pool, w.cluster)));
+      nlohmann::json view = nlohmann::json::object();
+      if (found) {
+        if (auto c = cluster_from_json(found->doc); c) {
+          view = c->queue;
+        }
+      }
+      q = queues.emplace(w.cluster, std::move(view)).first;
+    }
+    const nlohmann::json entry = q->second.value(w.name, nlohmann::json::object());
+    if (entry.contains("reason")) {
+      w.message = entry.value("reason", w.message);
+      w.queue_position = entry.value("position", 0);
+      w.head_since_ms = entry.value("head_since_ms", int64_t{0});
+    }
+  }
+  return tpuctl::ok();
 }
 
 void admit_quietly(state::StateStore& store, const Workload& wl, const MonitorOptions& o) {
@@ -238,8 +278,9 @@ Expected<std::optional<Workload>> wait_in_queue(state::StateStore& store, const 
     if (refresh) {
       refreshed = now;
     }
-    if (m.workload->message != said) {
-      said = m.workload->message;
+    std::vector<Workload> one{*m.workload};
+    if (fill_queue_view(store, one) && one[0].message != said) {
+      said = one[0].message;
       say(o, "queued: " + said);
     }
     auto changed = store.wait_for_change(pool, revision, o.poll_interval * 5);

@@ -17,7 +17,10 @@
 //     starts its workers there; workload_ops.cpp);
 //   * evicted: PENDING | RUNNING | RECOVERING -> EVICTING (its monitor stops its processes with
 //     their grace, then requeue_evicted() puts it back in the queue, keeping its arrival);
-//   * waiting: the reason (`message`), `queue_position` and `head_since_ms`, when they changed.
+//   * waiting: the reason, the position and since when the head has waited, for all of them in
+//     the cluster's record (Cluster::queue), so that a pass writes one record besides those of
+//     the workloads it admits or evicts, however long the queue (fill_queue_view shows them as
+//     each workload's `message`, `queue_position` and `head_since_ms`).
 #pragma once
 
 #include <string>
@@ -41,6 +44,10 @@ struct AdmitPass {
 Expected<AdmitPass> admit_queue(state::StateStore& store, const std::string& pool,
                                 const std::string& cluster, int64_t now_ms,
                                 const QueuePolicy& policy = {});
+
+// Shows the queue's view on each QUEUED workload of `workloads`: its `message` (why it waits),
+// `queue_position` and `head_since_ms` from its cluster's record. Errors: the store's.
+Status fill_queue_view(state::StateStore& store, std::vector<Workload>& workloads);
 
 // The record change that ends an eviction once the workload's processes are stopped: QUEUED
 // again with no slices, its attempt's running time lost, evictions + 1, the next attempt's

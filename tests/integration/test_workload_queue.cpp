@@ -6,6 +6,7 @@
 // (never FAILED, its restarts untouched) to resume later; concurrent creates on SQLite and on
 // etcd never admit two workloads onto one slice. Each slice of v5litepod-4 is one host.
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -15,6 +16,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include "provision/workload/workload.hpp"
+#include "state/location.hpp"
 #include "tests/support/etcd_fixture.hpp"
 #include "tests/support/helpers.hpp"
 #include "tests/support/workload_env.hpp"
@@ -413,4 +416,45 @@ TEST_CASE("cluster create on an existing cluster resizes it: new slices are plac
   env.release(evicted);
   REQUIRE(env.reaches(kept, "SUCCEEDED"));
   REQUIRE(env.reaches(evicted, "SUCCEEDED"));
+}
+
+TEST_CASE("workload queue: a pass over a queue longer than an etcd transaction holds (200 "
+          "waiting) writes one record besides those it admits, and shows every position") {
+  tpuctl::test::EtcdCluster etcd(1);
+  QueueEnv env("127.0.244.70", 1, 1, etcd.url());
+  CHECK(env.submit("head", {}) == "RUNNING");
+  // 200 waiting workloads, stored straight into the store (no monitors: this is about the pass).
+  tpuctl::state::OpenOptions o;
+  auto store = tpuctl::state::open_store(etcd.url(), o);
+  REQUIRE_MESSAGE(store, (store ? "" : store.error().message));
+  for (int i = 0; i < 200; ++i) {
+    tpuctl::provision::Workload w;
+    w.name = "w" + std::to_string(i);
+    w.pool = "local";
+    char uid[17];
+    std::snprintf(uid, sizeof uid, "%016x", 0xabc000 + i);
+    w.uid = uid;
+    env.uids.push_back(w.uid);
+    w.cluster = "demo";
+    w.queued_resource = "demo";
+    w.command = "sleep 600";
+    w.state = tpuctl::provision::WorkloadState::queued;
+    w.created_at_ms = 1 + i; // before "last"
+    auto made = (*store)->commit({tpuctl::state::CreateOp{
+        tpuctl::provision::workload_key("local", w.name), tpuctl::provision::to_json(w)}});
+    REQUIRE_MESSAGE(made, (made ? "" : made.error().message));
+  }
+  // A create makes a pass over all 201 waiting: it commits, and every one has its place.
+  CHECK(env.submit("last", {}) == "QUEUED");
+  CHECK(env.workload("last")["queue_position"] == 201);
+  CHECK(env.workload("w0")["queue_position"] == 1);
+  CHECK(env.workload("w199")["queue_position"] == 200);
+  // The slice frees: the delete's pass admits the first in line.
+  auto del = env.run({"workload", "delete", "head"});
+  REQUIRE_MESSAGE(del.exit_code == 0, del.err);
+  CHECK(env.workload("w0")["state"] != "QUEUED");
+  CHECK(env.workload("w1")["queue_position"] == 1);
+  CHECK(env.workload("last")["queue_position"] == 200);
+  REQUIRE(env.reaches("w0", "RUNNING"));
+  CHECK(env.run({"workload", "delete", "w0"}).exit_code == 0);
 }
