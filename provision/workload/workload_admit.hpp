@@ -6,11 +6,15 @@
 // whose workload ends or is evicted, a delete, a resize, and, every half minute, the monitor of
 // each QUEUED workload (a safety net: it also reads its own record at every change). One pass reads
 // the cluster and every unfinished workload of it, plans, and commits every change in one
-// transaction that also checks the version of each record it read (etcd: a compare on every key;
-// SQLite: its write lock). Two passes at once therefore cannot admit one workload twice or two
-// workloads onto one slice: the second one's commit fails, and it plans again from what the first
-// wrote. A pass that changes nothing writes nothing, so the monitors it wakes settle after one more
-// read each.
+// transaction that rewrites the cluster's record with the version it read (etcd: a compare on
+// that key; SQLite: its write lock) and each changed workload with its own. Passes are thus
+// serialized on the cluster's record: two at once cannot admit one workload twice or two
+// workloads onto one slice (the second one's commit fails, and it plans again from what the
+// first wrote), and a resize, which rewrites that record too, never races one. Whatever else
+// changes meanwhile only frees slices (a workload ending, requeued, deleted) or adds a waiting
+// one, so a plan from before it is never wrong, at most late. The transaction holds a handful of
+// operations plus one per workload admitted or evicted, however long the queue. A pass that
+// changes nothing writes nothing, so the monitors it wakes settle after one more read each.
 //
 // What a pass writes:
 //   * admitted: QUEUED -> PENDING with the slices it now holds (its monitor, or its create,
