@@ -61,6 +61,22 @@ std::vector<Finding> check_workload_snapshot(const state::PoolSnapshot& snap) {
                        w.queued_resource + "', which does not exist");
     }
   }
+  // The queue's promise: a slice is held by one admitted workload at most.
+  std::map<std::pair<std::string, std::string>, std::string> holder; // (cluster, node) -> name
+  for (const auto& w : workloads) {
+    if (!holds_slices(w.state)) {
+      continue;
+    }
+    for (const auto& node : w.slice_nodes) {
+      auto [it, fresh] = holder.emplace(std::make_pair(w.cluster, node), w.name);
+      if (!fresh) {
+        add("workload '" + w.name + "'",
+            "holds slice '" + node + "' of cluster '" + w.cluster + "', which workload '" +
+                it->second + "' holds too: delete one of them ('tpuctl workload delete " + w.name +
+                "')");
+      }
+    }
+  }
   return out;
 }
 

@@ -286,6 +286,8 @@ void concurrent_creates(QueueEnv& env, int count) {
   CHECK(slices == std::set<int>{0, 1});
   CHECK(positions.size() == static_cast<size_t>(count - 2));
   env.check_no_shared_host();
+  auto check = env.run({"state", "check"});
+  CHECK_MESSAGE(check.exit_code == 0, (check.out + check.err));
   for (int i = 0; i < count; ++i) {
     env.release("c" + std::to_string(i));
   }
@@ -456,5 +458,23 @@ TEST_CASE("workload queue: a pass over a queue longer than an etcd transaction h
   CHECK(env.workload("w1")["queue_position"] == 1);
   CHECK(env.workload("last")["queue_position"] == 200);
   REQUIRE(env.reaches("w0", "RUNNING"));
+  // `state check` holds the queue to its promise: a record that claims w0's slice too is named.
+  tpuctl::provision::Workload dup;
+  dup.name = "dup";
+  dup.pool = "local";
+  dup.uid = "0000000000dd0001";
+  dup.cluster = "demo";
+  dup.queued_resource = "demo";
+  dup.command = "true";
+  dup.state = tpuctl::provision::WorkloadState::running;
+  dup.slices = {0};
+  dup.slice_nodes = env.workload("w0")["slice_nodes"].get<std::vector<std::string>>();
+  const auto dup_key = tpuctl::provision::workload_key("local", "dup");
+  REQUIRE((*store)->commit({tpuctl::state::CreateOp{dup_key, tpuctl::provision::to_json(dup)}}));
+  auto check = env.run({"state", "check"});
+  CHECK(check.exit_code == 1);
+  CHECK_MESSAGE(check.out.find("holds slice '" + dup.slice_nodes.at(0) + "'") != std::string::npos,
+                check.out);
+  REQUIRE((*store)->commit({tpuctl::state::RemoveOp{dup_key}}));
   CHECK(env.run({"workload", "delete", "w0"}).exit_code == 0);
 }
