@@ -134,6 +134,8 @@ std::optional<std::vector<state::Op>> finish(Workload& wl, WorkloadState to,
   wl.message = message;
   wl.finished_at_ms = now;
   wl.monitor = nlohmann::json::object();
+  wl.slices.clear(); // free for the next in the queue (its workers still say where it ran)
+  wl.slice_nodes.clear();
   for (auto& w : wl.workers) {
     if (w.state == WorkerState::running || w.state == WorkerState::pending) {
       w.state = to == WorkloadState::failed ? WorkerState::stopped : w.state;

@@ -46,8 +46,8 @@ Expected<Mutation> mutate(state::StateStore& store, const std::string& pool,
                           bool evicting_ok = false);
 
 // Ends the workload: SUCCEEDED or FAILED with `message`, workers still running or pending
-// STOPPED (FAILED), the monitor's lease dropped, the time accounted (a failed attempt's running
-// time is lost). Returns the STATE_CHANGED event.
+// STOPPED (FAILED), the monitor's lease dropped, its slices no longer held, the time accounted (a
+// failed attempt's running time is lost). Returns the STATE_CHANGED event.
 std::optional<std::vector<state::Op>> finish(Workload& wl, WorkloadState to,
                                              const std::string& message, int64_t now);
 
