@@ -7,7 +7,6 @@
 #include "state/sqlite_store.hpp"
 
 #include <sys/stat.h>
-
 #include <thread>
 
 #include <sqlite3.h>
@@ -323,7 +322,9 @@ Expected<int64_t> SqliteStore::wait_for_change(const std::string&, int64_t after
   for (bool read = true;; read = false) {
     if (!read) {
       const auto now_stamp = stamp();
-      read = now_stamp != seen || SteadyClock::now() - read_at >= std::chrono::seconds(1);
+      // (No log to look at, e.g. a store not in WAL mode: read every time, as before.)
+      read = now_stamp != seen || now_stamp.first < 0 ||
+             SteadyClock::now() - read_at >= std::chrono::seconds(1);
       seen = now_stamp;
     }
     if (read) {
