@@ -17,3 +17,25 @@ scratch_cleanup() {
   fi
   scratch=
 }
+# workload_status NAME: "STATE ATTEMPT RUNNING_WORKERS WORKERS" of workload NAME ($tpuctl's), or
+# "? -1 0 0" when it cannot be read. wait_status NAME REGEX SECONDS: waits until that matches the
+# extended REGEX, polling every 100 ms; prints the time (now_ms) it did, or says on stderr what it
+# was instead and returns 1.
+workload_status() {
+  "$tpuctl" workload describe "$1" --format json 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+w = d["workers"]
+print(d["state"], d["attempt"], sum(1 for x in w if x["state"] == "RUNNING" and x["attempt"] == d["attempt"]), len(w))' ||
+    echo "? -1 0 0"
+}
+wait_status() {
+  local until=$(($(now_ms) + $3 * 1000)) s
+  while (($(now_ms) < until)); do
+    s=$(workload_status "$1")
+    if [[ $s =~ $2 ]]; then now_ms; return 0; fi
+    sleep 0.1
+  done
+  echo "$(basename "$0"): workload '$1' is '$s', not /$2/ after $3 s" >&2
+  return 1
+}

@@ -49,25 +49,6 @@ fresh_home() {
   unset TPUCTL_STATE TPUCTL_POOL TPUCTL_REPAIR_WHOLE_REQUEST
   mkdir -p "$scratch/out"
 }
-# Prints "STATE ATTEMPT RUNNING_WORKERS WORKERS" of workload $1.
-status() {
-  "$tpuctl" workload describe "$1" --format json 2>/dev/null | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-w = d["workers"]
-print(d["state"], d["attempt"], sum(1 for x in w if x["state"] == "RUNNING" and x["attempt"] == d["attempt"]), len(w))' ||
-    echo "? -1 0 0"
-}
-wait_status() { # workload, extended regex, seconds: prints the time it matched
-  local until=$(($(now_ms) + $3 * 1000)) s
-  while (($(now_ms) < until)); do
-    s=$(status "$1")
-    if [[ $s =~ $2 ]]; then now_ms; return 0; fi
-    sleep 0.1
-  done
-  echo "queue_bench.sh: workload '$1' is '$s', not /$2/ after $3 s" >&2
-  return 1
-}
 wait_file() { # path, seconds
   local until=$(($(now_ms) + $2 * 1000))
   while (($(now_ms) < until)); do

@@ -46,26 +46,6 @@ cell() { # "median (min-max)" in seconds of the given milliseconds
   echo "$(secs "$m") ($(secs "${r%-*}")-$(secs "${r#*-}"))"
 }
 
-# Prints "STATE ATTEMPT RUNNING_WORKERS WORKERS" of workload $1.
-status() {
-  "$tpuctl" workload describe "$1" --format json 2>/dev/null | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-w = d["workers"]
-print(d["state"], d["attempt"], sum(1 for x in w if x["state"] == "RUNNING" and x["attempt"] == d["attempt"]), len(w))' ||
-    echo "? -1 0 0"
-}
-# Waits (up to $3 s) until workload $1's status matches the extended regex $2; prints the time.
-wait_status() {
-  local until=$(($(now_ms) + $3 * 1000)) s
-  while (($(now_ms) < until)); do
-    s=$(status "$1")
-    if [[ $s =~ $2 ]]; then now_ms; return 0; fi
-    sleep 0.1
-  done
-  echo "repair_bench.sh: workload '$1' is '$s', not /$2/ after $3 s" >&2
-  return 1
-}
 goodput() {
   "$tpuctl" workload describe "$1" --format json | python3 -c '
 import json, sys

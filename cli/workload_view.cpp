@@ -53,7 +53,6 @@ Json workload_json(const provision::Workload& w) {
       {"started_at_ms", {"started_at", w.started_at_ms}},
       {"attempt_started_ms", {"attempt_started_at", w.attempt_started_ms}},
       {"recovering_since_ms", {"recovering_since", w.recovering_since_ms}},
-      {"head_since_ms", {"head_of_queue_since", w.head_since_ms}},
       {"admitted_at_ms", {"admitted_at", w.admitted_at_ms}},
       {"finished_at_ms", {"finished_at", w.finished_at_ms}}};
   Json j = Json::object();
@@ -73,7 +72,9 @@ Json workload_json(const provision::Workload& w) {
     running += x.state == WorkerState::running ? 1 : 0;
   }
   j["repair"] = w.repair.empty() ? Json() : Json(w.repair); // null when none is under way
+  // The queue's view (fill_queue_view), not stored with the workload.
   j["queue_position"] = w.queue_position > 0 ? Json(w.queue_position) : Json(); // null: not queued
+  j["head_of_queue_since"] = time_json(w.head_since_ms);
   j["goodput"] = provision::to_json(provision::goodput_of(w, now_ms()));
   j["running"] = running;
   j["worker_count"] = static_cast<int>(w.workers.size());

@@ -148,8 +148,6 @@ Json to_json(const Workload& w) {
          {"num_slices", w.num_slices},
          {"slices", w.slices},
          {"slice_nodes", w.slice_nodes},
-         {"queue_position", w.queue_position},
-         {"head_since_ms", w.head_since_ms},
          {"admitted_at_ms", w.admitted_at_ms},
          {"evictions", w.evictions},
          {"termination_grace_seconds", w.termination_grace_ms / 1000},
@@ -212,8 +210,6 @@ Expected<Workload> workload_from_json(const Json& doc) {
     w.num_slices = doc.value("num_slices", 0);
     w.slices = doc.value("slices", std::vector<int>{});
     w.slice_nodes = doc.value("slice_nodes", std::vector<std::string>{});
-    w.queue_position = doc.value("queue_position", 0);
-    w.head_since_ms = doc.value("head_since_ms", int64_t{0});
     w.admitted_at_ms = doc.value("admitted_at_ms", int64_t{0});
     w.evictions = doc.value("evictions", 0);
     w.termination_grace_ms = doc.value("termination_grace_seconds", int64_t{30}) * 1000;

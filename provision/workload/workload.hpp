@@ -89,8 +89,7 @@ struct Workload {
   FailPolicy fail_policy = FailPolicy::any;
   int max_restarts = 0;
   // The queue (workload_admit.hpp): --priority's value (workload_queue.hpp), --num-slices, the
-  // cluster's slices (node indices) it holds while admitted, its place while QUEUED (1: next),
-  // since when it has waited at the head without fitting, when it was last admitted, and how
+  // cluster's slices (node indices) it holds while admitted, when it was last admitted, and how
   // often it was evicted.
   int priority = 500;
   int num_slices = 1;
@@ -98,6 +97,8 @@ struct Workload {
   // The same slices by node id: what they are, whatever a resize or a deleted node does to the
   // request's node order (`slices` is refreshed from it: resolve_slices).
   std::vector<std::string> slice_nodes;
+  // While QUEUED, the queue's view (kept in the cluster's record, not in this one: shown by
+  // fill_queue_view): its place (1: next) and since when it waits at the head without fitting.
   int queue_position = 0;
   int64_t head_since_ms = 0;
   int64_t admitted_at_ms = 0;

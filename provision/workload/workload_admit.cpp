@@ -52,8 +52,6 @@ bool apply(const QueuePlan& plan, const std::vector<std::string>& node_ids, Work
       }
     }
     w.admitted_at_ms = now;
-    w.queue_position = 0;
-    w.head_since_ms = 0;
     w.message = "admitted onto slice" + std::string(a->second.size() == 1 ? " " : "s ") +
                 slice_list(a->second) + " of cluster " + w.cluster;
     if (w.time.phase != TimePhase::evicted) { // an evicted one's wait is its eviction's
@@ -294,9 +292,6 @@ Expected<std::optional<Workload>> wait_in_queue(state::StateStore& store, const 
 Expected<Started> start_admitted(state::StateStore& store, const Workload& wl,
                                  const MonitorOptions& o, bool keep_lease) {
   Started out;
-  auto gone_or = [](const Mutation& x) {
-    return x.skipped == Skip::gone ? std::optional<Workload>() : x.workload;
-  };
   auto planned = plan_workload(store, wl);
   if (!planned) {
     const std::string why = planned.error().message;

@@ -232,10 +232,7 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
     return *now.workload;
   }
   TPUCTL_TRY_ASSIGN(Started started, start_admitted(store, *now.workload, o, false));
-  if (!started.workload) {
-    return Error(ErrorKind::failure, "workload '" + r.name + "' was deleted while it was starting");
-  }
-  if (started.workload->deleting) {
+  if (!started.workload || started.workload->deleting) {
     return Error(ErrorKind::failure, "workload '" + r.name + "' was deleted while it was starting");
   }
   return *started.workload;
@@ -268,9 +265,6 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
   int64_t last_visit = 0;
   // A change to the store (a delete's mark, a slice's state) makes the next turn visit it.
   int64_t revision = store_revision(store, pool);
-  auto gone_or = [](const Mutation& x) {
-    return x.skipped == Skip::gone ? std::optional<Workload>() : x.workload;
-  };
   while (!(cancel && cancel->cancelled())) {
     if (wl.state != WorkloadState::running && wl.state != WorkloadState::recovering) {
       return std::optional<Workload>(wl); // queued, admitted or evicted: the caller's

@@ -243,7 +243,7 @@ Expected<RecoveryStep> recovery_step(state::StateStore& store, const Workload& i
                         return std::optional<std::vector<state::Op>>(std::vector<state::Op>{});
                       }));
     if (m.skipped != Skip::none) {
-      step.workload = m.skipped == Skip::gone ? std::nullopt : m.workload;
+      step.workload = gone_or(m);
       return step;
     }
     wl = *m.workload;
@@ -272,7 +272,7 @@ Expected<RecoveryStep> recovery_step(state::StateStore& store, const Workload& i
     TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
                         return finish(w, WorkloadState::failed, why, now);
                       }));
-    step.workload = f.skipped == Skip::gone ? std::nullopt : f.workload;
+    step.workload = gone_or(f);
     return step;
   }
   if (check.status == SliceStatus::intact || !check.qr || check.qr->state != QrState::active ||
@@ -291,7 +291,7 @@ Expected<RecoveryStep> recovery_step(state::StateStore& store, const Workload& i
                         enter(w.time, phase, now);
                         return std::optional<std::vector<state::Op>>(std::vector<state::Op>{});
                       }));
-    step.workload = m.skipped == Skip::gone ? std::nullopt : m.workload;
+    step.workload = gone_or(m);
     return step;
   }
 
@@ -308,7 +308,7 @@ Expected<RecoveryStep> recovery_step(state::StateStore& store, const Workload& i
                       return std::optional<std::vector<state::Op>>(std::vector<state::Op>{});
                     }));
   if (started.skipped != Skip::none) {
-    step.workload = started.skipped == Skip::gone ? std::nullopt : started.workload;
+    step.workload = gone_or(started);
     return step;
   }
   wl = *started.workload;
@@ -335,7 +335,7 @@ Expected<RecoveryStep> recovery_step(state::StateStore& store, const Workload& i
                       std::get<state::EventOp>(ev).event.detail["recovery_ms"] = took;
                       return std::optional<std::vector<state::Op>>(std::vector<state::Op>{ev});
                     }));
-  step.workload = m.skipped == Skip::gone ? std::nullopt : m.workload;
+  step.workload = gone_or(m);
   if (step.workload && step.workload->state == WorkloadState::running) {
     step.plans = std::move(plans);
   }

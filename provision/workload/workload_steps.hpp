@@ -33,6 +33,10 @@ struct Mutation {
   std::optional<Workload> workload; // the record as written (or as found when skipped)
   Skip skipped = Skip::none;
 };
+// The record after `m`: nullopt when it is gone.
+inline std::optional<Workload> gone_or(const Mutation& m) {
+  return m.skipped == Skip::gone ? std::nullopt : m.workload;
+}
 
 // Re-reads the workload and applies `change` to it, committing with compare-and-swap (retried on
 // conflict). Skips (writes nothing) when the record is gone, being deleted, EVICTING (unless
