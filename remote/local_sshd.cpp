@@ -412,39 +412,89 @@ Status stop_local_sshd(LocalSshdHost& host, std::chrono::milliseconds grace) {
   return stopped;
 }
 
-std::vector<int> local_sshd_pids_under(const fs::path& root) {
+namespace {
+
+struct SshdUnder {
+  std::vector<int> listeners;   // the servers local-up started
+  std::vector<int> connections; // their per-connection children, before they retitle themselves
+};
+
+// Every sshd on this machine whose command line names a host configuration under `root`. A
+// listener forks a child per connection, which re-executes itself with the same arguments and
+// "-R" (OpenSSH 9.2) until it takes a title such as "sshd: user@notty"; such a child (or one whose
+// parent is one of these servers) is a connection, never a server: counting it as one made
+// local-down report 17 servers stopped on a 16-host pool when a connection was being set up.
+SshdUnder scan_sshd_under(const fs::path& root) {
   const std::string marker = (root / "hosts").string() + "/";
-  std::vector<int> out;
+  struct Found {
+    int pid;
+    int ppid;
+    bool rexec;
+  };
+  std::vector<Found> found;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator("/proc", ec)) {
     const std::string name = entry.path().filename().string();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) {
       continue;
     }
-    std::string cmdline = read_text(entry.path() / "cmdline");
+    const std::string raw = read_text(entry.path() / "cmdline");
+    std::string cmdline = raw;
     for (char& c : cmdline) {
       c = c == '\0' ? ' ' : c;
     }
-    // The listener: "sshd -f ROOT/hosts/NAME/sshd_config ..." (or its "sshd: ..." title).
+    // "sshd -f ROOT/hosts/NAME/sshd_config ..." (or its "sshd: ..." title).
     const int pid = std::atoi(name.c_str());
-    if (cmdline.find("sshd") != std::string::npos &&
-        cmdline.find(" -f " + marker) != std::string::npos &&
-        cmdline.find("/sshd_config") != std::string::npos && process_alive(pid)) {
-      out.push_back(pid);
+    if (cmdline.find("sshd") == std::string::npos ||
+        cmdline.find(" -f " + marker) == std::string::npos ||
+        cmdline.find("/sshd_config") == std::string::npos || !process_alive(pid)) {
+      continue;
     }
+    bool rexec = false;
+    for (const auto& arg : util::split(raw, '\0')) {
+      rexec = rexec || arg == "-R";
+    }
+    int ppid = 0;
+    const std::string stat = read_text(entry.path() / "stat");
+    if (auto close = stat.rfind(')'); close != std::string::npos) {
+      std::istringstream rest(stat.substr(close + 1));
+      std::string state;
+      rest >> state >> ppid;
+    }
+    found.push_back({pid, ppid, rexec});
   }
-  std::sort(out.begin(), out.end());
+  SshdUnder out;
+  for (const auto& f : found) {
+    const bool child_of_ours = std::any_of(found.begin(), found.end(),
+                                           [&](const Found& other) { return other.pid == f.ppid; });
+    (f.rexec || child_of_ours ? out.connections : out.listeners).push_back(f.pid);
+  }
+  std::sort(out.listeners.begin(), out.listeners.end());
+  std::sort(out.connections.begin(), out.connections.end());
   return out;
+}
+
+} // namespace
+
+std::vector<int> local_sshd_pids_under(const fs::path& root) {
+  return scan_sshd_under(root).listeners;
 }
 
 Expected<int> stop_local_sshd_under(const fs::path& root, std::chrono::milliseconds grace) {
   ErrorList problems;
   int stopped = 0;
-  for (int pid : local_sshd_pids_under(root)) {
+  const SshdUnder under = scan_sshd_under(root);
+  for (int pid : under.listeners) {
     if (Status s = stop_pid(pid, grace, "a host under '" + root.string() + "'"); !s) {
       problems.add(s.error());
     } else {
       ++stopped;
+    }
+  }
+  // A connection being set up goes too, but it is not a server.
+  for (int pid : under.connections) {
+    if (Status s = stop_pid(pid, grace, "a connection under '" + root.string() + "'"); !s) {
+      problems.add(s.error());
     }
   }
   if (!problems.empty()) {

@@ -12,6 +12,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include "remote/local_sshd.hpp"
+#include "tests/support/background.hpp"
 #include "tests/support/helpers.hpp"
 #include "util/strings.hpp"
 
@@ -35,8 +37,13 @@ struct Env {
   std::string db() const { return (dir.path() / "state" / "tpuctl" / "state.db").string(); }
 };
 
-// sshd processes whose config lives under `root`.
+// sshd servers (listeners, not the children they fork per connection) under `root`.
 int sshd_count(const std::string& root) {
+  return static_cast<int>(tpuctl::remote::local_sshd_pids_under(root).size());
+}
+
+// Every sshd process, server or connection, whose command line names `root`.
+int sshd_processes(const std::string& root) {
   auto r = tpuctl::util::run_process({"pgrep", "-f", "sshd -f " + root});
   return r ? static_cast<int>(std::count(r->out.begin(), r->out.end(), '\n')) : -1;
 }
@@ -141,6 +148,45 @@ TEST_CASE("pool local-up: 16 real sshd hosts, broadcast, failure statuses, drain
   CHECK(json::parse(down.out)["sshd_stopped"] == 16);
   CHECK(sshd_count(root) == 0);
   CHECK(env.run({"pool", "list", "--format", "json"}).out == "[]\n");
+}
+
+TEST_CASE("local-down counts servers, not the connections they are setting up, and stops both") {
+  Env env;
+  auto up = env.run({"pool", "local-up", "--hosts", "2", "--address-base", "127.0.60.120", "--port",
+                     "2222", "--format", "json"});
+  REQUIRE_MESSAGE(up.exit_code == 0, up.err);
+  std::string root = (env.dir.path() / "state" / "tpuctl" / "local-pools" / "local").string();
+  REQUIRE(sshd_count(root) == 2);
+  // A server forks a child per connection, which for a moment carries the server's command line:
+  // before its exec, and after it with "-R" (OpenSSH 9.2) until it retitles itself. That moment
+  // is too short to catch with a real connection, so a stand-in holds it: a script named sshd,
+  // given a host's arguments. One is a re-executed child ("-R"); one is a server whose forked
+  // child has not yet exec'd (same arguments, its parent a server).
+  const auto bin = env.dir.path() / "bin";
+  std::filesystem::create_directories(bin);
+  const auto script = bin / "sshd";
+  {
+    std::ofstream f(script);
+    f << "#!/bin/bash\n"
+         "if [ \"$TPUCTL_TEST_FORK\" = 1 ]; then TPUCTL_TEST_FORK=0 \"$0\" \"$@\" & fi\n"
+         "while :; do sleep 0.1; done\n";
+  }
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  const std::string config = root + "/hosts/127.0.60.120/sshd_config";
+  tpuctl::test::Background rexec({"/bin/bash", script.string(), "-f", config, "-R"}, {}, {},
+                                 env.dir.path(), "rexec");
+  tpuctl::test::Background server({"/bin/bash", script.string(), "-f", config},
+                                  {{"TPUCTL_TEST_FORK", "1"}}, {}, env.dir.path(), "server");
+  for (int i = 0; i < 500 && sshd_processes(root) < 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(sshd_processes(root) == 5);
+  CHECK(sshd_count(root) == 3); // the two real servers and the stand-in server
+
+  auto down = env.run({"pool", "local-down", "--format", "json"});
+  CHECK(down.exit_code == 0);
+  CHECK(json::parse(down.out)["sshd_stopped"] == 3);
+  CHECK(sshd_processes(root) == 0);
 }
 
 TEST_CASE("pool ssh refuses an unknown host key under 'yes' and records it under 'accept-new'") {
