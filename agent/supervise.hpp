@@ -64,8 +64,15 @@ nlohmann::json supervised_status(const std::string& dir);
 // {"stopping": true} at once, then stop_supervised({dir}, tag, G) and, with remove, the
 // worker's directory (and the workload's, its parent under workloads/, once no other worker's
 // directory is left in it), then {"stopped": {"supervisors", "terminated", "killed",
-// "scanned", "removed"}}; with remove it returns then, else it goes on watching. Other lines are
-// ignored. Errors: usage (interval under 100 ms).
+// "scanned", "removed"}}; with remove it returns then, else it goes on watching. It may start
+// the worker's next attempt the same way: {"start": {"command": C}}, where C is the command line
+// the controller would send over a new SSH session (environment assignments, then `tpuctl agent
+// supervise ...`), runs as that session would (the login shell's -c, stdin empty) and is answered
+// with {"started": {"exit_code", "out", "err"}}; the controller then needs no new session to
+// restart a worker it watches. {"close": {}} ends the stream (the controller moved the worker
+// elsewhere). The stream's first line, {"watching": {"accepts": ["stop", "start", "close"]}},
+// says which control lines this agent takes. Other lines are ignored.
+// Errors: usage (interval under 100 ms).
 Status watch_supervised(const std::string& dir, std::chrono::milliseconds interval, int in_fd,
                         int out_fd);
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <optional>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/inotify.h>
 #include <thread>
@@ -14,6 +15,7 @@
 
 #include "agent/supervise.hpp"
 #include "util/private_files.hpp"
+#include "util/process.hpp"
 #include "util/process_tree.hpp"
 
 namespace tpuctl::agent {
@@ -57,13 +59,38 @@ bool remove_worker_files(const std::string& dir) {
   return !ec;
 }
 
-// A control line of the stream; nullopt when it is not a stop.
-std::optional<Json> stop_request(const std::string& line) {
+// A control line of the stream: {"stop": {...}} or {"start": {...}}; nullopt when it is
+// neither (or not an object).
+std::optional<Json> control_request(const std::string& line, const char* kind) {
   Json j = Json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("stop") || !j["stop"].is_object()) {
+  if (j.is_discarded() || !j.is_object() || !j.contains(kind) || !j[kind].is_object()) {
     return std::nullopt;
   }
-  return j["stop"];
+  return j[kind];
+}
+
+// A start through the stream: the command line the controller would otherwise send over a new
+// SSH session (its environment assignments, then `tpuctl agent supervise ...`), run as that
+// session would run it, by this user's login shell with `-c`, stdin empty. The supervisor it
+// starts detaches (its own session), so it outlives this stream as it outlives a session.
+Json start_through_stream(const Json& request) {
+  const std::string command = request.value("command", std::string());
+  if (command.empty()) {
+    return Json{{"started", {{"exit_code", 2}, {"out", ""}, {"err", "an empty start request"}}}};
+  }
+  std::string shell = "/bin/sh";
+  if (const passwd* pw = ::getpwuid(::getuid()); pw != nullptr && pw->pw_shell != nullptr &&
+                                                 pw->pw_shell[0] == '/' &&
+                                                 ::access(pw->pw_shell, X_OK) == 0) {
+    shell = pw->pw_shell;
+  }
+  util::ProcessOptions po;
+  po.timeout = std::chrono::seconds(60);
+  auto ran = util::run_process({shell, "-c", command}, po);
+  if (!ran) {
+    return Json{{"started", {{"exit_code", 127}, {"out", ""}, {"err", ran.error().message}}}};
+  }
+  return Json{{"started", {{"exit_code", ran->exit_code}, {"out", ran->out}, {"err", ran->err}}}};
 }
 
 Json stop_through_stream(const std::string& dir, const Json& request) {
@@ -97,7 +124,10 @@ Status watch_supervised(const std::string& dir, milliseconds interval, int in_fd
   std::string last;
   std::string input; // the controller's lines, as they come
   auto next_beat = Clock::now();
-  bool ok = true;
+  // What the controller may send (a controller that meets an older agent, without this line,
+  // starts workers over new sessions instead).
+  bool ok = util::write_all(
+      out_fd, Json{{"watching", {{"accepts", {"stop", "start", "close"}}}}}.dump() + "\n");
   while (ok) {
     const Json s = supervised_status(dir);
     const std::string key = significant(s);
@@ -127,7 +157,18 @@ Status watch_supervised(const std::string& dir, milliseconds interval, int in_fd
       for (size_t nl; (nl = input.find('\n')) != std::string::npos;) {
         const std::string line = input.substr(0, nl);
         input.erase(0, nl + 1);
-        if (auto stop = stop_request(line)) {
+        if (control_request(line, "close")) {
+          if (notify >= 0) {
+            ::close(notify);
+          }
+          return tpuctl::ok(); // the controller watches this worker no more
+        }
+        if (auto start = control_request(line, "start")) {
+          ok = util::write_all(out_fd, start_through_stream(*start).dump() + "\n");
+          last.clear(); // a line for the new attempt's status at once
+          continue;
+        }
+        if (auto stop = control_request(line, "stop")) {
           if (!util::write_all(out_fd, Json{{"stopping", true}}.dump() + "\n")) {
             break;
           }

@@ -80,22 +80,61 @@ Expected<std::string> cluster_name(const ClusterFlags& f) {
 
 // `cluster create` on an existing cluster: xpk's resize (cluster_resize.hpp). Its workloads'
 // monitors are made sure of first: an eviction is theirs to carry out.
+// The same `cluster create` for a background tpuctl: a grow with --async is carried on there
+// (waiting for room, then provisioning), as --async carries on a new cluster.
+std::vector<std::string> background_resize(const ClusterFlags& f) {
+  std::vector<std::string> args{
+      "cluster",         "create",        "--cluster",    f.name,
+      "--tpu-type",      f.tpu_type,      "--num-slices", std::to_string(f.num_slices),
+      "--on-preemption", f.on_preemption, "--quiet"};
+  for (const auto& [given, flag] : {std::pair<bool, const char*>{f.on_demand, "--on-demand"},
+                                    {f.reserved, "--reserved"},
+                                    {f.spot, "--spot"},
+                                    {f.flex, "--flex"}}) {
+    if (given) {
+      args.emplace_back(flag);
+    }
+  }
+  if (!f.reservation.empty()) {
+    args.insert(args.end(), {"--reservation", f.reservation});
+  }
+  if (!f.timeout.empty()) {
+    args.insert(args.end(), {"--timeout", f.timeout});
+  }
+  return args;
+}
+
 Expected<int> run_resize(Context& ctx, const ClusterFlags& f, state::StateStore& store,
                          const provision::ClusterRequest& req,
                          const provision::ProvisionOptions& provision,
-                         const provision::ResizeWait& wait) {
+                         const provision::ResizeWait& wait, const Cluster& existing) {
   TPUCTL_TRY_ASSIGN(auto workloads, provision::list_workloads(store, req.pool, req.name));
   ensure_monitors(ctx, workloads);
+  if (f.async && req.num_slices > existing.num_slices) {
+    // Checked here first (another type or tier is refused now, in one line), then grown there.
+    TPUCTL_TRY(provision::check_resize(store, req));
+    spawn_detached(ctx, req.pool, background_resize(f), f.ssh,
+                   "cluster-" + req.name + "-resize.log");
+    TPUCTL_TRY_ASSIGN(Json j, describe_json(store, existing));
+    j["resize"] =
+        Json{{"from", existing.num_slices}, {"to", req.num_slices},     {"added", Json::array()},
+             {"removed", Json::array()},    {"evicted", Json::array()}, {"async", true}};
+    TPUCTL_TRY(emit(ctx, j, [&](std::ostream& os, const Json& data) {
+      os << "cluster " << req.name << ": growing " << existing.num_slices << " -> "
+         << req.num_slices << " slices in the background (see 'tpuctl cluster describe " << req.name
+         << "')\n";
+      print_cluster(os, data);
+    }));
+    return 0;
+  }
   auto progress = make_progress(ctx);
   TPUCTL_TRY_ASSIGN(auto resized, provision::resize_cluster(
                                       store, req, f.force, provision, wait, state::system_clock(),
                                       [&](const std::string& line) { progress->line(line); }));
   TPUCTL_TRY_ASSIGN(Json j, describe_json(store, resized.cluster));
-  j["resize"] = Json{{"from", resized.from},
-                     {"to", resized.cluster.num_slices},
-                     {"added", resized.added},
-                     {"removed", resized.removed},
-                     {"evicted", resized.evicted}};
+  j["resize"] = Json{{"from", resized.from},       {"to", resized.cluster.num_slices},
+                     {"added", resized.added},     {"removed", resized.removed},
+                     {"evicted", resized.evicted}, {"async", false}};
   TPUCTL_TRY(emit(ctx, j, [&](std::ostream& os, const Json& data) {
     os << "cluster " << req.name << ": " << resized.from << " -> " << resized.cluster.num_slices
        << " slices";
@@ -132,7 +171,7 @@ Expected<int> run_create(Context& ctx, const ClusterFlags& f) {
   for (const auto& existing : clusters) {
     if (existing.name == f.name) {
       return run_resize(ctx, f, *store, req, drive.provision,
-                        provision::ResizeWait{!f.async, timeout});
+                        provision::ResizeWait{!f.async, timeout}, existing);
     }
   }
   TPUCTL_TRY_ASSIGN(auto created, provision::create_cluster(*store, req, clock));

@@ -86,7 +86,7 @@ const std::vector<RecordFields>& record_fields() {
        "name, pool, tpu_type, num_slices, tier, on_preemption, state, queued_resource, "
        "created_at, running_workloads, goodput, slices ({name, slice, workers}), workloads "
        "({name, state, goodput}), reason, error; a resize (cluster create on an existing "
-       "cluster) adds resize ({from, to, added, removed, evicted})"},
+       "cluster) adds resize ({from, to, added, removed, evicted, async})"},
   };
   return k_fields;
 }

@@ -17,12 +17,15 @@ Expected<provision::MonitorOptions> monitor_options(Context& ctx, const SshFlags
   // A recovering workload moves its cluster's request itself: reconcile, then drive what needs
   // it (suspend, provision) in this process.
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, flags));
-  // A repair places and provisions only the broken slice again, unless asked to send the whole
-  // request back through the queue (bench/repair_bench.sh compares the two).
+  // A repair places and provisions only the broken slice again, and the next attempt starts
+  // through the monitor's streams, unless asked to repair as tpuctl did before: the whole request
+  // back through the queue, every worker over a new session (bench/queue_bench.sh compares).
   const char* whole = std::getenv("TPUCTL_REPAIR_WHOLE_REQUEST");
   if (whole == nullptr || std::string(whole) != "1") {
     o.provision = drive.provision;
   }
+  const char* sessions = std::getenv("TPUCTL_RESTART_OVER_NEW_SESSIONS");
+  o.start_through_streams = sessions == nullptr || std::string(sessions) != "1";
   o.drive_pool = [&ctx, drive](const std::string& pool) -> Status {
     TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx, Drivers::none));
     auto carried = provision::drive_pending(*store, pool, drive);

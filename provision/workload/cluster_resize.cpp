@@ -430,6 +430,11 @@ Expected<ClusterResize> shrink(state::StateStore& store, const ClusterRequest& r
 
 } // namespace
 
+Status check_resize(state::StateStore& store, const ClusterRequest& request) {
+  auto snap = read_cluster(store, request);
+  return snap ? tpuctl::ok() : Status(snap.error());
+}
+
 Expected<ClusterResize> resize_cluster(state::StateStore& store, const ClusterRequest& r,
                                        bool force, const ProvisionOptions& provision,
                                        const ResizeWait& wait, const state::Clock& clock,

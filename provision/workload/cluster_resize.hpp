@@ -47,6 +47,11 @@ struct ClusterResize {
   std::vector<std::string> evicted; // workloads (shrink --force)
 };
 
+// What resize_cluster would refuse before it changes anything: another type or tier, no such
+// cluster, its request not ACTIVE (a grow with --async is checked so, then carried on by a
+// background tpuctl). Errors: as resize_cluster's.
+Status check_resize(state::StateStore& store, const ClusterRequest& request);
+
 // Errors (nothing changed): usage (another type or tier, naming both), not_found (no such
 // cluster), failure (its request is not ACTIVE; held slices without `force`; provisioning of a
 // new slice failed; an evicted workload did not stop in time: run it again), capacity (no room

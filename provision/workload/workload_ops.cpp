@@ -256,11 +256,10 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
   const std::string pool = wl.pool;
   const std::string name = wl.name;
   // The workers' streams, for the plans of the current attempt's slices (workload_watch.hpp).
+  // Kept through a restart and a recovery (retargeted to the next attempt's workers), so the
+  // next attempt starts through the streams of the workers that did not move.
   std::unique_ptr<WorkerWatch> watch;
-  auto replan = [&]() {
-    watch.reset();
-    plans.reset();
-  };
+  auto replan = [&]() { plans.reset(); };
   int64_t last_write = now_of(o);
   int64_t last_visit = 0;
   // A change to the store (a delete's mark, a slice's state) makes the next turn visit it.
@@ -270,12 +269,16 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
       return std::optional<Workload>(wl); // queued, admitted or evicted: the caller's
     }
     if (wl.state == WorkloadState::recovering) {
-      TPUCTL_TRY_ASSIGN(RecoveryStep r, recovery_step(store, wl, o));
+      TPUCTL_TRY_ASSIGN(
+          RecoveryStep r,
+          recovery_step(store, wl, o, o.start_through_streams ? watch.get() : nullptr));
       if (!r.workload || r.workload->deleting || is_terminal(r.workload->state)) {
         return r.workload;
       }
       wl = *r.workload;
-      watch.reset();
+      if (wl.state == WorkloadState::running && !r.watch_kept) {
+        watch.reset();
+      }
       plans = std::move(r.plans);
       if (wl.state != WorkloadState::running) {
         sleep_for(o.poll_interval, cancel);
@@ -298,6 +301,9 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
         return gone_or(f);
       }
       plans = std::move(*planned);
+      if (watch && !watch->retarget(wl, *plans)) {
+        watch.reset();
+      }
     }
     if (slices.status != SliceStatus::intact) {
       // Preempted (or provisioned again behind its back): come back with it, or end.
@@ -491,8 +497,13 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
       }
       wl = *r.workload;
       TPUCTL_TRY_ASSIGN(plans, plan_workload(store, wl)); // TPUCTL_WORKLOAD_ATTEMPT changed
+      if (watch && !watch->retarget(wl, *plans)) {
+        watch.reset();
+      }
       std::vector<size_t> failed;
-      TPUCTL_TRY_ASSIGN(std::string failure, start_attempt(wl, *plans, failed, o));
+      TPUCTL_TRY_ASSIGN(
+          std::string failure,
+          start_attempt(wl, *plans, failed, o, o.start_through_streams ? watch.get() : nullptr));
       TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
                           if (!failure.empty()) {
                             return finish(w, WorkloadState::failed, failure, now_of(o));

@@ -68,6 +68,9 @@ struct MonitorOptions {
   // host's slice alone is re-placed while the request stays ACTIVE; without, the whole request
   // goes back through the queue.
   std::optional<ProvisionOptions> provision;
+  // A restart or a recovery starts the workers the monitor watches through their streams
+  // (workload_watch.hpp); false: every worker over a new session, as before.
+  bool start_through_streams = true;
   // As each worker has started (`done` of `total`, its host): for a live display; may be empty.
   std::function<void(size_t done, size_t total, const std::string& host)> worker_started;
 };

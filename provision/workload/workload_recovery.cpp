@@ -10,6 +10,7 @@
 #include "provision/slice/node_repair.hpp"
 #include "provision/workload/cluster.hpp"
 #include "provision/workload/workload_steps.hpp"
+#include "provision/workload/workload_watch.hpp"
 #include "util/failpoint.hpp"
 #include "util/strings.hpp"
 #include "util/time_text.hpp"
@@ -218,7 +219,7 @@ std::vector<state::Op> begin_recovery(Workload& wl, int64_t now_ms, const std::s
 }
 
 Expected<RecoveryStep> recovery_step(state::StateStore& store, const Workload& in,
-                                     const MonitorOptions& o) {
+                                     const MonitorOptions& o, WorkerWatch* watch) {
   RecoveryStep step;
   Workload wl = in;
   const std::string pool = wl.pool;
@@ -314,8 +315,12 @@ Expected<RecoveryStep> recovery_step(state::StateStore& store, const Workload& i
   wl = *started.workload;
   say(o, "cluster '" + wl.cluster + "' is ACTIVE again: starting attempt " +
              std::to_string(wl.attempt) + " on " + util::counted(plans.size(), "worker"));
+  if (watch != nullptr && !watch->retarget(wl, plans)) {
+    watch = nullptr; // another number of workers: the monitor makes a new watch
+  }
+  step.watch_kept = watch != nullptr;
   std::vector<size_t> failed;
-  TPUCTL_TRY_ASSIGN(std::string failure, start_attempt(wl, plans, failed, o));
+  TPUCTL_TRY_ASSIGN(std::string failure, start_attempt(wl, plans, failed, o, watch));
   const int64_t at = now_of(o);
   TPUCTL_TRY_ASSIGN(auto m, mutate(store, pool, name, true, [&](Workload& w) {
                       if (!failure.empty()) {

@@ -39,6 +39,8 @@
 
 namespace tpuctl::provision {
 
+class WorkerWatch;
+
 // How the cluster's request stands against the workload's current attempt.
 enum class SliceStatus {
   intact,      // ACTIVE since before the attempt started
@@ -66,14 +68,18 @@ struct RecoveryStep {
   std::optional<Workload> workload; // afterwards; nullopt when deleted
   // RUNNING again: the new attempt's workers, for the monitor's polls.
   std::optional<std::vector<WorkerPlan>> plans;
+  // RUNNING again through the monitor's watch, retargeted to `plans`: keep it.
+  bool watch_kept = false;
 };
 
 // One step of a RECOVERING workload (the monitor's, once per poll): carries out the repair
 // still to do, lets the request move (MonitorOptions::drive_pool), accounts the phase (queued,
 // provisioning or recovering, after the request's state), and starts the next attempt when the
 // request is ACTIVE again; ends the workload FAILED when the request is gone for good or its
-// --timeout passed. Errors: the store's.
+// --timeout passed. `watch`: the monitor's streams of the attempt that broke, when it kept them:
+// retargeted to the new attempt's workers, they start those whose host did not change (only the
+// moved ones need new sessions). Errors: the store's.
 Expected<RecoveryStep> recovery_step(state::StateStore& store, const Workload& wl,
-                                     const MonitorOptions& o);
+                                     const MonitorOptions& o, WorkerWatch* watch = nullptr);
 
 } // namespace tpuctl::provision

@@ -1,5 +1,6 @@
 #include "provision/workload/workload_steps.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include "provision/queue/reconcile.hpp"
@@ -107,15 +108,58 @@ std::string launch_failures(const std::vector<WorkerPlan>& plans,
 } // namespace
 
 Expected<std::string> start_attempt(const Workload& wl, const std::vector<WorkerPlan>& plans,
-                                    std::vector<size_t>& failed, const MonitorOptions& o) {
-  remote::FanoutCallbacks callbacks;
-  if (o.worker_started) {
-    auto done = std::make_shared<size_t>(0);
-    callbacks.on_host_done = [&o, done, total = plans.size()](const remote::HostResult& r) {
+                                    std::vector<size_t>& failed, const MonitorOptions& o,
+                                    WorkerWatch* watch) {
+  auto done = std::make_shared<size_t>(0);
+  auto started = [&o, done, total = plans.size()](const remote::HostResult& r) {
+    if (o.worker_started) {
       o.worker_started(++*done, total, r.host);
-    };
+    }
+  };
+  // Through the streams: no new session for a worker the monitor watches already; the others
+  // over new sessions meanwhile.
+  std::vector<bool> sent(plans.size(), false);
+  if (watch != nullptr) {
+    std::vector<std::string> commands;
+    for (const auto& p : plans) {
+      commands.push_back(launch_command(wl, p));
+    }
+    sent = watch->send_start(commands);
+    sent.resize(plans.size(), false);
   }
-  TPUCTL_TRY_ASSIGN(auto results, launch_workers(wl, plans, o.ssh, callbacks));
+  std::vector<WorkerPlan> rest;
+  std::vector<size_t> rest_index;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (!sent[i]) {
+      rest.push_back(plans[i]);
+      rest_index.push_back(i);
+    }
+  }
+  std::vector<remote::HostResult> results;
+  if (!rest.empty()) {
+    remote::FanoutCallbacks callbacks;
+    callbacks.on_host_done = started;
+    TPUCTL_TRY_ASSIGN(auto launched, launch_workers(wl, rest, o.ssh, callbacks));
+    for (auto& r : launched) {
+      r.index = rest_index[r.index];
+      results.push_back(std::move(r));
+    }
+  }
+  if (watch != nullptr && rest.size() < plans.size()) {
+    for (auto& r : watch->collect_started(std::chrono::seconds(60))) {
+      if (r) {
+        started(*r);
+        results.push_back(std::move(*r));
+      }
+    }
+    say(o, "attempt " + std::to_string(wl.attempt) + ": " +
+               util::counted(plans.size() - rest.size(), "worker") +
+               " started through their streams, " + std::to_string(rest.size()) +
+               " over new sessions");
+  }
+  std::sort(
+      results.begin(), results.end(),
+      [](const remote::HostResult& a, const remote::HostResult& b) { return a.index < b.index; });
   std::string message = launch_failures(plans, results, failed);
   if (!message.empty()) {
     (void)stop_workers(wl, plans, o.ssh);

@@ -55,11 +55,13 @@ Expected<Mutation> mutate(state::StateStore& store, const std::string& pool,
 std::optional<std::vector<state::Op>> finish(Workload& wl, WorkloadState to,
                                              const std::string& message, int64_t now);
 
-// Starts the workload's current attempt everywhere. On a failure stops whatever started and
-// returns the message naming the workers (their indices in `failed`); "" when every worker
-// started.
+// Starts the workload's current attempt everywhere: through the monitor's streams (`watch`, when
+// given, retargeted to `plans` already) for the workers whose agent takes a start line, with new
+// sessions for the rest. On a failure stops whatever started and returns the message naming the
+// workers (their indices in `failed`); "" when every worker started.
 Expected<std::string> start_attempt(const Workload& wl, const std::vector<WorkerPlan>& plans,
-                                    std::vector<size_t>& failed, const MonitorOptions& o);
+                                    std::vector<size_t>& failed, const MonitorOptions& o,
+                                    WorkerWatch* watch = nullptr);
 
 // Stops every worker of the attempt (a fail policy, a restart, an eviction): through the
 // monitor's streams first (`watch`, when given; they stay open), then with new sessions the

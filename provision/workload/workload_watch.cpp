@@ -39,6 +39,9 @@ struct WorkerWatch::Seen {
   std::shared_ptr<remote::StreamInput> input; // the stream's stdin: stop()'s line
   int stop_phase = 0;                         // 1: the agent is stopping it, 2: it did
   bool removed = false;                       // its files are gone (phase 2)
+  bool can_start = false;                     // its agent takes start lines (its first line)
+  int start_phase = 0;        // 1: send_start() sent one, 2: the answer came (until collected)
+  remote::HostResult started; // that answer (phase 2)
 };
 
 struct WorkerWatch::Group {
@@ -104,6 +107,29 @@ void WorkerWatch::open(const std::vector<size_t>& workers) {
     remote::FanoutCallbacks cb;
     cb.on_line = [this, &generations](const remote::HostLine& line) {
       if (line.stream != remote::Stream::out || !line.complete) {
+        return;
+      }
+      if (line.text.rfind("{\"watching\"", 0) == 0 || line.text.rfind("{\"started\"", 0) == 0) {
+        const auto j = nlohmann::json::parse(line.text, nullptr, false);
+        std::lock_guard lock(m_mutex);
+        Seen& s = m_seen[line.index];
+        if (s.generation != generations[line.index] || !j.is_object()) {
+          return;
+        }
+        if (j.contains("watching") && j["watching"].is_object()) { // what the agent takes
+          const auto accepts = j["watching"].value("accepts", nlohmann::json::array());
+          s.can_start = accepts.is_array() &&
+                        std::find(accepts.begin(), accepts.end(), "start") != accepts.end();
+        } else if (j.contains("started") && j["started"].is_object() && s.start_phase == 1) {
+          const auto& a = j["started"]; // the answer to start()
+          s.started.exit_code = a.value("exit_code", -1);
+          s.started.outcome =
+              s.started.exit_code == 0 ? remote::Outcome::ok : remote::Outcome::exit_code;
+          s.started.out = a.value("out", std::string());
+          s.started.err = a.value("err", std::string());
+          s.start_phase = 2;
+          m_changed.notify_all();
+        }
         return;
       }
       if (line.text.rfind("{\"stopp", 0) == 0) { // the answer to stop()
@@ -176,6 +202,10 @@ bool WorkerWatch::wait_for_news(milliseconds timeout) {
 }
 
 std::vector<std::optional<WorkerObservation>> WorkerWatch::turn() {
+  if (!m_unopened.empty()) {
+    open(m_unopened);
+    m_unopened.clear();
+  }
   const auto now = Clock::now();
   const int64_t stalled = m_stall.stalled_ms();
   // This process's running time since the last turn: its own stalls are nobody's silence.
@@ -289,6 +319,97 @@ std::vector<bool> WorkerWatch::stop(milliseconds grace, const std::string& tag, 
     confirmed[i] = m_seen[i].stop_phase == 2 && (m_seen[i].removed || !remove);
   }
   return confirmed;
+}
+
+std::vector<bool> WorkerWatch::send_start(const std::vector<std::string>& commands) {
+  std::lock_guard lock(m_mutex);
+  std::vector<bool> sent(commands.size(), false);
+  for (size_t i = 0; i < m_seen.size() && i < commands.size(); ++i) {
+    Seen& s = m_seen[i];
+    s.start_phase = 0;
+    if (!commands[i].empty() && s.open && s.can_start && s.input) {
+      s.start_phase = 1;
+      s.started = remote::HostResult{};
+      s.input->write(nlohmann::json{{"start", {{"command", commands[i]}}}}.dump() + "\n");
+      sent[i] = true;
+    }
+  }
+  return sent;
+}
+
+std::vector<std::optional<remote::HostResult>> WorkerWatch::collect_started(milliseconds timeout) {
+  std::unique_lock lock(m_mutex);
+  const auto until = Clock::now() + timeout;
+  auto waiting = [&]() {
+    return std::any_of(m_seen.begin(), m_seen.end(),
+                       [](const Seen& s) { return s.open && s.start_phase == 1; });
+  };
+  while (waiting() && Clock::now() < until) {
+    m_changed.wait_for(lock, milliseconds(250));
+  }
+  std::vector<std::optional<remote::HostResult>> out(m_seen.size());
+  for (size_t i = 0; i < m_seen.size(); ++i) {
+    Seen& s = m_seen[i];
+    if (s.start_phase == 0) {
+      continue;
+    }
+    remote::HostResult r;
+    if (s.start_phase == 2) {
+      r = s.started;
+      m_stats.started += r.succeeded() ? 1 : 0;
+    } else {
+      r.outcome = remote::Outcome::error;
+      r.error = s.open ? "no answer through its stream within " +
+                             std::to_string(timeout.count() / 1000) + " s"
+                       : "its stream ended before the start was answered (" + s.ended + ")";
+    }
+    s.start_phase = 0;
+    r.index = i;
+    r.host = m_plans[i].host;
+    out[i] = std::move(r);
+  }
+  return out;
+}
+
+bool WorkerWatch::retarget(const Workload& workload, const std::vector<WorkerPlan>& plans) {
+  if (plans.size() != m_plans.size()) {
+    return false;
+  }
+  std::vector<size_t> moved;
+  {
+    std::lock_guard lock(m_mutex);
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const WorkerPlan& was = m_plans[i];
+      const WorkerPlan& now = plans[i];
+      const bool same = was.target.address == now.target.address &&
+                        was.target.port == now.target.port && was.target.user == now.target.user &&
+                        was.agent_dir == now.agent_dir &&
+                        workload_dir(was.workdir, m_workload.uid, was.node, was.worker) ==
+                            workload_dir(now.workdir, workload.uid, now.node, now.worker);
+      if (same) {
+        continue;
+      }
+      Seen& s = m_seen[i];
+      if (s.open && s.input) {
+        s.input->write(nlohmann::json{{"close", nlohmann::json::object()}}.dump() + "\n");
+      }
+      const uint64_t generation = s.generation; // the old stream's lines are ignored from now
+      s = Seen{};
+      s.generation = generation;
+      m_track[i] = Track{};
+      moved.push_back(i);
+    }
+    m_plans = plans;
+    m_workload = workload;
+  }
+  // The time the monitor spent recovering is nobody's silence.
+  m_last_turn = Clock::now();
+  m_last_stalled = m_stall.stalled_ms();
+  // Their streams open at the next turn: after the start, so that their first line is the new
+  // attempt's, not "nothing started here yet".
+  m_stats.moved += moved.size();
+  m_unopened.insert(m_unopened.end(), moved.begin(), moved.end());
+  return true;
 }
 
 WorkerWatch::Stats WorkerWatch::stats() const {

@@ -25,7 +25,10 @@
 //
 // The streams also stop the workers (stop()): a delete asks the monitor, which holds a
 // connection to every worker already, instead of opening a new session to every host, so a
-// workload of 256 workers stops in a fraction of one SSH round (workload_ops.cpp).
+// workload of 256 workers stops in a fraction of one SSH round (workload_ops.cpp). And they
+// start the next attempt (start()): after a restart, or a repair that placed one slice again,
+// the watch is kept (retarget(): only the workers that moved get new streams), so only the
+// moved workers need new sessions; the others start in a fraction of a round.
 //
 // Cost at 256 workers on the watching machine: 256 threads that sleep until a line comes (85
 // lines a second), one turn a second on this process's copy of the workload, and the store read
@@ -77,11 +80,29 @@ public:
   // stream is not open, or that did not answer, is not confirmed: stop it another way.
   std::vector<bool> stop(std::chrono::milliseconds grace, const std::string& tag, bool remove);
 
+  // Starts the next attempt through the streams: `commands[i]` (launch_command's line; empty:
+  // not this worker) is sent to worker i's agent when its stream is open and its agent takes
+  // start lines, and runs there as a new session would run it. Returns, per worker, whether it
+  // was sent; start the others over new sessions meanwhile.
+  std::vector<bool> send_start(const std::vector<std::string>& commands);
+  // Waits up to `timeout` for the answers to send_start. Per worker sent: its result (as a
+  // fan-out's; a stream that ended or did not answer in time is a failure, never retried
+  // elsewhere, since the start may have happened); nullopt for the others.
+  std::vector<std::optional<remote::HostResult>> collect_started(std::chrono::milliseconds timeout);
+
+  // The next attempt's workers, after a repair or a requeue: a worker whose host and directory
+  // are unchanged keeps its stream (and what it heard); one placed elsewhere gets a new stream,
+  // the old one told to close. False (nothing changed) when the number of workers differs: make
+  // a new watch.
+  bool retarget(const Workload& workload, const std::vector<WorkerPlan>& plans);
+
   // Counters for tests and benchmarks.
   struct Stats {
     uint64_t lines = 0;     // status lines received
     uint64_t checks = 0;    // independent checks made
     uint64_t reopened = 0;  // streams opened again
+    uint64_t started = 0;   // workers started through their streams
+    uint64_t moved = 0;     // workers retargeted to a new host (a new stream)
     int64_t stalled_ms = 0; // time this process did not run while watching
   };
   Stats stats() const;
@@ -109,6 +130,7 @@ private:
     std::chrono::steady_clock::time_point reopened{};
   };
   std::vector<Track> m_track;
+  std::vector<size_t> m_unopened; // workers retargeted elsewhere, their streams not yet open
   std::chrono::steady_clock::time_point m_last_turn;
   int64_t m_last_stalled = 0;
   Stats m_stats;

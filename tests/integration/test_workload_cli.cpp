@@ -125,6 +125,47 @@ TEST_CASE("workload: --max-restarts restarts every worker together") {
     auto logs = env.run({"workload", "logs", "rs", "--worker", "3"});
     CHECK(logs.out == "attempt 0\n--- tpuctl: attempt 1 (restart 1) ---\nattempt 1\n");
   }
+  SUBCASE("the restart starts every worker through the monitor's open streams") {
+    // Worker 1 fails its first attempt once the test says so: by then the monitor watches
+    // every worker (one supervise-watch stream each).
+    const auto go = env.dir.path() / "go";
+    env.create("streams",
+               "echo attempt $TPUCTL_WORKLOAD_ATTEMPT; if [ \"$TPU_WORKER_ID\" = 1 ] && "
+               "[ \"$TPUCTL_WORKLOAD_ATTEMPT\" = 0 ]; then while [ ! -e " +
+                   go.string() + " ]; do sleep 0.1; done; exit 5; fi; sleep 300",
+               {"--max-restarts", "1"});
+    REQUIRE(
+        tpuctl::test::wait_until([&] { return env.pool_processes("supervise-watch").size() == 4; },
+                                 std::chrono::seconds(30)));
+    std::ofstream(go).put('\n');
+    REQUIRE(tpuctl::test::wait_until(
+        [&] {
+          auto wl = env.run_json({"workload", "describe", "streams"});
+          if (wl["attempt"] != 1 || wl["state"] != "RUNNING") {
+            return false;
+          }
+          for (const auto& w : wl["workers"]) {
+            if (w["state"] != "RUNNING" || w["attempt"] != 1) {
+              return false;
+            }
+          }
+          return true;
+        },
+        std::chrono::seconds(60)));
+    const std::string log = tpuctl::test::read_file(env.dir.path() / "state" / "tpuctl" / "logs" /
+                                                    "workload-streams.log");
+    CHECK_MESSAGE(log.find("attempt 1: 4 workers started through their streams, 0 over new "
+                           "sessions") != std::string::npos,
+                  log);
+    // The new attempt runs on every worker, under its supervisor, with its own number.
+    CHECK(tpuctl::test::wait_until(
+        [&] {
+          return env.run({"workload", "logs", "streams"}).out.find("attempt 1\n") !=
+                 std::string::npos;
+        },
+        std::chrono::seconds(30)));
+    CHECK(env.run({"workload", "delete", "streams"}).exit_code == 0);
+  }
   SUBCASE("a failure in every attempt FAILS it after the restarts are used up") {
     env.create("always", "exit 4", {"--max-restarts", "1"});
     auto waited = env.run({"workload", "wait", "always", "--timeout", "60s"});

@@ -414,6 +414,28 @@ TEST_CASE("cluster create on an existing cluster resizes it: new slices are plac
   // The evicted workload gets the new slice.
   REQUIRE(env.reaches(evicted, "RUNNING"));
   env.check_no_shared_host();
+
+  // --async: a grow with no room returns at once; a background tpuctl waits for the hosts and
+  // provisions the new slice. Another tier is still refused at once.
+  REQUIRE(env.run({"qr", "create", "blocker2", "--accelerator-type", "v5litepod-4", "--node-count",
+                   "2"})
+              .exit_code == 0);
+  auto spot = resize("3", {"--async", "--spot"});
+  CHECK(spot.exit_code == 2);
+  CHECK_MESSAGE(spot.err.find("tier") != std::string::npos, spot.err);
+  auto later = resize("3", {"--async"});
+  REQUIRE_MESSAGE(later.exit_code == 0, later.err);
+  auto la = json::parse(later.out);
+  CHECK(la["resize"]["async"] == true);
+  CHECK(la["resize"]["to"] == 3);
+  CHECK(la["num_slices"] == 2); // not yet
+  REQUIRE(env.run({"qr", "delete", "blocker2", "--force", "-q"}).exit_code == 0);
+  CHECK(tpuctl::test::wait_until(
+      [&] {
+        auto d = env.run_json({"cluster", "describe", "demo"});
+        return d["num_slices"] == 3 && d["state"] == "ACTIVE";
+      },
+      std::chrono::seconds(60)));
   env.release(kept);
   env.release(evicted);
   REQUIRE(env.reaches(kept, "SUCCEEDED"));

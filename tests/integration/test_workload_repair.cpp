@@ -153,6 +153,9 @@ TEST_CASE("repair: a host lost in one slice of two places that slice alone again
   REQUIRE(slice1.count(dead) == 1);
   REQUIRE(before["workers"][5]["worker"] == 1);
 
+  // The monitor's streams are open (one supervise-watch per worker) before the kill.
+  REQUIRE(tpuctl::test::wait_until(
+      [&] { return env.pool_processes("supervise-watch").size() == 8; }, std::chrono::seconds(30)));
   env.kill_worker_host(uid, dead, 1, before["workers"][5]["node"]);
   json after = env.wait_for(
       "long", [](const json& w) { return all_running_attempt(w, 1); }, std::chrono::seconds(90));
@@ -160,6 +163,10 @@ TEST_CASE("repair: a host lost in one slice of two places that slice alone again
   REQUIRE(all_running_attempt(after, 1));
   CHECK(after["repairs"] == 1);
   CHECK(after["restarts"] == 0);
+  // The healthy slice's workers were stopped and started again through the monitor's open
+  // streams (no new SSH session), the moved slice's over new sessions.
+  CHECK(env.monitor_log("long").find("attempt 1: 4 workers started through their streams, 4 "
+                                     "over new sessions") != std::string::npos);
   std::set<std::string> now0, now1;
   for (const auto& w : after["workers"]) {
     (w["slice"] == 0 ? now0 : now1).insert(w["host"].get<std::string>());

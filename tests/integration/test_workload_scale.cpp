@@ -24,22 +24,6 @@ TEST_SUITE_BEGIN("integration");
 namespace {
 
 // Processes started through the pool's servers (every session carries the pool's directory).
-std::vector<int> pool_processes(const WorkloadEnv& env) {
-  return tpuctl::util::processes_tagged(std::string(tpuctl::provision::k_local_pool_var) + "=" +
-                                        env.pool_dir().string());
-}
-
-// Those whose command line holds `word`.
-std::vector<int> named(const std::vector<int>& pids, const std::string& word) {
-  std::vector<int> out;
-  for (int pid : pids) {
-    if (read_file("/proc/" + std::to_string(pid) + "/cmdline").find(word) != std::string::npos) {
-      out.push_back(pid);
-    }
-  }
-  return out;
-}
-
 std::string listing(const std::vector<int>& pids) {
   std::string out;
   for (int pid : pids) {
@@ -58,8 +42,7 @@ std::vector<int> watching_monitor(const WorkloadEnv& env, size_t workers,
   REQUIRE(tpuctl::test::wait_until(
       [&] {
         monitor = named(processes_with_marker(env.dir.path().string()), "monitor");
-        return monitor.size() == 1 &&
-               named(pool_processes(env), "supervise-watch").size() == workers;
+        return monitor.size() == 1 && env.pool_processes("supervise-watch").size() == workers;
       },
       limit));
   return monitor;
@@ -116,7 +99,7 @@ TEST_CASE("workload at 64 workers: a monitor stopped for 30 s loses no worker; a
   std::vector<int> left;
   CHECK_MESSAGE(tpuctl::test::wait_until(
                     [&] {
-                      left = pool_processes(env);
+                      left = env.pool_processes();
                       return left.empty();
                     },
                     std::chrono::seconds(30)),
@@ -124,7 +107,7 @@ TEST_CASE("workload at 64 workers: a monitor stopped for 30 s loses no worker; a
 
   auto gone = env.run({"cluster", "delete", "big", "--force"});
   CHECK_MESSAGE(gone.exit_code == 0, gone.err);
-  CHECK(tpuctl::test::wait_until([&] { return pool_processes(env).empty(); },
+  CHECK(tpuctl::test::wait_until([&] { return env.pool_processes().empty(); },
                                  std::chrono::seconds(30)));
 }
 
@@ -144,6 +127,6 @@ TEST_CASE("workload delete: a monitor that cannot answer (stopped) does not hold
   CHECK(files_of(env, uid).empty());
   CHECK(env.run({"workload", "describe", "held"}).exit_code == 4);
   // The resumed monitor finds its workload gone and ends, its streams with it.
-  CHECK(tpuctl::test::wait_until([&] { return pool_processes(env).empty(); },
+  CHECK(tpuctl::test::wait_until([&] { return env.pool_processes().empty(); },
                                  std::chrono::seconds(30)));
 }

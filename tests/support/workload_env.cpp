@@ -5,7 +5,9 @@
 
 #include <doctest/doctest.h>
 
+#include "provision/pool/local_pool.hpp"
 #include "tests/support/local_pool_fixture.hpp"
+#include "util/process_tree.hpp"
 
 namespace tpuctl::test {
 
@@ -47,6 +49,25 @@ std::string WorkloadEnv::create_workload(const std::string& cluster, const std::
   auto uid = nlohmann::json::parse(r.out)["uid"].get<std::string>();
   uids.push_back(uid);
   return uid;
+}
+
+std::vector<int> WorkloadEnv::pool_processes() const {
+  return util::processes_tagged(std::string(provision::k_local_pool_var) + "=" +
+                                pool_dir().string());
+}
+
+std::vector<int> named(const std::vector<int>& pids, const std::string& word) {
+  std::vector<int> out;
+  for (int pid : pids) {
+    if (read_file("/proc/" + std::to_string(pid) + "/cmdline").find(word) != std::string::npos) {
+      out.push_back(pid);
+    }
+  }
+  return out;
+}
+
+std::vector<int> WorkloadEnv::pool_processes(const std::string& word) const {
+  return named(pool_processes(), word);
 }
 
 void WorkloadEnv::kill_worker_host(const std::string& uid, const std::string& host, int worker,

@@ -18,6 +18,9 @@ std::vector<int> workload_processes(const std::string& uid);
 std::vector<int> workload_worker_processes(const std::string& uid, int worker,
                                            const std::string& node = "");
 
+// Those of `pids` whose command line holds `word`.
+std::vector<int> named(const std::vector<int>& pids, const std::string& word);
+
 struct WorkloadEnv : QrEnv {
   std::vector<std::string> uids; // of every workload created here
 
@@ -33,6 +36,10 @@ struct WorkloadEnv : QrEnv {
   // node `node`, when the cluster has several slices: their worker ids repeat).
   void kill_worker_host(const std::string& uid, const std::string& host, int worker,
                         const std::string& node = "") const;
+  // Every process started through this env's local pool (tagged with it), and those of them
+  // whose command line holds `word` (say, "supervise-watch": the monitor's streams).
+  std::vector<int> pool_processes() const;
+  std::vector<int> pool_processes(const std::string& word) const;
 };
 
 } // namespace tpuctl::test

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <signal.h>
 #include <sstream>
 #include <sys/stat.h>
@@ -36,6 +37,46 @@ nlohmann::json wait_exited(const std::string& dir, std::chrono::seconds limit) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return s;
+}
+
+// The stream's first line: the control lines this agent takes.
+const nlohmann::json k_hello = {{"watching", {{"accepts", {"stop", "start", "close"}}}}};
+
+// Runs watch_supervised(dir) on a thread, with pipes for its stdin and its stdout: `first_input`
+// is written to its stdin at once, `on_line` sees every line it writes (and may write to or close
+// its stdin: `in` is -1 once closed). Returns every line, once it ended by itself.
+std::vector<nlohmann::json>
+run_watch(const std::string& dir, const std::string& first_input,
+          const std::function<void(const std::vector<nlohmann::json>&, int& in)>& on_line) {
+  int in[2];
+  int out[2];
+  REQUIRE(::pipe(in) == 0);
+  REQUIRE(::pipe(out) == 0);
+  std::thread watcher([&] {
+    CHECK(tpuctl::agent::watch_supervised(dir, std::chrono::milliseconds(5000), in[0], out[1]));
+    ::close(out[1]);
+  });
+  if (!first_input.empty()) {
+    REQUIRE(::write(in[1], first_input.data(), first_input.size()) ==
+            static_cast<ssize_t>(first_input.size()));
+  }
+  std::string text;
+  std::vector<nlohmann::json> lines;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) {
+    text.append(buf, static_cast<size_t>(n));
+    for (size_t nl; (nl = text.find('\n')) != std::string::npos; text.erase(0, nl + 1)) {
+      lines.push_back(nlohmann::json::parse(text.substr(0, nl)));
+      on_line(lines, in[1]);
+    }
+  }
+  watcher.join();
+  ::close(in[0]);
+  if (in[1] >= 0) {
+    ::close(in[1]);
+  }
+  ::close(out[0]);
+  return lines;
 }
 
 } // namespace
@@ -168,14 +209,17 @@ TEST_CASE("agent supervise-watch: a line at once, one on exit, heartbeats; ends 
     text.append(buf, static_cast<size_t>(n));
     for (size_t nl; (nl = text.find('\n')) != std::string::npos; text.erase(0, nl + 1)) {
       lines.push_back(nlohmann::json::parse(text.substr(0, nl)));
-      exited = exited || lines.back()["status"]["state"] == "exited";
+      exited =
+          exited ||
+          lines.back().value("status", nlohmann::json::object()).value("state", "") == "exited";
     }
   }
   REQUIRE(exited);
-  CHECK(lines.front()["status"]["state"] == "running");
+  REQUIRE(lines.size() >= 4); // what it takes, running, heartbeats every 200 ms over 0.8 s, exited
+  CHECK(lines.front() == k_hello);
+  CHECK(lines[1]["status"]["state"] == "running");
   CHECK(lines.back()["status"]["exit_code"] == 3);
-  CHECK(lines.size() >= 3); // running, heartbeats every 200 ms over 0.8 s, exited
-  ::close(in[1]);           // the channel closes: the watch ends
+  ::close(in[1]); // the channel closes: the watch ends
   watcher.join();
   ::close(in[0]);
   ::close(out[0]);
@@ -200,68 +244,75 @@ TEST_CASE("agent supervise-watch: a stop line stops the worker, removes its file
   // every line it wrote; without `remove` the watch goes on after its answer, until its stdin
   // closes (once the status line after the answer came).
   auto stop_through_watch = [&](const std::string& dir, bool remove) {
-    int in[2];
-    int out[2];
-    REQUIRE(::pipe(in) == 0);
-    REQUIRE(::pipe(out) == 0);
-    std::thread watcher([&] {
-      CHECK(tpuctl::agent::watch_supervised(dir, std::chrono::milliseconds(5000), in[0], out[1]));
-      ::close(out[1]);
-    });
-    std::string text;
-    std::vector<nlohmann::json> lines;
-    char buf[4096];
-    for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) {
-      text.append(buf, static_cast<size_t>(n));
-      for (size_t nl; (nl = text.find('\n')) != std::string::npos; text.erase(0, nl + 1)) {
-        lines.push_back(nlohmann::json::parse(text.substr(0, nl)));
-        if (lines.size() == 1) {
-          const std::string stop = "not json\n{\"stop\": {\"grace_ms\": 300, \"tag\": \"" + marker +
-                                   "\", \"remove\": " + (remove ? "true" : "false") + "}}\n";
-          REQUIRE(::write(in[1], stop.data(), stop.size()) == static_cast<ssize_t>(stop.size()));
-        }
-        if (!remove && lines.size() == 4) {
-          ::close(in[1]); // the channel closes: the watch ends
-          in[1] = -1;
-        }
+    return run_watch(dir, "", [&](const std::vector<nlohmann::json>& lines, int& in) {
+      if (lines.size() == 2) { // what it takes, then the first status line
+        const std::string stop = "not json\n{\"stop\": {\"grace_ms\": 300, \"tag\": \"" + marker +
+                                 "\", \"remove\": " + (remove ? "true" : "false") + "}}\n";
+        REQUIRE(::write(in, stop.data(), stop.size()) == static_cast<ssize_t>(stop.size()));
       }
-    }
-    watcher.join(); // with remove, it returned by itself after the answer: stdin still open
-    ::close(in[0]);
-    if (in[1] >= 0) {
-      ::close(in[1]);
-    }
-    ::close(out[0]);
-    return lines;
+      if (!remove && lines.size() == 5) {
+        ::close(in); // the channel closes: the watch ends
+        in = -1;
+      }
+    }); // with remove, it returned by itself after the answer: stdin still open
   };
   SuperviseOptions c = a;
   c.dir = (workload / "node-2").string();
   REQUIRE(start_supervised(c));
   auto kept = stop_through_watch(c.dir, false);
-  REQUIRE(kept.size() == 4);
-  CHECK(kept[1] == nlohmann::json{{"stopping", true}});
-  CHECK(kept[2]["stopped"]["supervisors"] == 1);
-  CHECK(kept[2]["stopped"]["removed"] == false);
-  CHECK(kept[3]["status"]["state"] == "exited"); // it went on watching, and saw the stop
+  REQUIRE(kept.size() == 5);
+  CHECK(kept[0] == k_hello);
+  CHECK(kept[2] == nlohmann::json{{"stopping", true}});
+  CHECK(kept[3]["stopped"]["supervisors"] == 1);
+  CHECK(kept[3]["stopped"]["removed"] == false);
+  CHECK(kept[4]["status"]["state"] == "exited"); // it went on watching, and saw the stop
   CHECK(std::filesystem::exists(c.dir));
   std::filesystem::remove_all(c.dir);
 
   auto first = stop_through_watch(a.dir, true);
-  REQUIRE(first.size() == 3);
-  CHECK(first[0]["status"]["state"] == "running");
-  CHECK(first[1] == nlohmann::json{{"stopping", true}});
-  CHECK(first[2]["stopped"]["supervisors"] == 1);
-  CHECK(first[2]["stopped"]["removed"] == true);
+  REQUIRE(first.size() == 4);
+  CHECK(first[1]["status"]["state"] == "running");
+  CHECK(first[2] == nlohmann::json{{"stopping", true}});
+  CHECK(first[3]["stopped"]["supervisors"] == 1);
+  CHECK(first[3]["stopped"]["removed"] == true);
   CHECK(!std::filesystem::exists(a.dir));
   CHECK(std::filesystem::exists(b.dir)); // the other worker's, still running
   CHECK(tpuctl::util::processes_tagged(marker).size() >= 1);
 
   auto last = stop_through_watch(b.dir, true);
-  REQUIRE(last.size() == 3);
-  CHECK(last[2]["stopped"]["removed"] == true);
+  REQUIRE(last.size() == 4);
+  CHECK(last[3]["stopped"]["removed"] == true);
   CHECK(!std::filesystem::exists(workload)); // the last worker took the script dir with it
   CHECK(std::filesystem::exists(tmp.path() / "workloads"));
   CHECK(tpuctl::util::processes_tagged(marker).empty());
+}
+
+TEST_CASE("agent supervise-watch: a start line runs the command as a session would and answers "
+          "with its exit status and output; a close line ends the stream") {
+  tpuctl::test::TempDir tmp;
+  const std::string dir = (tmp.path() / "w").string();
+  const std::string marker = (tmp.path() / "ran").string();
+  // The controller's line: the command it would send over a new session (shell syntax, an
+  // environment assignment, a redirect), answered once it returned; then the close line, which
+  // ends the watch while its stdin stays open.
+  const std::string command = "TPUCTL_TEST_X=7 sh -c 'echo \"x=$TPUCTL_TEST_X\" > " + marker +
+                              "'; echo to-out; echo to-err >&2; read -r line; exit 3";
+  const auto lines = run_watch(
+      dir, nlohmann::json{{"start", {{"command", command}}}}.dump() + "\n{\"close\": {}}\n",
+      [](const std::vector<nlohmann::json>&, int&) {});
+  REQUIRE(!lines.empty());
+  CHECK(lines.front() == k_hello);
+  nlohmann::json started;
+  for (const auto& l : lines) {
+    if (l.contains("started")) {
+      started = l["started"];
+    }
+  }
+  REQUIRE(started.is_object());
+  CHECK(started["exit_code"] == 3); // its stdin was empty: `read` saw end-of-file
+  CHECK(started["out"] == "to-out\n");
+  CHECK(started["err"] == "to-err\n");
+  CHECK(tpuctl::test::read_file(marker) == "x=7\n");
 }
 
 TEST_CASE("agent supervise: a restart appends to the log with a marker; bad input is refused") {
