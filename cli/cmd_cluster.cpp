@@ -12,6 +12,7 @@
 #include "cli/values.hpp"
 #include "cli/workload_runtime.hpp"
 #include "cli/workload_view.hpp"
+#include "provision/pool/ownership.hpp"
 #include "provision/pool/pools.hpp"
 #include "provision/slice/qr_ops.hpp"
 #include "provision/workload/cluster.hpp"
@@ -41,6 +42,7 @@ struct ClusterFlags {
   std::string on_preemption = "requeue";
   bool async = false;
   bool force = false;
+  bool override_owner = false;
   std::string timeout;
   SshFlags ssh;
 };
@@ -255,6 +257,26 @@ Expected<int> run_delete(Context& ctx, const ClusterFlags& given) {
                      "): delete them first with 'tpuctl workload delete NAME', or add --force "
                      "to stop them");
   }
+  // The cluster and every workload that goes with it: another owner's needs the intent.
+  std::vector<state::Event> overrides;
+  auto intent = [&](const provision::OwnedObject& o, const std::string& action) -> Status {
+    TPUCTL_TRY_ASSIGN(auto event,
+                      provision::check_owner_intent(*store, o, action, f.override_owner));
+    if (event) {
+      overrides.push_back(std::move(*event));
+    }
+    return tpuctl::ok();
+  };
+  TPUCTL_TRY(intent(
+      {state::Kind::cluster, pool, cluster.name, cluster.owner, "cluster '" + cluster.name + "'"},
+      "delete"));
+  for (const auto& w : workloads) {
+    if (!provision::is_terminal(w.state)) {
+      TPUCTL_TRY(intent({state::Kind::workload, pool, w.name, w.owner,
+                         "workload '" + w.name + "' on cluster '" + cluster.name + "'"},
+                        "stop"));
+    }
+  }
   TPUCTL_TRY_ASSIGN(auto monitor, monitor_options(ctx, f.ssh));
   for (const auto& w : workloads) {
     if (!ctx.globals.quiet && !provision::is_terminal(w.state)) {
@@ -285,6 +307,7 @@ Expected<int> run_delete(Context& ctx, const ClusterFlags& given) {
   if (!removed && !state::has_reason(removed.error(), state::reason::k_not_found)) {
     return removed.error();
   }
+  TPUCTL_TRY(provision::record_overrides(*store, overrides));
   TPUCTL_TRY(reconcile_and_spawn(ctx, *store)); // freed hosts may start waiting requests
   Json j{{"name", cluster.name}, {"pool", pool}, {"deleted", true}};
   TPUCTL_TRY(emit(ctx, j, [&](std::ostream& os, const Json&) {
@@ -358,6 +381,8 @@ void setup_cluster(CLI::App& group, Registry& registry) {
   remove->add_option("--cluster", del->flag_name, "the cluster (xpk's form of NAME)")
       ->type_name("NAME");
   remove->add_flag("--force", del->force, "stop running workloads first (else refused)");
+  remove->add_flag("--override-owner", del->override_owner,
+                   "delete another owner's cluster (or stop their workloads) anyway, recorded");
   remove
       ->add_option("--timeout", del->timeout, "stop waiting after this long (exit 3; 0: no limit)")
       ->type_name("D")

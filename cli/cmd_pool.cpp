@@ -86,7 +86,8 @@ void add_list(CLI::App& group, Registry& registry) {
                           {"hosts", "hosts"},
                           {"free", "free"},
                           {"capacity", "capacity"},
-                          {"local", "local"}}));
+                          {"local", "local"},
+                          {"owner", "owner"}}));
     return 0;
   });
 }

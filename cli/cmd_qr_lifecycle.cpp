@@ -6,6 +6,7 @@
 #include "cli/qr_view.hpp"
 #include "cli/state_access.hpp"
 #include "cli/values.hpp"
+#include "provision/pool/ownership.hpp"
 #include "provision/pool/pools.hpp"
 #include "provision/slice/qr_ops.hpp"
 #include "util/strings.hpp"
@@ -23,6 +24,7 @@ struct LifecycleFlags {
   bool async = false;
   std::string timeout;
   std::string for_condition = "state=ACTIVE";
+  bool override_owner = false;
   SshFlags ssh;
 };
 
@@ -32,8 +34,12 @@ Expected<int> run_delete(Context& ctx, const LifecycleFlags& f) {
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   const auto clock = state::system_clock();
+  std::vector<state::Event> overrides;
+  TPUCTL_TRY(provision::check_queued_resource_owner(*store, pool, f.id, "delete", f.override_owner,
+                                                    overrides));
   TPUCTL_TRY_ASSIGN(auto deleting,
                     provision::begin_delete(*store, pool, f.id, f.force, clock, !f.async));
+  TPUCTL_TRY(provision::record_overrides(*store, overrides));
   if (deleting && f.async) {
     spawn_driver(ctx, pool, f.ssh); // takes the free lease and finishes the delete
   } else if (deleting) {
@@ -63,8 +69,12 @@ Expected<int> run_reset(Context& ctx, const LifecycleFlags& f) {
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
+  std::vector<state::Event> overrides;
+  TPUCTL_TRY(provision::check_queued_resource_owner(*store, pool, f.id, "reset", f.override_owner,
+                                                    overrides));
   TPUCTL_TRY_ASSIGN(auto qr,
                     provision::reset_queued_resource(*store, pool, f.id, state::system_clock()));
+  TPUCTL_TRY(provision::record_overrides(*store, overrides));
   if (f.async) {
     TPUCTL_TRY(reconcile_and_spawn(ctx, *store));
     TPUCTL_TRY_ASSIGN(qr, provision::load_queued_resource(*store, pool, f.id));
@@ -160,6 +170,8 @@ void add_qr_lifecycle(CLI::App& group, Registry& registry) {
   d->add_option("QR_ID", del->id, "the queued resource")->required();
   d->add_flag("--force", del->force, "also delete live nodes: kill their processes, free hosts");
   d->add_flag("--async", del->async, "return at once; a background tpuctl finishes it");
+  d->add_flag("--override-owner", del->override_owner,
+              "delete another owner's request anyway (recorded with both names)");
   d->add_option("--timeout", del->timeout, "stop waiting after this long (exit 3; 0: no limit)")
       ->type_name("D")
       ->check(timeout_duration());
@@ -170,6 +182,8 @@ void add_qr_lifecycle(CLI::App& group, Registry& registry) {
                              [reset](Context& ctx) { return run_reset(ctx, *reset); });
   r->add_option("QR_ID", reset->id, "the queued resource")->required();
   r->add_flag("--async", reset->async, "return at once");
+  r->add_flag("--override-owner", reset->override_owner,
+              "reset another owner's request anyway (recorded with both names)");
   r->add_option("--timeout", reset->timeout, "stop waiting after this long (exit 3; 0: no limit)")
       ->type_name("D")
       ->check(timeout_duration());

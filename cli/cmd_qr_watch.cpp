@@ -23,6 +23,7 @@ Json event_json(const state::Event& e) {
               {"from", e.from_state},
               {"to", e.to_state},
               {"initiator", std::string(state::to_string(e.initiator))},
+              {"actor", e.actor},
               {"reason", reason},
               {"error", e.to_state == "FAILED" ? error_json("FAILED", reason) : Json()}};
 }

@@ -8,6 +8,7 @@
 #include "cli/qr_runtime.hpp"
 #include "cli/qr_view.hpp"
 #include "cli/state_access.hpp"
+#include "provision/pool/ownership.hpp"
 #include "provision/pool/pools.hpp"
 #include "provision/slice/qr_ops.hpp"
 #include "provision/workload/cluster.hpp"
@@ -22,6 +23,7 @@ struct NodeFlags {
   std::string node;
   bool async = false;
   bool force = false;
+  bool override_owner = false;
   SshFlags ssh;
 };
 
@@ -57,8 +59,13 @@ Expected<int> run_node_delete(Context& ctx, const NodeFlags& f) {
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
   TPUCTL_TRY(check_no_running_workloads(*store, pool, f.node, f.force));
+  TPUCTL_TRY_ASSIGN(auto target, provision::resolve_node(*store, pool, f.node));
+  std::vector<state::Event> overrides;
+  TPUCTL_TRY(provision::check_queued_resource_owner(*store, pool, target.qr.id, "delete a node of",
+                                                    f.override_owner, overrides));
   const auto clock = state::system_clock();
   TPUCTL_TRY_ASSIGN(auto del, provision::delete_node(*store, pool, f.node, clock));
+  TPUCTL_TRY(provision::record_overrides(*store, overrides));
   const std::string qr_id = del.before.id;
   if (del.whole_request && del.after) {
     if (f.async) {
@@ -147,6 +154,8 @@ void setup_tpu_vm(CLI::App& group, Registry& registry) {
                              [del](Context& ctx) { return run_node_delete(ctx, *del); });
   x->add_option("NODE", del->node, "the node id")->required();
   x->add_flag("--async", del->async, "return at once");
+  x->add_flag("--override-owner", del->override_owner,
+              "delete a node of another owner's request anyway (recorded with both names)");
   x->add_flag("--force", del->force,
               "delete it even while its cluster's workloads run (they fail; else refused)");
   add_ssh_policy_flags(*x, del->ssh);

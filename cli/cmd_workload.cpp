@@ -21,6 +21,7 @@
 #include "cli/workload_runtime.hpp"
 #include "cli/workload_view.hpp"
 #include "cli/workload_xpk.hpp"
+#include "provision/pool/ownership.hpp"
 #include "provision/pool/pools.hpp"
 #include "provision/slice/slice_workers.hpp"
 #include "provision/slice/worker_select.hpp"
@@ -51,6 +52,7 @@ struct WorkloadFlags {
   std::string node = "all";
   bool follow = false;
   bool force = false;
+  bool override_owner = false;
   bool async = false;         // delete: return once it is marked; a detached tpuctl stops it
   int64_t grace_seconds = 30; // --termination-grace-period-seconds / -tgps (xpk's default)
   std::string restart_codes;  // --restart-on-exit-codes
@@ -464,6 +466,22 @@ Expected<int> run_delete(Context& ctx, const WorkloadFlags& f) {
       }
     }
   }
+  // Another owner's workload needs the intent; every one is checked before any goes.
+  std::vector<state::Event> overrides;
+  for (const auto& name : names) {
+    auto wl = provision::load_workload(*store, pool, name);
+    if (!wl) {
+      continue; // missing or damaged: the delete's own handling follows
+    }
+    TPUCTL_TRY_ASSIGN(auto event, provision::check_owner_intent(
+                                      *store,
+                                      provision::OwnedObject{state::Kind::workload, pool, name,
+                                                             wl->owner, "workload '" + name + "'"},
+                                      "delete", f.override_owner));
+    if (event) {
+      overrides.push_back(std::move(*event));
+    }
+  }
   Json rows = Json::array();
   if (f.async) {
     // A detached tpuctl does the delete (the processes' grace included); this one returns.
@@ -472,6 +490,9 @@ Expected<int> run_delete(Context& ctx, const WorkloadFlags& f) {
       std::vector<std::string> command{"workload", "delete", name};
       if (f.force) {
         command.push_back("--force");
+      }
+      if (f.override_owner) {
+        command.push_back("--override-owner");
       }
       spawn_detached(ctx, pool, command, f.ssh, "workload-" + name + "-delete.log");
       rows.push_back(Json{{"name", name},
@@ -502,6 +523,8 @@ Expected<int> run_delete(Context& ctx, const WorkloadFlags& f) {
                         {"stopped_by_monitor", deleted.stopped_by_monitor},
                         {"unreachable", deleted.unreachable}});
   }
+  // (With --async the detached tpuctl, given --override-owner, records it once it is done.)
+  TPUCTL_TRY(provision::record_overrides(*store, overrides));
   if (rows.size() == 1 && (!f.name.empty() || !f.flag_name.empty())) {
     TPUCTL_TRY(emit(ctx, rows.at(0), [&](std::ostream& os, const Json&) {
       os << "deleted workload '" << names[0] << "' (was " << cell_text(rows[0]["state"])
@@ -708,6 +731,8 @@ void setup_workload(CLI::App& group, Registry& registry) {
   remove->add_option("--filter-by-job", x->filter_job, "without a workload: names containing this")
       ->type_name("TEXT");
   remove->add_flag("--force", x->force, "forget it even when some hosts cannot be reached");
+  remove->add_flag("--override-owner", x->override_owner,
+                   "delete another owner's workload anyway (recorded with both names)");
   remove->add_flag("--async", x->async,
                    "return once it is marked for deletion; a detached tpuctl stops its processes "
                    "(their grace included) and forgets it");

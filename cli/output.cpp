@@ -222,20 +222,27 @@ std::string render_table(const std::vector<std::string>& headers,
     }
   };
   measure();
-  // Cut the last column to the terminal's width (never below 8 characters).
+  // Cut columns to the terminal's width: the last first, then the ones before it, right to left,
+  // each to no less than 8 characters (or its header), and never the first (the names).
   if (style.max_width > 0 && !headers.empty()) {
-    size_t before = 0;
-    for (size_t c = 0; c + 1 < headers.size(); ++c) {
-      before += width[c] + 2;
-    }
-    const size_t room = static_cast<size_t>(style.max_width) > before
-                            ? static_cast<size_t>(style.max_width) - before
-                            : 0;
-    const size_t last = headers.size() - 1;
-    if (width[last] > room && room >= 8) {
+    auto total = [&]() {
+      size_t t = 0;
+      for (size_t c = 0; c < headers.size(); ++c) {
+        t += width[c] + (c + 1 < headers.size() ? 2 : 0);
+      }
+      return t;
+    };
+    const size_t max = static_cast<size_t>(style.max_width);
+    for (size_t c = headers.size() - 1; c >= 1 && total() > max; --c) {
+      const size_t floor = std::max<size_t>(8, headers[c].size());
+      const size_t over = total() - max;
+      if (width[c] <= floor) {
+        continue;
+      }
+      const size_t to = width[c] - std::min(over, width[c] - floor);
       for (auto& r : rows) {
-        if (last < r.size() && r[last].size() > room) {
-          r[last] = r[last].substr(0, room - 3) + "...";
+        if (c < r.size() && r[c].size() > to) {
+          r[c] = r[c].substr(0, to - 3) + "...";
         }
       }
       measure();

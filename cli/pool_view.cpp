@@ -25,7 +25,8 @@ Json pool_summary_json(const provision::PoolInfo& p, int hosts) {
               {"host_grid", topology::format_dims(l.host_grid, l.rank())},
               {"capacity", l.capacity()},
               {"hosts", hosts},
-              {"local", !p.local.is_null()}};
+              {"local", !p.local.is_null()},
+              {"owner", p.owner}};
 }
 
 Json host_json(const provision::HostEntry& h, const std::string& claimed_by) {

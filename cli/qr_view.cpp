@@ -160,6 +160,7 @@ Json qr_json(const provision::QueuedResource& qr) {
               {"labels", labels},
               {"metadata", metadata},
               {"request_id", qr.request_id},
+              {"owner", qr.owner},
               {"reason", reason_of(qr)},
               {"pending_reason", qr.pending_reason},
               {"error", error},
@@ -172,6 +173,7 @@ const std::vector<Column> k_qr_columns = {{"ID", "id"},
                                           {"ACCELERATOR_TYPE", "accelerator_type"},
                                           {"NODE_COUNT", "node_count"},
                                           {"TIER", "tier"},
+                                          {"OWNER", "owner"},
                                           {"CREATED_AT", "created_at"},
                                           {"REASON", "reason"}};
 
@@ -187,6 +189,9 @@ void print_qr(std::ostream& os, const provision::QueuedResource& qr) {
       {"tier", std::string(to_string(qr.tier))},
       {"created_at", util::format_timestamp(qr.created_at_ms)},
   };
+  if (!qr.owner.empty()) {
+    rows.push_back({"owner", qr.owner});
+  }
   if (!qr.runtime_version.empty()) {
     rows.push_back({"runtime_version", qr.runtime_version});
   }

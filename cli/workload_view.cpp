@@ -82,12 +82,17 @@ Json workload_json(const provision::Workload& w) {
   return j;
 }
 
-const std::vector<Column> k_workload_columns = {
-    {"NAME", "name"},         {"CLUSTER", "cluster"},
-    {"STATE", "state"},       {"PRIORITY", "priority"},
-    {"SLICES", "slices"},     {"POSITION", "queue_position"},
-    {"RUNNING", "running"},   {"WORKER_COUNT", "worker_count"},
-    {"RESTARTS", "restarts"}, {"CREATED_AT", "created_at"}};
+const std::vector<Column> k_workload_columns = {{"NAME", "name"},
+                                                {"CLUSTER", "cluster"},
+                                                {"STATE", "state"},
+                                                {"PRIORITY", "priority"},
+                                                {"SLICES", "slices"},
+                                                {"POSITION", "queue_position"},
+                                                {"RUNNING", "running"},
+                                                {"WORKER_COUNT", "worker_count"},
+                                                {"RESTARTS", "restarts"},
+                                                {"OWNER", "owner"},
+                                                {"CREATED_AT", "created_at"}};
 
 void print_workload(std::ostream& os, const provision::Workload& w) {
   os << "workload " << w.name << " on cluster " << w.cluster << ": " << to_string(w.state);
@@ -163,6 +168,7 @@ Json cluster_json(const provision::Cluster& c, const std::optional<provision::Qu
               {"state", qr ? std::string(to_string(qr->state)) : "MISSING"},
               {"queued_resource", c.queued_resource},
               {"created_at", time_json(c.created_at_ms)},
+              {"owner", c.owner},
               {"running_workloads", running},
               {"goodput", provision::to_json(goodput)},
               {"slices", slices},
@@ -171,13 +177,10 @@ Json cluster_json(const provision::Cluster& c, const std::optional<provision::Qu
               {"error", error}};
 }
 
-const std::vector<Column> k_cluster_columns = {{"NAME", "name"},
-                                               {"TPU_TYPE", "tpu_type"},
-                                               {"NUM_SLICES", "num_slices"},
-                                               {"TIER", "tier"},
-                                               {"STATE", "state"},
-                                               {"RUNNING_WORKLOADS", "running_workloads"},
-                                               {"CREATED_AT", "created_at"}};
+const std::vector<Column> k_cluster_columns = {
+    {"NAME", "name"},   {"TPU_TYPE", "tpu_type"},    {"NUM_SLICES", "num_slices"},
+    {"TIER", "tier"},   {"STATE", "state"},          {"RUNNING_WORKLOADS", "running_workloads"},
+    {"OWNER", "owner"}, {"CREATED_AT", "created_at"}};
 
 void print_cluster(std::ostream& os, const Json& j) {
   os << "cluster " << cell_text(j["name"]) << " (" << cell_text(j["tpu_type"]) << " x "

@@ -23,6 +23,7 @@ DeferredStore::DeferredStore(StoreInfo info, Creator create, Discarder discard)
 Status DeferredStore::create() {
   if (!m_real) {
     TPUCTL_TRY_ASSIGN(m_real, m_create());
+    m_real->set_actor(actor(), actor_authenticated());
   }
   return ok();
 }
@@ -44,6 +45,13 @@ DeferredStore::first_write(const std::function<Expected<CommitResult>()>& write)
     discard();
   }
   return written;
+}
+
+void DeferredStore::set_actor(std::string actor, bool authenticated) {
+  if (m_real) {
+    m_real->set_actor(actor, authenticated);
+  }
+  StateStore::set_actor(std::move(actor), authenticated);
 }
 
 StoreInfo DeferredStore::info() const {

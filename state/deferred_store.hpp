@@ -27,6 +27,7 @@ public:
 
   StoreInfo info() const override;
   Status ping() override;
+  void set_actor(std::string actor, bool authenticated) override;
   // Reads before the first write see an empty store: no records, claims, events or heartbeats;
   // snapshot() fails not_found as for any missing pool.
   Expected<std::optional<Record>> find(const Key& key) override;

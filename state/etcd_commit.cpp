@@ -491,6 +491,9 @@ struct EtcdStore::Internals {
     if (e.time_ms == 0) {
       e.time_ms = now;
     }
+    if (e.actor.empty()) {
+      e.actor = store.actor();
+    }
     events[e.pool].push_back(std::move(e));
     return ok();
   }

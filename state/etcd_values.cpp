@@ -90,6 +90,7 @@ Json event_json(const Event& e) {
               {"from_state", e.from_state},
               {"to_state", e.to_state},
               {"initiator", to_string(e.initiator)},
+              {"actor", e.actor},
               {"detail", e.detail}};
 }
 
@@ -104,6 +105,7 @@ Event event_from(const Json& doc, const std::string& pool, int64_t revision) {
   e.from_state = text_or(doc, "from_state");
   e.to_state = text_or(doc, "to_state");
   e.initiator = parse_initiator(text_or(doc, "initiator")).value_or(Initiator::user);
+  e.actor = text_or(doc, "actor");
   auto d = doc.find("detail");
   e.detail = d != doc.end() && d->is_object() ? *d : Json::object();
   return e;

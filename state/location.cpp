@@ -395,8 +395,10 @@ void discard_sqlite_store(const StateLocation& loc, const std::string& made_from
 
 } // namespace
 
-Expected<std::unique_ptr<StateStore>> open_store(std::string_view url, const OpenOptions& options) {
-  TPUCTL_TRY_ASSIGN(auto loc, parse_state_url(url, options.env));
+namespace {
+
+Expected<std::unique_ptr<StateStore>> open_store_at(const StateLocation& loc,
+                                                    const OpenOptions& options) {
   if (options.create == Creation::at_open) {
     return open_location(loc, options);
   }
@@ -422,6 +424,25 @@ Expected<std::unique_ptr<StateStore>> open_store(std::string_view url, const Ope
   return std::unique_ptr<StateStore>(std::make_unique<DeferredStore>(
       std::move(info), [loc, options]() { return open_location(loc, options); },
       std::move(discard)));
+}
+
+// Who the store's changes are made by: the etcd user when etcd authenticates this process (its
+// password or client certificate is checked by etcd), else this machine's user and host.
+void set_store_actor(StateStore& store, const StateLocation& loc, const OpenOptions& options) {
+  if (loc.backend == Backend::etcd && !options.etcd.user.empty()) {
+    store.set_actor(options.etcd.user, true);
+  } else {
+    store.set_actor(local_actor(), false);
+  }
+}
+
+} // namespace
+
+Expected<std::unique_ptr<StateStore>> open_store(std::string_view url, const OpenOptions& options) {
+  TPUCTL_TRY_ASSIGN(auto loc, parse_state_url(url, options.env));
+  TPUCTL_TRY_ASSIGN(auto store, open_store_at(loc, options));
+  set_store_actor(*store, loc, options);
+  return store;
 }
 
 } // namespace tpuctl::state

@@ -274,13 +274,14 @@ Status SqliteStore::apply(const ReleaseOp& op, int64_t) {
 
 Status SqliteStore::apply(const EventOp& op, int64_t rev) {
   const Event& e = op.event;
-  TPUCTL_TRY_ASSIGN(auto s, m_db.prepare("INSERT INTO events(revision, time, pool, subject_kind, "
-                                         "subject, type, from_state, to_state, initiator, detail) "
-                                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  TPUCTL_TRY_ASSIGN(auto s,
+                    m_db.prepare("INSERT INTO events(revision, time, pool, subject_kind, subject, "
+                                 "type, from_state, to_state, initiator, detail, actor) "
+                                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
   s->bind(1, rev).bind(2, e.time_ms != 0 ? e.time_ms : now_ms()).bind(3, e.pool);
   s->bind(4, to_string(e.subject_kind)).bind(5, e.subject).bind(6, e.type);
   s->bind(7, e.from_state).bind(8, e.to_state).bind(9, to_string(e.initiator));
-  s->bind(10, to_text(e.detail));
+  s->bind(10, to_text(e.detail)).bind(11, e.actor.empty() ? actor() : e.actor);
   int rc = s->step();
   if (rc != SQLITE_DONE) {
     return m_db.error(rc, "write");

@@ -94,6 +94,10 @@ CREATE TABLE events(
 );
 CREATE INDEX events_by_pool ON events(pool, revision);
 )sql"},
+    // v2: who made each change (StateStore::actor); '' for the changes recorded before.
+    {2, R"sql(
+ALTER TABLE events ADD COLUMN actor TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 Error unavailable(std::string message) {

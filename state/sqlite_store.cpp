@@ -240,11 +240,11 @@ Expected<PoolSnapshot> SqliteStore::snapshot(const std::string& pool) {
 Expected<std::vector<Event>> SqliteStore::events(const EventQuery& q) {
   Txn t(*this);
   TPUCTL_TRY(t.begin(false));
-  TPUCTL_TRY_ASSIGN(auto s,
-                    m_db.prepare("SELECT revision, time, pool, subject_kind, subject, type, "
-                                 "from_state, to_state, initiator, detail FROM events WHERE (?1 = "
-                                 "'' OR pool = ?1) AND (?2 = '' OR subject_kind = ?2) AND (?3 = '' "
-                                 "OR subject = ?3) AND revision > ?4 ORDER BY seq LIMIT ?5"));
+  TPUCTL_TRY_ASSIGN(
+      auto s, m_db.prepare("SELECT revision, time, pool, subject_kind, subject, type, "
+                           "from_state, to_state, initiator, detail, actor FROM events WHERE (?1 = "
+                           "'' OR pool = ?1) AND (?2 = '' OR subject_kind = ?2) AND (?3 = '' "
+                           "OR subject = ?3) AND revision > ?4 ORDER BY seq LIMIT ?5"));
   s->bind(1, q.pool)
       .bind(2, q.subject_kind ? to_string(*q.subject_kind) : std::string_view())
       .bind(3, q.subject)
@@ -264,6 +264,7 @@ Expected<std::vector<Event>> SqliteStore::events(const EventQuery& q) {
     e.to_state = s->text(7);
     e.initiator = parse_initiator(s->text(8)).value_or(Initiator::user);
     TPUCTL_TRY_ASSIGN(e.detail, parse_doc(s->text(9), "an event on '" + e.subject + "'"));
+    e.actor = s->text(10);
     out.push_back(std::move(e));
   }
   if (rc != SQLITE_DONE) {

@@ -39,7 +39,7 @@ struct SqliteOptions {
 };
 
 // The schema version this tpuctl writes (PRAGMA user_version).
-inline constexpr int k_schema_version = 1;
+inline constexpr int k_schema_version = 2;
 // PRAGMA application_id of tpuctl state databases ("tpuc").
 inline constexpr int k_application_id = 0x74707563;
 

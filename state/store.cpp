@@ -1,9 +1,12 @@
 #include "state/store.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <pwd.h>
 #include <random>
 #include <set>
 #include <thread>
+#include <unistd.h>
 
 #include "util/strings.hpp"
 
@@ -167,6 +170,20 @@ std::string describe(const Key& key) {
     return "pool '" + key.pool + "'";
   }
   return std::string(display_name(key.kind)) + " '" + key.id + "' in pool '" + key.pool + "'";
+}
+
+std::string local_actor() {
+  std::string user;
+  if (const passwd* pw = ::getpwuid(::geteuid()); pw != nullptr && pw->pw_name != nullptr) {
+    user = pw->pw_name;
+  } else {
+    user = "uid-" + std::to_string(::geteuid());
+  }
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') {
+    std::snprintf(host, sizeof host, "localhost");
+  }
+  return user + "@" + host;
 }
 
 std::string_view to_string(Initiator initiator) {

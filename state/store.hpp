@@ -143,6 +143,8 @@ struct Event {
   std::string to_state;
   Initiator initiator = Initiator::user;
   Json detail = Json::object();
+  // Who made the change: StateStore::actor() of the store that committed it, unless set.
+  std::string actor;
 };
 
 struct Heartbeat {
@@ -252,6 +254,16 @@ class StateStore {
 public:
   virtual ~StateStore() = default;
 
+  // Who makes this store's changes: the etcd user when the store authenticates, else the
+  // operating-system user and host ("alice@ci-runner-3", which the store cannot prove). Each
+  // event a commit appends without an actor of its own gets this one.
+  const std::string& actor() const { return m_actor; }
+  bool actor_authenticated() const { return m_actor_authenticated; }
+  virtual void set_actor(std::string actor, bool authenticated) {
+    m_actor = std::move(actor);
+    m_actor_authenticated = authenticated;
+  }
+
   virtual StoreInfo info() const = 0;
   // Errors: k_unavailable (cannot reach or read the store), k_busy.
   virtual Status ping() = 0;
@@ -326,7 +338,15 @@ public:
   Expected<CommitResult> release_all(const std::string& pool, const std::string& owner);
   // Live claims held by `owner` in `pool`, by host. Errors: those of claims().
   Expected<std::vector<Claim>> claims_of(const std::string& pool, const std::string& owner);
+
+private:
+  std::string m_actor;
+  bool m_actor_authenticated = false;
 };
+
+// This process's operating-system identity: "USER@HOST" (the login name of the effective uid,
+// the host name); "uid-N@HOST" when the uid has no name.
+std::string local_actor();
 
 // For backends: whether an op expecting `expected` (a version, k_absent or k_any_version) may
 // apply to `key` whose current version is `current` (nullopt: absent). The same rules and words

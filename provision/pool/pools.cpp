@@ -51,7 +51,8 @@ Json to_json(const PoolInfo& p) {
               {"identity_file", p.identity_file},
               {"known_hosts", p.known_hosts},
               {"local", p.local},
-              {"created_at_ms", p.created_at_ms}};
+              {"created_at_ms", p.created_at_ms},
+              {"owner", p.owner}};
 }
 
 Expected<PoolInfo> pool_from_json(const Json& doc) {
@@ -71,6 +72,7 @@ Expected<PoolInfo> pool_from_json(const Json& doc) {
     p.known_hosts = field_or<std::string>(doc, "known_hosts", "");
     p.local = doc.value("local", Json(nullptr));
     p.created_at_ms = field_or<int64_t>(doc, "created_at_ms", 0);
+    p.owner = field_or<std::string>(doc, "owner", "");
     return p;
   } catch (const Json::exception& e) {
     return make_error(ErrorKind::failure, std::string("pool record is malformed: ") + e.what());
@@ -226,6 +228,7 @@ Expected<PoolInfo> create_pool(state::StateStore& store, const std::string& name
   p.identity_file = std::move(identity_file);
   p.known_hosts = std::move(known_hosts);
   p.created_at_ms = now_ms();
+  p.owner = store.actor();
   state::Event ev;
   ev.pool = name;
   ev.subject_kind = state::Kind::pool;

@@ -29,6 +29,9 @@ struct PoolInfo {
   std::string known_hosts;   // default known_hosts file (local pools: their own)
   Json local;                // local pool details (address base, port, directory) or null
   int64_t created_at_ms = 0;
+  // Who created it (StateStore::actor(): the etcd user on an authenticating store, else
+  // "USER@HOST"); "" when made before owners were recorded.
+  std::string owner;
   int64_t version = 0;
 };
 

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "provision/pool/ownership.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::provision {
@@ -275,6 +276,7 @@ Json to_json(const QueuedResource& qr) {
               {"labels", string_map_json(qr.labels)},
               {"metadata", string_map_json(qr.metadata)},
               {"request_id", qr.request_id},
+              {"owner", qr.owner},
               {"state", std::string(to_string(qr.state))},
               {"state_initiator", std::string(state::to_string(qr.state_initiator))},
               {"created_at_ms", qr.created_at_ms},
@@ -313,6 +315,7 @@ Expected<QueuedResource> qr_from_json(const Json& doc) {
     qr.labels = string_map_from(doc.value("labels", Json::object()));
     qr.metadata = string_map_from(doc.value("metadata", Json::object()));
     qr.request_id = doc.value("request_id", "");
+    qr.owner = doc.value("owner", "");
     qr.state = state_from(doc.at("state"));
     qr.state_initiator = initiator_from(doc.value("state_initiator", Json("USER")));
     qr.created_at_ms = doc.value("created_at_ms", int64_t{0});
@@ -481,6 +484,25 @@ Expected<TargetNodes> resolve_node(state::StateStore& store, const std::string& 
                           "for the whole request");
   }
   return target;
+}
+
+Status check_queued_resource_owner(state::StateStore& store, const std::string& pool,
+                                   const std::string& id, const std::string& action,
+                                   bool override_owner, std::vector<state::Event>& overrides) {
+  auto qr = load_queued_resource(store, pool, id);
+  if (!qr) {
+    return ok(); // missing or unreadable (a damaged record has no owner to check): the action's
+                 // own handling follows
+  }
+  TPUCTL_TRY_ASSIGN(auto event,
+                    check_owner_intent(store,
+                                       OwnedObject{state::Kind::queued_resource, pool, id,
+                                                   qr->owner, "queued resource '" + id + "'"},
+                                       action, override_owner));
+  if (event) {
+    overrides.push_back(std::move(*event));
+  }
+  return ok();
 }
 
 } // namespace tpuctl::provision

@@ -108,6 +108,9 @@ struct QueuedResource {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> metadata; // startup-script is provisioning's, the rest kept
   std::string request_id;
+  // Who created it: StateStore::actor() of its create (the etcd user on an authenticating
+  // store, else "USER@HOST"); "" for a request made before owners were recorded.
+  std::string owner;
 
   QrState state = QrState::accepted;
   state::Initiator state_initiator = state::Initiator::user;
@@ -154,6 +157,14 @@ Expected<std::vector<QueuedResource>>
 list_queued_resources(state::StateStore& store, const std::string& pool,
                       std::vector<Error>* unreadable = nullptr);
 // The record. Errors: not_found naming the id and the pool (with the ids that exist, up to 5).
+// check_owner_intent (provision/pool/ownership.hpp) for the queued resource `id`, its event
+// added to `overrides`: nothing when it does not exist or cannot be read (a damaged record has no
+// owner to check; the action's own handling follows).
+// Errors: usage, the store's.
+Status check_queued_resource_owner(state::StateStore& store, const std::string& pool,
+                                   const std::string& id, const std::string& action,
+                                   bool override_owner, std::vector<state::Event>& overrides);
+
 Expected<QueuedResource> load_queued_resource(state::StateStore& store, const std::string& pool,
                                               const std::string& id);
 

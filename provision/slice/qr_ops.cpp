@@ -256,6 +256,7 @@ Expected<CreateOutcome> create_queued_resource(state::StateStore& store, const C
                    std::string(state::reason::k_already_exists));
     }
     outcome.qr = new_record(req, *type, node_ids, now);
+    outcome.qr.owner = store.actor();
     auto placed = place_slices(view.grid, *type, count, req.pool);
     if (placed) {
       assign_nodes(outcome.qr, *placed, view);
@@ -296,6 +297,7 @@ Expected<CreateOutcome> create_queued_resource(state::StateStore& store, const C
       }
     }
     outcome.qr = new_record(req, *type, node_ids, now);
+    outcome.qr.owner = store.actor();
     std::vector<state::Op> ops;
     ops.push_back(
         state::CreateOp{state::queued_resource_key(req.pool, req.id), to_json(outcome.qr)});

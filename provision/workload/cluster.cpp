@@ -32,6 +32,7 @@ Json to_json(const Cluster& c) {
               {"num_slices", c.num_slices},
               {"tier", std::string(to_string(c.tier))},
               {"created_at_ms", c.created_at_ms},
+              {"owner", c.owner},
               {"queue", c.queue}};
 }
 
@@ -49,6 +50,7 @@ Expected<Cluster> cluster_from_json(const Json& doc) {
     }
     c.tier = *tier;
     c.created_at_ms = doc.value("created_at_ms", int64_t{0});
+    c.owner = doc.value("owner", "");
     c.queue = doc.value("queue", Json::object());
     if (!c.queue.is_object()) {
       c.queue = Json::object();
@@ -94,6 +96,7 @@ create_cluster(state::StateStore& store, const ClusterRequest& request, const st
   cluster.num_slices = request.num_slices;
   cluster.tier = request.tier;
   cluster.created_at_ms = state::to_unix_ms(clock());
+  cluster.owner = store.actor();
 
   CreateRequest qr;
   qr.id = request.name;

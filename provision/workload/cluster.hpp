@@ -29,6 +29,9 @@ struct Cluster {
   int num_slices = 1;
   Tier tier = Tier::standard;
   int64_t created_at_ms = 0;
+  // Who created it (StateStore::actor(): the etcd user on an authenticating store, else
+  // "USER@HOST"); "" when made before owners were recorded.
+  std::string owner;
   // The queue's view of its waiting workloads, written by each pass (workload_admit.hpp):
   // {NAME: {position, reason, head_since_ms}}. Kept here, in one record, so that a pass writes
   // one record however many workloads wait (an etcd transaction holds at most 128 writes).

@@ -167,6 +167,7 @@ Json to_json(const Workload& w) {
          {"state", std::string(to_string(w.state))},
          {"deleting", w.deleting},
          {"created_at_ms", w.created_at_ms},
+         {"owner", w.owner},
          {"started_at_ms", w.started_at_ms},
          {"attempt_started_ms", w.attempt_started_ms},
          {"finished_at_ms", w.finished_at_ms},
@@ -236,6 +237,7 @@ Expected<Workload> workload_from_json(const Json& doc) {
     w.state = *st;
     w.deleting = doc.value("deleting", false);
     w.created_at_ms = doc.value("created_at_ms", int64_t{0});
+    w.owner = doc.value("owner", "");
     w.started_at_ms = doc.value("started_at_ms", int64_t{0});
     w.attempt_started_ms = doc.value("attempt_started_ms", int64_t{0});
     w.finished_at_ms = doc.value("finished_at_ms", int64_t{0});

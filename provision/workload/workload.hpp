@@ -126,6 +126,9 @@ struct Workload {
   WorkloadState state = WorkloadState::pending;
   bool deleting = false; // `workload delete` is stopping it: the monitor must not act
   int64_t created_at_ms = 0;
+  // Who created it (StateStore::actor(): the etcd user on an authenticating store, else
+  // "USER@HOST"); "" when made before owners were recorded.
+  std::string owner;
   int64_t started_at_ms = 0; // the first attempt's start
   int64_t attempt_started_ms = 0;
   int64_t finished_at_ms = 0;

@@ -164,6 +164,7 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   wl.container = r.container;
   wl.container.app = !r.app_files.empty();
   wl.created_at_ms = now_of(o);
+  wl.owner = store.actor();
   wl.state = WorkloadState::queued;
   wl.message = "waiting for its first pass through the queue of cluster " + cluster.name;
   enter(wl.time, TimePhase::queued, wl.created_at_ms);

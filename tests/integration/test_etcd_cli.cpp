@@ -320,26 +320,7 @@ TEST_CASE("etcd cli: state info, and an unreachable store is exit 1 naming every
 TEST_CASE("etcd cli: token authentication with a password file; bad or missing credentials are "
           "exit 5 and the password is never logged") {
   EtcdCluster secured(1);
-  state::etcd::ClientOptions o;
-  o.endpoints = secured.endpoints();
-  state::etcd::Client admin(o);
-  auto call = [&](const std::string& path, const json& body) {
-    auto r = admin.post(path, body, state::etcd::Retry::anywhere);
-    REQUIRE_MESSAGE(r, (r ? "" : r.error().message));
-  };
-  using state::etcd::base64_encode;
-  call("/v3/auth/role/add", {{"name", "root"}});
-  call("/v3/auth/user/add", {{"name", "root"}, {"password", "rootpw"}});
-  call("/v3/auth/user/grant", {{"user", "root"}, {"role", "root"}});
-  call("/v3/auth/role/add", {{"name", "tpuctl-rw"}});
-  call("/v3/auth/role/grant", {{"name", "tpuctl-rw"},
-                               {"perm",
-                                {{"permType", "READWRITE"},
-                                 {"key", base64_encode("/team/")},
-                                 {"range_end", base64_encode("/team0")}}}});
-  call("/v3/auth/user/add", {{"name", "ci"}, {"password", "s3cret-pw"}});
-  call("/v3/auth/user/grant", {{"user", "ci"}, {"role", "tpuctl-rw"}});
-  call("/v3/auth/enable", json::object());
+  secured.enable_auth("/team/", {{"ci", "s3cret-pw"}});
 
   Machine m;
   std::string url = secured.url("/team/");

@@ -14,6 +14,8 @@
 #include <thread>
 #include <unistd.h>
 
+#include <doctest/doctest.h>
+
 #include "state/etcd_wire.hpp"
 #include "tests/support/helpers.hpp"
 #include "util/process.hpp"
@@ -340,6 +342,32 @@ void EtcdCluster::wait_ready(std::chrono::milliseconds timeout) const {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+void EtcdCluster::enable_auth(const std::string& prefix,
+                              const std::map<std::string, std::string>& users) {
+  state::etcd::Client admin(client_options());
+  auto call = [&](const std::string& path, const nlohmann::json& body) {
+    auto r = admin.post(path, body, state::etcd::Retry::anywhere);
+    REQUIRE_MESSAGE(r, (r ? "" : r.error().message));
+  };
+  using state::etcd::base64_encode;
+  std::string end = prefix;
+  end.back() = static_cast<char>(end.back() + 1); // the range of every key under the prefix
+  call("/v3/auth/role/add", {{"name", "root"}});
+  call("/v3/auth/user/add", {{"name", "root"}, {"password", "rootpw"}});
+  call("/v3/auth/user/grant", {{"user", "root"}, {"role", "root"}});
+  call("/v3/auth/role/add", {{"name", "tpuctl-rw"}});
+  call("/v3/auth/role/grant", {{"name", "tpuctl-rw"},
+                               {"perm",
+                                {{"permType", "READWRITE"},
+                                 {"key", base64_encode(prefix)},
+                                 {"range_end", base64_encode(end)}}}});
+  for (const auto& [user, password] : users) {
+    call("/v3/auth/user/add", {{"name", user}, {"password", password}});
+    call("/v3/auth/user/grant", {{"user", user}, {"role", "tpuctl-rw"}});
+  }
+  call("/v3/auth/enable", nlohmann::json::object());
 }
 
 } // namespace tpuctl::test

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <sys/types.h>
@@ -63,6 +64,10 @@ public:
   std::string client_key() const { return (m_tmp.path() / "client.key").string(); }
   // Client options that reach this cluster (TLS files included).
   state::etcd::ClientOptions client_options() const;
+  // Turns etcd's authentication on, as a team's shared store has it: a root user, a role
+  // "tpuctl-rw" that may read and write the keys under `prefix`, and each of `users` (name ->
+  // password) with that role. REQUIREs every call.
+  void enable_auth(const std::string& prefix, const std::map<std::string, std::string>& users);
 
 private:
   struct Member {

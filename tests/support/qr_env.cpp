@@ -14,7 +14,9 @@ namespace tpuctl::test {
 using nlohmann::json;
 
 QrEnv::QrEnv(int hosts, const std::string& address_base, const std::string& shape,
-             uint64_t state_disk_bytes, const std::string& state_url) {
+             uint64_t state_disk_bytes, const std::string& state_url,
+             const std::map<std::string, std::string>& extra_vars)
+    : vars(extra_vars) {
   vars["HOME"] = dir.path().string();
   if (!state_url.empty()) {
     vars["TPUCTL_STATE"] = state_url;

@@ -30,8 +30,10 @@ struct QrEnv {
   // `shape`: the pool's extent in chips; empty for local-up's compact default (8 v5e hosts:
   // 8x4 chips). Placement never rotates a slice, so a v5litepod-32 (4x8) needs "4x8".
   // `state_url`: the store (TPUCTL_STATE, e.g. an etcd:// URL); empty: SQLite in the scratch dir.
+  // `extra_vars`: more of every command's environment (say, TPUCTL_ETCD_USER and its password).
   QrEnv(int hosts, const std::string& address_base, const std::string& shape = "",
-        uint64_t state_disk_bytes = 0, const std::string& state_url = "");
+        uint64_t state_disk_bytes = 0, const std::string& state_url = "",
+        const std::map<std::string, std::string>& extra_vars = {});
   ~QrEnv();
   QrEnv(const QrEnv&) = delete;
   QrEnv& operator=(const QrEnv&) = delete;

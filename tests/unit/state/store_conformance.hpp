@@ -400,6 +400,26 @@ inline void claims(StateStore& s, FakeClock& clock) {
   }
 }
 
+// Who made each change: the store's actor, unless the event names its own.
+inline void actors(StateStore& s) {
+  seed_pool(s, "pa", 1);
+  s.set_actor("dana@ci-1", false);
+  REQUIRE(s.commit({EventOp{Event{0, 0, "pa", Kind::pool, "pa", "MINE", "", "", Initiator::user,
+                                  Json::object()}},
+                    EventOp{Event{0, 0, "pa", Kind::pool, "pa", "THEIRS", "", "", Initiator::user,
+                                  Json::object(), "erin"}}}));
+  {
+    auto mine = s.events(EventQuery{"pa", Kind::pool, "pa", 0, 0});
+    REQUIRE(mine);
+    std::map<std::string, std::string> actor;
+    for (const auto& e : *mine) {
+      actor[e.type] = e.actor;
+    }
+    CHECK(actor["MINE"] == "dana@ci-1");
+    CHECK(actor["THEIRS"] == "erin");
+  }
+}
+
 inline void events(StateStore& s, FakeClock& clock) {
   seed_pool(s, "p", 2);
   auto qr = queued_resource_key("p", "qr-1");
@@ -808,6 +828,9 @@ inline void run_store_conformance(const FixtureFactory& factory) {
   }
   SUBCASE("events") {
     conformance::events(*store, clock);
+  }
+  SUBCASE("actors") {
+    conformance::actors(*store);
   }
   SUBCASE("heartbeats") {
     conformance::heartbeats(*store, clock);

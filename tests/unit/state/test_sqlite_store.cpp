@@ -83,6 +83,36 @@ TEST_CASE("state::SqliteStore passes the StateStore conformance suite") {
   state::test::run_store_conformance([] { return std::make_unique<SqliteFixture>(); });
 }
 
+TEST_CASE("state::SqliteStore migrates a schema 1 file: its events keep an empty actor, new "
+          "ones record the store's") {
+  TempDir tmp;
+  std::string path = (tmp.path() / "state.db").string();
+  {
+    auto s = open_at(path);
+    REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
+    REQUIRE((*s)->commit({CreateOp{pool_key("p"), Json{{"name", "p"}}},
+                          EventOp{Event{0, 0, "p", Kind::pool, "p", "CREATED", "", "",
+                                        Initiator::user, Json::object()}}}));
+  }
+  // What tpuctl schema 1 left: the events table without its actor column.
+  {
+    Raw raw(path);
+    REQUIRE(raw.exec("ALTER TABLE events DROP COLUMN actor; PRAGMA user_version = 1") == SQLITE_OK);
+  }
+  auto s = open_at(path);
+  REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
+  CHECK((*s)->info().schema_version == k_schema_version);
+  (*s)->set_actor("carol@ci-3", false);
+  REQUIRE((*s)->commit({EventOp{
+      Event{0, 0, "p", Kind::pool, "p", "CHANGED", "", "", Initiator::user, Json::object()}}}));
+  auto events = (*s)->events({});
+  REQUIRE(events);
+  REQUIRE(events->size() == 2);
+  CHECK((*events)[0].actor.empty()); // recorded before actors were
+  CHECK((*events)[1].actor == "carol@ci-3");
+  CHECK(Raw(path).text("PRAGMA user_version") == std::to_string(k_schema_version));
+}
+
 TEST_CASE("state::SqliteStore creates and migrates an empty file to the current schema") {
   TempDir tmp;
   std::string path = (tmp.path() / "state.db").string();
@@ -135,7 +165,8 @@ TEST_CASE("state::SqliteStore with a schema newer than tpuctl reads but refuses 
   CHECK(w.error().kind == ErrorKind::failure);
   CHECK(w.error().reason == reason::k_schema_too_new);
   CHECK(w.error().message == "state schema v7 in '" + path +
-                                 "' is newer than this tpuctl supports (v1); upgrade tpuctl");
+                                 "' is newer than this tpuctl supports (v" +
+                                 std::to_string(k_schema_version) + "); upgrade tpuctl");
   auto hb = store.put_heartbeat("p", "h1", Json::object(), std::chrono::seconds(5));
   REQUIRE(!hb);
   CHECK(hb.error().reason == reason::k_schema_too_new);

@@ -1,0 +1,154 @@
+// Who owns what in a shared pool, through the real binary: on an etcd store with authentication
+// on (two etcd users with a role on the team's prefix) every pool, queued resource, cluster and
+// workload records the etcd user that created it, list shows it (OWNER) and filters on it, and
+// every event names its actor; on SQLite the owner is the operating-system user and host. Real
+// sshd on the address block 127.0.245.x (owned by this file), real etcd, real SQLite.
+#include <map>
+#include <pwd.h>
+#include <set>
+#include <string>
+#include <unistd.h>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "state/location.hpp"
+#include "tests/support/etcd_fixture.hpp"
+#include "tests/support/helpers.hpp"
+#include "tests/support/workload_env.hpp"
+
+using nlohmann::json;
+using tpuctl::test::EtcdCluster;
+using tpuctl::test::WorkloadEnv;
+
+TEST_SUITE_BEGIN("integration");
+
+namespace {
+
+const std::map<std::string, std::string> k_alice = {{"TPUCTL_ETCD_USER", "alice"},
+                                                    {"TPUCTL_ETCD_PASSWORD", "alice-pw"}};
+const std::map<std::string, std::string> k_bob = {{"TPUCTL_ETCD_USER", "bob"},
+                                                  {"TPUCTL_ETCD_PASSWORD", "bob-pw"}};
+
+// The ids of the rows of a json list.
+std::set<std::string> ids(const json& rows, const std::string& field) {
+  std::set<std::string> out;
+  for (const auto& r : rows) {
+    out.insert(r[field].get<std::string>());
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("owners: on an authenticated etcd each pool, queued resource, cluster and workload "
+          "records the etcd user that made it; list shows and filters OWNER; events name their "
+          "actor") {
+  EtcdCluster etcd(1);
+  etcd.enable_auth("/team/", {{"alice", "alice-pw"}, {"bob", "bob-pw"}});
+  const std::string url = etcd.url("/team/");
+  // Alice brings the pool up and takes a slice; Bob makes a cluster and runs a workload on it.
+  WorkloadEnv env(2, "127.0.245.2", "", 0, url, k_alice);
+  auto a1 = env.run({"qr", "create", "a1", "--accelerator-type", "v5litepod-4"});
+  REQUIRE_MESSAGE(a1.exit_code == 0, a1.err);
+  auto c =
+      env.run_with({"cluster", "create", "--cluster", "c", "--tpu-type", "v5litepod-4"}, k_bob);
+  REQUIRE_MESSAGE(c.exit_code == 0, c.err);
+  auto w = env.run_with({"workload", "create", "--cluster", "c", "--workload", "w", "--command",
+                         "sleep 300", "--format", "json"},
+                        k_bob);
+  REQUIRE_MESSAGE(w.exit_code == 0, w.err);
+  env.uids.push_back(json::parse(w.out)["uid"]);
+
+  CHECK(env.run_json({"pool", "list"})[0]["owner"] == "alice");
+  auto qrs = env.run_json({"qr", "list"});
+  REQUIRE(qrs.size() == 2);
+  for (const auto& q : qrs) {
+    CHECK(q["owner"] == (q["id"] == "a1" ? "alice" : "bob"));
+  }
+  CHECK(env.run_json({"qr", "describe", "a1"})["owner"] == "alice");
+  CHECK(env.run_json({"cluster", "list"})[0]["owner"] == "bob");
+  CHECK(env.run_json({"workload", "list"})[0]["owner"] == "bob");
+  // The table has the column; --filter selects on it, whoever asks.
+  auto table = env.run({"qr", "list"});
+  CHECK(table.out.find("OWNER") != std::string::npos);
+  CHECK(table.out.find("alice") != std::string::npos);
+  CHECK(ids(env.run_json({"qr", "list", "--filter", "owner=alice"}), "id") ==
+        std::set<std::string>{"a1"});
+  auto bobs = env.run_with({"qr", "list", "--filter", "owner=bob", "--format", "json"}, k_alice);
+  REQUIRE(bobs.exit_code == 0);
+  CHECK(ids(json::parse(bobs.out), "id") == std::set<std::string>{"c"});
+
+  // Every event names who made the change: the creates by their makers.
+  tpuctl::state::OpenOptions o;
+  o.etcd.user = "alice";
+  o.etcd.password = "alice-pw";
+  auto store = tpuctl::state::open_store(url, o);
+  REQUIRE_MESSAGE(store, (store ? "" : store.error().message));
+  auto events = (*store)->events({});
+  REQUIRE(events);
+  std::map<std::string, std::string> first_actor; // subject -> actor of its first event
+  for (const auto& e : *events) {
+    CHECK_MESSAGE(!e.actor.empty(), (e.subject + " " + e.type));
+    first_actor.emplace(e.subject, e.actor);
+  }
+  CHECK(first_actor["local"] == "alice"); // the pool
+  CHECK(first_actor["a1"] == "alice");
+  CHECK(first_actor["c"] == "bob");
+
+  // Another owner's work needs the intent: refused in one line naming both and the flag, and
+  // nothing changes; with --override-owner it goes, recorded with both names.
+  auto refused = env.run_with({"qr", "delete", "a1"}, k_bob);
+  CHECK(refused.exit_code == 2);
+  CHECK_MESSAGE(refused.err == "tpuctl: error: queued resource 'a1' belongs to alice, not to you "
+                               "(bob): to delete it anyway, add --override-owner (recorded with "
+                               "both names)\n",
+                refused.err);
+  CHECK(env.describe("a1")["state"] == "ACTIVE");
+  // The override is recorded only once the action is done: a refused delete records nothing.
+  auto not_forced = env.run_with({"qr", "delete", "a1", "--override-owner"}, k_bob);
+  CHECK(not_forced.exit_code == 1);
+  CHECK(env.run_with({"qr", "reset", "a1"}, k_bob).exit_code == 2);
+  auto wl_refused = env.run({"workload", "delete", "w"}); // Alice, Bob's workload
+  CHECK(wl_refused.exit_code == 2);
+  CHECK(wl_refused.err.find("workload 'w' belongs to bob") != std::string::npos);
+  CHECK(env.run_json({"workload", "describe", "w"})["owner"] == "bob");
+  auto cluster_refused = env.run({"cluster", "delete", "c", "--force"});
+  CHECK(cluster_refused.exit_code == 2);
+  CHECK(cluster_refused.err.find("cluster 'c' belongs to bob") != std::string::npos);
+  CHECK(env.run_json({"cluster", "list"}).size() == 1);
+
+  auto overridden = env.run_with({"qr", "delete", "a1", "--force", "--override-owner"}, k_bob);
+  CHECK_MESSAGE(overridden.exit_code == 0, overridden.err);
+  CHECK(env.run_json({"qr", "list"}).size() == 1);
+  auto after = (*store)->events({});
+  REQUIRE(after);
+  bool audited = false;
+  for (const auto& e : *after) {
+    if (e.type == "OWNER_OVERRIDDEN" && e.subject == "a1") {
+      audited = e.actor == "bob" && e.detail["owner"] == "alice" && e.detail["action"] == "delete";
+    }
+  }
+  CHECK(audited);
+  int overrides = 0;
+  for (const auto& e : *after) {
+    overrides += e.type == "OWNER_OVERRIDDEN" ? 1 : 0;
+  }
+  CHECK(overrides == 1);
+  // Bob's own workload and cluster go without the flag.
+  CHECK(env.run_with({"workload", "delete", "w"}, k_bob).exit_code == 0);
+  CHECK(env.run_with({"cluster", "delete", "c"}, k_bob).exit_code == 0);
+}
+
+TEST_CASE("owners: on SQLite the owner is the operating-system user and host") {
+  WorkloadEnv env(1, "127.0.245.20");
+  REQUIRE(env.run({"qr", "create", "q", "--accelerator-type", "v5litepod-4"}).exit_code == 0);
+  const passwd* pw = ::getpwuid(::geteuid());
+  REQUIRE(pw != nullptr);
+  char host[256] = {};
+  REQUIRE(::gethostname(host, sizeof host - 1) == 0);
+  const std::string me = std::string(pw->pw_name) + "@" + host;
+  CHECK(env.run_json({"qr", "describe", "q"})["owner"] == me);
+  CHECK(env.run_json({"pool", "list"})[0]["owner"] == me);
+  CHECK(env.run({"qr", "describe", "q"}).out.find("owner:") != std::string::npos);
+}
