@@ -15,6 +15,7 @@
 #include "cli/values.hpp"
 #include "provision/pool/pools.hpp"
 #include "util/hostlist.hpp"
+#include "util/strings.hpp"
 
 namespace tpuctl::cli {
 
@@ -122,6 +123,47 @@ void add_delete(CLI::App& group, Registry& registry) {
                    });
   cmd->add_option("NAME", *name, "pool name")->required();
   cmd->add_flag("--force", *force, "delete even while hosts are claimed (releases the claims)");
+}
+
+void add_set_admins(CLI::App& group, Registry& registry) {
+  struct Flags {
+    std::string name;
+    std::string admins;
+    bool clear = false;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = registry.add(
+      group, "set-admins",
+      "who besides its owner may change the pool's hosts and admins, or delete it",
+      [f](Context& ctx) -> Expected<int> {
+        if (f->clear == !f->admins.empty()) {
+          return usage_error("give --admins NAME[,NAME...] or --clear (anyone may change it)");
+        }
+        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+        TPUCTL_TRY_ASSIGN(auto pool, f->name.empty()
+                                         ? resolve_pool(ctx, *store)
+                                         : provision::resolve_pool_name(*store, f->name));
+        std::vector<std::string> admins;
+        if (!f->clear) {
+          admins = util::split(f->admins, ',');
+        }
+        TPUCTL_TRY_ASSIGN(auto info, provision::set_pool_admins(*store, pool, admins));
+        TPUCTL_TRY(
+            emit(ctx, Json{{"name", pool}, {"owner", info.owner}, {"admins", info.admins}},
+                 [&](std::ostream& os, const Json&) {
+                   os << "pool " << pool << ": "
+                      << (info.admins.empty()
+                              ? std::string("anyone may change it")
+                              : "admins " + util::join(info.admins, ", ") +
+                                    (info.owner.empty() ? "" : " and its owner " + info.owner))
+                      << "\n";
+                 }));
+        return 0;
+      });
+  cmd->add_option("NAME", f->name, "pool name (default: --pool, or the only pool)");
+  cmd->add_option("--admins", f->admins, "etcd user names (or USER@HOST), comma-separated")
+      ->type_name("NAMES");
+  cmd->add_flag("--clear", f->clear, "no admins: anyone may change the pool again");
 }
 
 void add_add_hosts(CLI::App& group, Registry& registry) {
@@ -294,6 +336,7 @@ void setup_pool(CLI::App& group, Registry& registry) {
   add_remove_hosts(group, registry);
   add_hosts_list(group, registry);
   add_drain(group, registry);
+  add_set_admins(group, registry);
   add_import(group, registry);
   setup_pool_remote(group, registry);
   setup_pool_local(group, registry);

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "topology/generation.hpp"
+#include "util/strings.hpp"
 
 namespace tpuctl::cli {
 
@@ -59,6 +60,7 @@ Json pool_view_json(const provision::PoolView& view) {
   for (const auto& h : view.hosts) {
     hosts.push_back(host_json(h, owner.count(h.name) ? owner[h.name] : ""));
   }
+  j["admins"] = view.info.admins;
   j["free"] = view.grid.count(CellState::free);
   j["claimed"] = view.grid.count(CellState::claimed);
   j["drained"] = view.grid.count(CellState::drained);
@@ -125,8 +127,14 @@ void print_pool_view(std::ostream& os, const provision::PoolView& view) {
      << topology::format_dims(l.host_grid, l.rank()) << " grid\n"
      << "hosts:     " << view.hosts.size() << " of " << l.capacity() << " positions ("
      << view.grid.count(CellState::free) << " free, " << view.grid.count(CellState::claimed)
-     << " claimed, " << view.grid.count(CellState::drained) << " drained)\n"
-     << "\nhost grid (x across, y down):\n";
+     << " claimed, " << view.grid.count(CellState::drained) << " drained)\n";
+  if (!view.info.owner.empty()) {
+    os << "owner:     " << view.info.owner << "\n";
+  }
+  if (!view.info.admins.empty()) {
+    os << "admins:    " << util::join(view.info.admins, ", ") << "\n";
+  }
+  os << "\nhost grid (x across, y down):\n";
   draw_grid(os, view);
   auto blocks = provision::largest_free_blocks(view.grid, 3);
   os << "\nlargest free blocks: ";

@@ -17,7 +17,8 @@ const std::vector<ExitStatusRow>& exit_status_rows() {
       {k_exit_capacity, "no capacity for the request, or timed out waiting"},
       {k_exit_not_found,
        "not found: the named pool, host, queued resource, node... does not exist"},
-      {k_exit_auth, "authentication or host-key failure"},
+      {k_exit_auth,
+       "authentication or host-key failure, or not allowed (not an admin of the pool)"},
       {k_exit_partial, "partly done: what the command names (a queued resource, cluster or "
                        "workload, and its state) was "
                        "created and exists, then a later step failed (say, the state store's disk "
@@ -59,7 +60,8 @@ const std::vector<RecordFields>& record_fields() {
       {"pool",
        "name, generation, chips_per_host, shape, host_grid, capacity, hosts, local, owner; list: "
        "free; "
-       "describe: free, claimed, drained, largest_free_blocks ({origin, size, hosts}), host_list"},
+       "describe: admins, free, claimed, drained, largest_free_blocks ({origin, size, hosts}), "
+       "host_list"},
       {"host", "name, address, port, user, identity_file, workdir, coords, state, claimed_by, "
                "drain_reason, labels"},
       {"host check",

@@ -251,10 +251,12 @@ Expected<std::vector<HostEntry>> import_inventory(state::StateStore& store,
       p.name = target;
       p.layout = *new_layout;
       p.created_at_ms = now_ms();
+      p.owner = s.actor();
       layout = p.layout;
       ops.push_back(state::CreateOp{state::pool_key(target), to_json(p)});
     } else {
       TPUCTL_TRY_ASSIGN(PoolView view, load_pool(s, target));
+      TPUCTL_TRY(require_pool_admin(s, view.info, "import hosts into"));
       layout = view.info.layout;
       for (const auto& h : view.hosts) {
         names.insert(h.name);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <set>
 
+#include "provision/pool/ownership.hpp"
 #include "topology/accelerator_type.hpp"
 #include "util/json_lines.hpp"
 #include "util/strings.hpp"
@@ -52,7 +53,8 @@ Json to_json(const PoolInfo& p) {
               {"known_hosts", p.known_hosts},
               {"local", p.local},
               {"created_at_ms", p.created_at_ms},
-              {"owner", p.owner}};
+              {"owner", p.owner},
+              {"admins", p.admins}};
 }
 
 Expected<PoolInfo> pool_from_json(const Json& doc) {
@@ -73,6 +75,13 @@ Expected<PoolInfo> pool_from_json(const Json& doc) {
     p.local = doc.value("local", Json(nullptr));
     p.created_at_ms = field_or<int64_t>(doc, "created_at_ms", 0);
     p.owner = field_or<std::string>(doc, "owner", "");
+    if (auto a = doc.find("admins"); a != doc.end() && a->is_array()) {
+      for (const auto& x : *a) {
+        if (x.is_string()) {
+          p.admins.push_back(x.get<std::string>());
+        }
+      }
+    }
     return p;
   } catch (const Json::exception& e) {
     return make_error(ErrorKind::failure, std::string("pool record is malformed: ") + e.what());
@@ -406,6 +415,9 @@ Expected<std::vector<HostEntry>> add_hosts(state::StateStore& store, const std::
   }
   std::vector<HostEntry> result;
   auto committed = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
+    TPUCTL_TRY_ASSIGN(auto record, s.get(state::pool_key(pool)));
+    TPUCTL_TRY_ASSIGN(PoolInfo info, pool_from_json(record.doc));
+    TPUCTL_TRY(require_pool_admin(s, info, "add hosts to"));
     result = entries;
     return plan_add(s, pool, result, wanted);
   });
@@ -419,6 +431,7 @@ Status remove_hosts(state::StateStore& store, const std::string& pool,
                     const std::vector<std::string>& hosts) {
   auto r = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
     TPUCTL_TRY_ASSIGN(PoolView view, load_pool(s, pool));
+    TPUCTL_TRY(require_pool_admin(s, view.info, "remove hosts from"));
     ErrorList problems;
     std::vector<state::Op> ops;
     for (const auto& name : hosts) {
@@ -465,6 +478,10 @@ Expected<std::vector<HostEntry>> set_drain(state::StateStore& store, const std::
   auto r = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
     result.clear();
     TPUCTL_TRY_ASSIGN(PoolView view, load_pool(s, pool));
+    if (initiator == state::Initiator::user) {
+      TPUCTL_TRY(
+          require_pool_admin(s, view.info, reason.empty() ? "undrain hosts of" : "drain hosts of"));
+    }
     std::map<std::string, const HostEntry*> by_name;
     for (const auto& h : view.hosts) {
       by_name[h.name] = &h;
@@ -518,6 +535,7 @@ Expected<std::vector<HostEntry>> set_drain(state::StateStore& store, const std::
 Status delete_pool(state::StateStore& store, const std::string& pool, bool force) {
   auto r = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
     TPUCTL_TRY_ASSIGN(PoolView view, load_pool(s, pool));
+    TPUCTL_TRY(require_pool_admin(s, view.info, "delete"));
     std::vector<state::Op> ops;
     if (!view.claims.empty()) {
       if (!force) {
@@ -560,6 +578,51 @@ remote::SshTarget ssh_target(const PoolInfo& pool, const HostEntry& h) {
   t.identity_file = h.identity_file.empty() ? pool.identity_file : h.identity_file;
   t.known_hosts_file = h.known_hosts.empty() ? pool.known_hosts : h.known_hosts;
   return t;
+}
+
+Status require_pool_admin(const state::StateStore& store, const PoolInfo& pool,
+                          const std::string& action) {
+  if (pool.admins.empty() || (!pool.owner.empty() && same_owner(pool.owner, store.actor()))) {
+    return ok();
+  }
+  for (const auto& a : pool.admins) {
+    if (same_owner(a, store.actor())) {
+      return ok();
+    }
+  }
+  return Error(ErrorKind::auth,
+               "only the admins of pool '" + pool.name + "' (" + util::join(pool.admins, ", ") +
+                   (pool.owner.empty() ? "" : ", and its owner " + pool.owner) + ") may " + action +
+                   " it, not " + store.actor() + ": ask one of them");
+}
+
+Expected<PoolInfo> set_pool_admins(state::StateStore& store, const std::string& pool,
+                                   const std::vector<std::string>& admins) {
+  for (const auto& a : admins) {
+    if (a.empty() || a != util::trim(a) || a.find(' ') != std::string::npos) {
+      return usage_error("--admins: '" + util::printable(a) +
+                         "' is not a user name (etcd user names or USER@HOST, comma-separated)");
+    }
+  }
+  PoolInfo out;
+  auto r = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
+    TPUCTL_TRY_ASSIGN(auto record, s.get(state::pool_key(pool)));
+    TPUCTL_TRY_ASSIGN(out, pool_from_json(record.doc));
+    TPUCTL_TRY(require_pool_admin(s, out, "set the admins of"));
+    out.admins = admins;
+    state::Event ev;
+    ev.pool = pool;
+    ev.subject_kind = state::Kind::pool;
+    ev.subject = pool;
+    ev.type = "POOL_ADMINS_SET";
+    ev.detail = {{"admins", admins}};
+    return std::vector<state::Op>{
+        state::UpdateOp{state::pool_key(pool), to_json(out), record.version}, state::EventOp{ev}};
+  });
+  if (!r) {
+    return r.error();
+  }
+  return out;
 }
 
 } // namespace tpuctl::provision

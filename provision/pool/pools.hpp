@@ -32,6 +32,10 @@ struct PoolInfo {
   // Who created it (StateStore::actor(): the etcd user on an authenticating store, else
   // "USER@HOST"); "" when made before owners were recorded.
   std::string owner;
+  // Who may change the pool's hosts (add, remove, drain, undrain), its admins and the pool itself
+  // (delete), besides its owner; empty: anyone (a pool of one machine, or a team that has not
+  // set them).
+  std::vector<std::string> admins;
   int64_t version = 0;
 };
 
@@ -135,6 +139,17 @@ Expected<std::vector<HostEntry>> set_drain(state::StateStore& store, const std::
                                            const std::vector<std::string>& hosts,
                                            const std::string& reason,
                                            state::Initiator initiator = state::Initiator::user);
+
+// Nothing when the store's actor may `action` the pool (no admins set, its owner, or one of its
+// admins, as same_owner compares); else an auth error naming the admins. Errors: auth.
+Status require_pool_admin(const state::StateStore& store, const PoolInfo& pool,
+                          const std::string& action);
+
+// Sets the pool's admins (empty: anyone may change it again), checked by require_pool_admin
+// first; records POOL_ADMINS_SET. Returns the pool afterwards. Errors: auth, not_found, usage (a
+// blank name), the store's.
+Expected<PoolInfo> set_pool_admins(state::StateStore& store, const std::string& pool,
+                                   const std::vector<std::string>& admins);
 
 // Deletes a pool and all its records. Refused (hosts_busy, naming the claims) while hosts are
 // claimed, unless `force`.

@@ -135,6 +135,24 @@ TEST_CASE("owners: on an authenticated etcd each pool, queued resource, cluster 
     overrides += e.type == "OWNER_OVERRIDDEN" ? 1 : 0;
   }
   CHECK(overrides == 1);
+  // Pool changes limited to the pool's admins (and its owner): Bob may not drain a host or
+  // change the admins; Alice may; bad input changes nothing.
+  auto admins = env.run({"pool", "set-admins", "--admins", "carol", "--format", "json"});
+  REQUIRE_MESSAGE(admins.exit_code == 0, admins.err);
+  CHECK(json::parse(admins.out)["admins"] == json::array({"carol"}));
+  auto not_admin = env.run_with({"pool", "drain", "127.0.245.3", "--reason", "disk"}, k_bob);
+  CHECK(not_admin.exit_code == 5);
+  CHECK_MESSAGE(not_admin.err == "tpuctl: error: only the admins of pool 'local' (carol, and its "
+                                 "owner alice) may drain hosts of it, not bob: ask one of them\n",
+                not_admin.err);
+  CHECK(env.run_with({"pool", "set-admins", "--clear"}, k_bob).exit_code == 5);
+  CHECK(env.run({"pool", "set-admins"}).exit_code == 2);
+  CHECK(env.run({"pool", "set-admins", "--admins", "a b"}).exit_code == 2);
+  CHECK(env.run_json({"pool", "describe"})["admins"] == json::array({"carol"}));
+  CHECK(env.run({"pool", "drain", "127.0.245.3", "--reason", "disk"}).exit_code == 0); // owner
+  CHECK(env.run({"pool", "undrain", "127.0.245.3"}).exit_code == 0);
+  CHECK(env.run({"pool", "set-admins", "--clear"}).exit_code == 0);
+
   // Bob's own workload and cluster go without the flag.
   CHECK(env.run_with({"workload", "delete", "w"}, k_bob).exit_code == 0);
   CHECK(env.run_with({"cluster", "delete", "c"}, k_bob).exit_code == 0);
