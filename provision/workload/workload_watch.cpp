@@ -393,7 +393,8 @@ bool WorkerWatch::retarget(const Workload& workload, const std::vector<WorkerPla
       if (s.open && s.input) {
         s.input->write(nlohmann::json{{"close", nlohmann::json::object()}}.dump() + "\n");
       }
-      const uint64_t generation = s.generation; // the old stream's lines are ignored from now
+      // A new generation at once: the old stream's lines and its end are ignored from now.
+      const uint64_t generation = s.generation + 1;
       s = Seen{};
       s.generation = generation;
       m_track[i] = Track{};
