@@ -259,13 +259,8 @@ Expected<int> run_delete(Context& ctx, const ClusterFlags& given) {
   }
   // The cluster and every workload that goes with it: another owner's needs the intent.
   std::vector<state::Event> overrides;
-  auto intent = [&](const provision::OwnedObject& o, const std::string& action) -> Status {
-    TPUCTL_TRY_ASSIGN(auto event,
-                      provision::check_owner_intent(*store, o, action, f.override_owner));
-    if (event) {
-      overrides.push_back(std::move(*event));
-    }
-    return tpuctl::ok();
+  auto intent = [&](const provision::OwnedObject& o, const std::string& action) {
+    return provision::check_owner_intent(*store, o, action, f.override_owner, overrides);
   };
   TPUCTL_TRY(intent(
       {state::Kind::cluster, pool, cluster.name, cluster.owner, "cluster '" + cluster.name + "'"},

@@ -473,14 +473,11 @@ Expected<int> run_delete(Context& ctx, const WorkloadFlags& f) {
     if (!wl) {
       continue; // missing or damaged: the delete's own handling follows
     }
-    TPUCTL_TRY_ASSIGN(auto event, provision::check_owner_intent(
-                                      *store,
+    TPUCTL_TRY(
+        provision::check_owner_intent(*store,
                                       provision::OwnedObject{state::Kind::workload, pool, name,
                                                              wl->owner, "workload '" + name + "'"},
-                                      "delete", f.override_owner));
-    if (event) {
-      overrides.push_back(std::move(*event));
-    }
+                                      "delete", f.override_owner, overrides));
   }
   Json rows = Json::array();
   if (f.async) {

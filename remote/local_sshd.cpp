@@ -484,17 +484,17 @@ Expected<int> stop_local_sshd_under(const fs::path& root, std::chrono::milliseco
   ErrorList problems;
   int stopped = 0;
   const SshdUnder under = scan_sshd_under(root);
-  for (int pid : under.listeners) {
-    if (Status s = stop_pid(pid, grace, "a host under '" + root.string() + "'"); !s) {
-      problems.add(s.error());
-    } else {
-      ++stopped;
-    }
-  }
   // A connection being set up goes too, but it is not a server.
-  for (int pid : under.connections) {
-    if (Status s = stop_pid(pid, grace, "a connection under '" + root.string() + "'"); !s) {
-      problems.add(s.error());
+  for (const auto* pids : {&under.listeners, &under.connections}) {
+    const bool servers = pids == &under.listeners;
+    for (int pid : *pids) {
+      const std::string what =
+          std::string(servers ? "a host" : "a connection") + " under '" + root.string() + "'";
+      if (Status s = stop_pid(pid, grace, what); !s) {
+        problems.add(s.error());
+      } else if (servers) {
+        ++stopped;
+      }
     }
   }
   if (!problems.empty()) {

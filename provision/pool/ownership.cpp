@@ -21,12 +21,11 @@ bool same_owner(const std::string& owner, const std::string& actor) {
   return both_local && person(owner) == person(actor);
 }
 
-Expected<std::optional<state::Event>> check_owner_intent(const state::StateStore& store,
-                                                         const OwnedObject& object,
-                                                         const std::string& action,
-                                                         bool override_owner) {
+Status check_owner_intent(const state::StateStore& store, const OwnedObject& object,
+                          const std::string& action, bool override_owner,
+                          std::vector<state::Event>& overrides) {
   if (object.owner.empty() || same_owner(object.owner, store.actor())) {
-    return std::optional<state::Event>();
+    return ok();
   }
   if (!override_owner) {
     return usage_error(object.what + " belongs to " + object.owner + ", not to you (" +
@@ -40,7 +39,8 @@ Expected<std::optional<state::Event>> check_owner_intent(const state::StateStore
   e.type = "OWNER_OVERRIDDEN";
   e.initiator = state::Initiator::user;
   e.detail = {{"owner", object.owner}, {"action", action}};
-  return std::optional<state::Event>(std::move(e));
+  overrides.push_back(std::move(e));
+  return ok();
 }
 
 Status record_overrides(state::StateStore& store, const std::vector<state::Event>& events) {

@@ -10,7 +10,6 @@
 // "alice@ci-3" are the same owner); an authenticated etcd user is compared whole.
 #pragma once
 
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,14 +29,14 @@ struct OwnedObject {
   std::string what;  // for people: "queued resource 'a1'"
 };
 
-// Before `action` ("delete", "reset", "stop") of `object` by the store's actor: nullopt when the
+// Before `action` ("delete", "reset", "stop") of `object` by the store's actor: nothing when the
 // object is the caller's (or has no owner); another owner's without `override_owner` is a usage
 // error naming the owner, the caller and the flag (nothing changes); with it, the
-// OWNER_OVERRIDDEN event to record once the action is done (record_override). Errors: usage.
-Expected<std::optional<state::Event>> check_owner_intent(const state::StateStore& store,
-                                                         const OwnedObject& object,
-                                                         const std::string& action,
-                                                         bool override_owner);
+// OWNER_OVERRIDDEN event to record once the action is done is added to `overrides`
+// (record_overrides). Errors: usage.
+Status check_owner_intent(const state::StateStore& store, const OwnedObject& object,
+                          const std::string& action, bool override_owner,
+                          std::vector<state::Event>& overrides);
 
 // Records the events check_owner_intent returned (none: nothing). Errors: the store's.
 Status record_overrides(state::StateStore& store, const std::vector<state::Event>& events);

@@ -306,6 +306,7 @@ Expected<std::vector<state::Op>> plan_add(state::StateStore& store, const std::s
                                           std::vector<HostEntry>& entries,
                                           const std::vector<std::optional<Dims>>& wanted) {
   TPUCTL_TRY_ASSIGN(PoolView view, load_pool(store, pool));
+  TPUCTL_TRY(require_pool_admin(store, view.info, "add hosts to"));
   std::set<std::string> names;
   std::set<int> used;
   for (const auto& h : view.hosts) {
@@ -415,9 +416,6 @@ Expected<std::vector<HostEntry>> add_hosts(state::StateStore& store, const std::
   }
   std::vector<HostEntry> result;
   auto committed = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
-    TPUCTL_TRY_ASSIGN(auto record, s.get(state::pool_key(pool)));
-    TPUCTL_TRY_ASSIGN(PoolInfo info, pool_from_json(record.doc));
-    TPUCTL_TRY(require_pool_admin(s, info, "add hosts to"));
     result = entries;
     return plan_add(s, pool, result, wanted);
   });

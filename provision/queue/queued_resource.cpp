@@ -494,15 +494,10 @@ Status check_queued_resource_owner(state::StateStore& store, const std::string& 
     return ok(); // missing or unreadable (a damaged record has no owner to check): the action's
                  // own handling follows
   }
-  TPUCTL_TRY_ASSIGN(auto event,
-                    check_owner_intent(store,
-                                       OwnedObject{state::Kind::queued_resource, pool, id,
-                                                   qr->owner, "queued resource '" + id + "'"},
-                                       action, override_owner));
-  if (event) {
-    overrides.push_back(std::move(*event));
-  }
-  return ok();
+  return check_owner_intent(store,
+                            OwnedObject{state::Kind::queued_resource, pool, id, qr->owner,
+                                        "queued resource '" + id + "'"},
+                            action, override_owner, overrides);
 }
 
 } // namespace tpuctl::provision
