@@ -5,13 +5,13 @@
 #include "cli/commands.hpp"
 #include "cli/compat.hpp"
 #include "cli/output.hpp"
-#include "cli/qr_runtime.hpp"
 #include "cli/qr_view.hpp"
+#include "cli/runtime_options.hpp"
 #include "cli/state_access.hpp"
 #include "cli/terminal.hpp"
 #include "cli/values.hpp"
-#include "cli/workload_runtime.hpp"
 #include "cli/workload_view.hpp"
+#include "provision/controller/monitors.hpp"
 #include "provision/pool/ownership.hpp"
 #include "provision/pool/pools.hpp"
 #include "provision/slice/qr_ops.hpp"
@@ -111,12 +111,12 @@ Expected<int> run_resize(Context& ctx, const ClusterFlags& f, state::StateStore&
                          const provision::ProvisionOptions& provision,
                          const provision::ResizeWait& wait, const Cluster& existing) {
   TPUCTL_TRY_ASSIGN(auto workloads, provision::list_workloads(store, req.pool, req.name));
-  ensure_monitors(ctx, workloads);
+  provision::ensure_monitors(launcher(ctx), workloads);
   if (f.async && req.num_slices > existing.num_slices) {
     // Checked here first (another type or tier is refused now, in one line), then grown there.
     TPUCTL_TRY(provision::check_resize(store, req));
-    spawn_detached(ctx, req.pool, background_resize(f), f.ssh,
-                   "cluster-" + req.name + "-resize.log");
+    provision::spawn_detached(launcher(ctx, f.ssh), req.pool, background_resize(f),
+                              "cluster-" + req.name + "-resize.log");
     TPUCTL_TRY_ASSIGN(Json j, describe_json(store, existing));
     j["resize"] =
         Json{{"from", existing.num_slices}, {"to", req.num_slices},     {"added", Json::array()},
@@ -303,7 +303,8 @@ Expected<int> run_delete(Context& ctx, const ClusterFlags& given) {
     return removed.error();
   }
   TPUCTL_TRY(provision::record_overrides(*store, overrides));
-  TPUCTL_TRY(reconcile_and_spawn(ctx, *store)); // freed hosts may start waiting requests
+  TPUCTL_TRY(provision::reconcile_and_spawn(launcher(ctx),
+                                            *store)); // freed hosts may start waiting requests
   Json j{{"name", cluster.name}, {"pool", pool}, {"deleted", true}};
   TPUCTL_TRY(emit(ctx, j, [&](std::ostream& os, const Json&) {
     os << "deleted cluster '" << cluster.name << "' ("

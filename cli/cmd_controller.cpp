@@ -6,11 +6,9 @@
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
-#include "cli/qr_runtime.hpp"
+#include "cli/runtime_options.hpp"
 #include "cli/state_access.hpp"
 #include "cli/values.hpp"
-#include "provision/pool/pools.hpp"
-#include "provision/slice/driver.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::cli {
@@ -22,25 +20,6 @@ struct ControllerFlags {
   bool once = false;
   SshFlags ssh;
 };
-
-Expected<int> drive_all(Context& ctx, state::StateStore& store, const provision::DriveOptions& o,
-                        const remote::CancelToken* cancel) {
-  std::vector<std::string> pools;
-  if (!ctx.globals.pool.empty()) {
-    pools.push_back(ctx.globals.pool);
-  } else {
-    TPUCTL_TRY_ASSIGN(auto listing, store.list(state::Kind::pool, ""));
-    for (const auto& r : listing.records) {
-      pools.push_back(r.key.pool);
-    }
-  }
-  int carried = 0;
-  for (const auto& p : pools) {
-    TPUCTL_TRY_ASSIGN(int n, provision::drive_pending(store, p, o, {}, cancel));
-    carried += n;
-  }
-  return carried;
-}
 
 } // namespace
 
@@ -56,7 +35,7 @@ void setup_controller(CLI::App& group, Registry& registry) {
         InterruptGuard guard(cancel);
         int total = 0;
         for (;;) {
-          TPUCTL_TRY_ASSIGN(int n, drive_all(ctx, *store, o, &cancel));
+          TPUCTL_TRY_ASSIGN(int n, provision::drive_pools(*store, ctx.globals.pool, o, &cancel));
           total += n;
           if (f->once || guard.interrupted()) {
             break;
@@ -86,13 +65,14 @@ void setup_controller(CLI::App& group, Registry& registry) {
               "Two controllers (or a controller and commands) never apply a transition twice.");
 
   auto d = std::make_shared<ControllerFlags>();
-  CLI::App* drive = registry.add(group, "drive", "carry pending requests on (started detached)",
-                                 [d](Context& ctx) -> Expected<int> {
-                                   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx, Drivers::none));
-                                   TPUCTL_TRY_ASSIGN(auto o, drive_options(ctx, d->ssh));
-                                   TPUCTL_TRY(drive_all(ctx, *store, o, nullptr));
-                                   return 0;
-                                 });
+  CLI::App* drive =
+      registry.add(group, "drive", "carry pending requests on (started detached)",
+                   [d](Context& ctx) -> Expected<int> {
+                     TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx, Drivers::none));
+                     TPUCTL_TRY_ASSIGN(auto o, drive_options(ctx, d->ssh));
+                     TPUCTL_TRY(provision::drive_pools(*store, ctx.globals.pool, o, nullptr));
+                     return 0;
+                   });
   add_ssh_policy_flags(*drive, d->ssh);
   drive->group(""); // hidden
 }

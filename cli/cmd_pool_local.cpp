@@ -5,7 +5,7 @@
 #include "cli/compat.hpp"
 #include "cli/output.hpp"
 #include "cli/pool_view.hpp"
-#include "cli/qr_runtime.hpp"
+#include "cli/runtime_options.hpp"
 #include "cli/state_access.hpp"
 #include "cli/values.hpp"
 #include "provision/pool/local_pool.hpp"

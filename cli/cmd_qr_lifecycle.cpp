@@ -2,8 +2,8 @@
 #include "cli/commands.hpp"
 #include "cli/compat.hpp"
 #include "cli/output.hpp"
-#include "cli/qr_runtime.hpp"
 #include "cli/qr_view.hpp"
+#include "cli/runtime_options.hpp"
 #include "cli/state_access.hpp"
 #include "cli/values.hpp"
 #include "provision/pool/ownership.hpp"
@@ -41,7 +41,8 @@ Expected<int> run_delete(Context& ctx, const LifecycleFlags& f) {
                     provision::begin_delete(*store, pool, f.id, f.force, clock, !f.async));
   TPUCTL_TRY(provision::record_overrides(*store, overrides));
   if (deleting && f.async) {
-    spawn_driver(ctx, pool, f.ssh); // takes the free lease and finishes the delete
+    provision::spawn_driver(launcher(ctx, f.ssh),
+                            pool); // takes the free lease and finishes the delete
   } else if (deleting) {
     TPUCTL_TRY_ASSIGN(auto followed,
                       follow(
@@ -53,7 +54,8 @@ Expected<int> run_delete(Context& ctx, const LifecycleFlags& f) {
                    "queued resource '" + f.id + "' is still DELETING after --timeout " + f.timeout);
     }
   }
-  TPUCTL_TRY(reconcile_and_spawn(ctx, *store)); // freed hosts may start waiting requests
+  TPUCTL_TRY(provision::reconcile_and_spawn(launcher(ctx),
+                                            *store)); // freed hosts may start waiting requests
   Json j{{"id", f.id},
          {"pool", pool},
          {"deleted", !deleting || !f.async},
@@ -76,7 +78,7 @@ Expected<int> run_reset(Context& ctx, const LifecycleFlags& f) {
                     provision::reset_queued_resource(*store, pool, f.id, state::system_clock()));
   TPUCTL_TRY(provision::record_overrides(*store, overrides));
   if (f.async) {
-    TPUCTL_TRY(reconcile_and_spawn(ctx, *store));
+    TPUCTL_TRY(provision::reconcile_and_spawn(launcher(ctx), *store));
     TPUCTL_TRY_ASSIGN(qr, provision::load_queued_resource(*store, pool, f.id));
   } else {
     TPUCTL_TRY_ASSIGN(auto followed, follow(

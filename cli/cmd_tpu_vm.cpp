@@ -5,8 +5,8 @@
 #include "cli/commands.hpp"
 #include "cli/compat.hpp"
 #include "cli/output.hpp"
-#include "cli/qr_runtime.hpp"
 #include "cli/qr_view.hpp"
+#include "cli/runtime_options.hpp"
 #include "cli/state_access.hpp"
 #include "provision/pool/ownership.hpp"
 #include "provision/pool/pools.hpp"
@@ -69,7 +69,7 @@ Expected<int> run_node_delete(Context& ctx, const NodeFlags& f) {
   const std::string qr_id = del.before.id;
   if (del.whole_request && del.after) {
     if (f.async) {
-      spawn_driver(ctx, pool, f.ssh);
+      provision::spawn_driver(launcher(ctx, f.ssh), pool);
     } else {
       TPUCTL_TRY(follow(
           ctx, *store, pool, qr_id,
@@ -87,7 +87,7 @@ Expected<int> run_node_delete(Context& ctx, const NodeFlags& f) {
                << stopped.error().message << "\n";
     }
   }
-  TPUCTL_TRY(reconcile_and_spawn(ctx, *store));
+  TPUCTL_TRY(provision::reconcile_and_spawn(launcher(ctx), *store));
   TPUCTL_TRY(
       emit(ctx, Json{{"name", f.node}, {"queued_resource", qr_id}, {"deleted", true}},
            [&](std::ostream& os, const Json&) { os << "deleted node '" << f.node << "'\n"; }));

@@ -13,14 +13,14 @@
 #include "cli/exit_codes.hpp"
 #include "cli/fanout_output.hpp"
 #include "cli/output.hpp"
-#include "cli/qr_runtime.hpp"
+#include "cli/runtime_options.hpp"
 #include "cli/slice_flags.hpp"
 #include "cli/ssh_flags.hpp"
 #include "cli/state_access.hpp"
 #include "cli/values.hpp"
-#include "cli/workload_runtime.hpp"
 #include "cli/workload_view.hpp"
 #include "cli/workload_xpk.hpp"
+#include "provision/controller/monitors.hpp"
 #include "provision/pool/ownership.hpp"
 #include "provision/pool/pools.hpp"
 #include "provision/slice/slice_workers.hpp"
@@ -176,7 +176,7 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
     return 0;
   }
   if (!provision::is_terminal(wl.state)) {
-    ensure_monitor(ctx, wl, f.ssh);
+    provision::ensure_monitor(launcher(ctx, f.ssh), wl);
   }
   std::vector<Workload> shown{wl};
   TPUCTL_TRY(provision::fill_queue_view(*store, shown)); // why it waits, and where
@@ -199,7 +199,7 @@ Expected<int> run_list(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto all, provision::list_workloads(*store, pool, f.cluster));
-  ensure_monitors(ctx, all);
+  provision::ensure_monitors(launcher(ctx), all);
   TPUCTL_TRY(provision::fill_queue_view(*store, all));
   Json rows = Json::array();
   for (const auto& w : all) {
@@ -217,7 +217,7 @@ Expected<int> run_describe(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto found, provision::load_workload(*store, pool, name));
-  ensure_monitor(ctx, found, f.ssh);
+  provision::ensure_monitor(launcher(ctx, f.ssh), found);
   std::vector<Workload> shown{found};
   TPUCTL_TRY(provision::fill_queue_view(*store, shown));
   const Workload& wl = shown.front();
@@ -288,7 +288,7 @@ Expected<int> run_logs(Context& ctx, const WorkloadFlags& given) {
                                            "' is not a slice of cluster '" + wl.cluster + "'");
   }
   if (f.follow) {
-    ensure_monitor(ctx, wl, f.ssh);
+    provision::ensure_monitor(launcher(ctx, f.ssh), wl);
   }
   std::vector<uint64_t> offsets(plans.size(), 0);
   std::vector<std::string> partial(plans.size());
@@ -491,7 +491,8 @@ Expected<int> run_delete(Context& ctx, const WorkloadFlags& f) {
       if (f.override_owner) {
         command.push_back("--override-owner");
       }
-      spawn_detached(ctx, pool, command, f.ssh, "workload-" + name + "-delete.log");
+      provision::spawn_detached(launcher(ctx, f.ssh), pool, command,
+                                "workload-" + name + "-delete.log");
       rows.push_back(Json{{"name", name},
                           {"pool", pool},
                           {"deleted", false},

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "cli/qr_runtime.hpp"
+#include "cli/runtime_options.hpp"
 #include "provision/queue/reconcile.hpp"
 #include "state/location.hpp"
 #include "util/strings.hpp"
@@ -72,11 +72,11 @@ Expected<state::StateStore*> open_state(Context& ctx, Drivers drivers, Access ac
     // Due transitions first. What stops them is said on stderr and the command goes on: a
     // read still shows the state as it is, and a write meets the same store on its own.
     if (drivers == Drivers::spawn) {
-      TPUCTL_TRY(reconcile_and_spawn(ctx, *s_store));
+      TPUCTL_TRY(provision::reconcile_and_spawn(launcher(ctx), *s_store));
     } else if (auto r = provision::reconcile_all(*s_store, state::system_clock()); !r) {
       return r.error();
     } else {
-      warn_unreconciled(r->errors);
+      provision::warn_unreconciled(r->errors);
     }
   }
   return s_store.get();

@@ -24,7 +24,7 @@ enum class Access { existing, create };
 // Opens (once per process) and returns the store named by the global --state flag, after
 // applying every due transition (provision/queue/reconcile.hpp; skipped on a read-only store, where
 // reads still work and writes say why they are refused). With Drivers::spawn, requests left
-// in a transient state with no live driver get a detached one (cli/qr_runtime.hpp); drivers
+// in a transient state with no live driver get a detached one (provision/controller/drivers.hpp); drivers
 // themselves open with Drivers::none. Errors: the store's.
 Expected<state::StateStore*> open_state(Context& ctx, Drivers drivers = Drivers::spawn,
                                         Access access = Access::existing);

@@ -61,7 +61,7 @@ struct MonitorOptions {
   state::Clock clock = state::system_clock();
   std::function<void(const std::string&)> progress; // a line per change, for stderr; may be empty
   // Moves the pool's queued resources through their transient states (reconcile and drive, as
-  // cli/qr_runtime does): a recovering workload's cluster is suspended, requeued and provisioned
+  // provision/controller does): a recovering workload's cluster is suspended, requeued and provisioned
   // again through it. Empty: only reconcile (another process must drive).
   std::function<Status(const std::string& pool)> drive_pool;
   // How a repair provisions the one slice it places again (node_repair.hpp): with these, a lost

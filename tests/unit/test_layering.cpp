@@ -1,7 +1,7 @@
 // The dependency rule of ARCHITECTURE.md, checked on the sources: a file includes headers of its
 // own folder and of the folders below it only (provision/'s rooms count as folders:
-// pool <- queue <- slice <- workload). The libraries are linked the same way, so a wrong include
-// would usually fail to link too; this names the file and the include instead.
+// pool <- queue <- slice <- workload <- controller). The libraries are linked the same way, so a
+// wrong include would usually fail to link too; this names the file and the include instead.
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -33,9 +33,12 @@ const std::map<std::string, std::set<std::string>>& allowed() {
       {"provision/workload",
        {"util", "topology", "kernels", "state", "remote", "agent", "provision/pool",
         "provision/queue", "provision/slice"}},
-      {"cli",
+      {"provision/controller",
        {"util", "topology", "kernels", "state", "remote", "agent", "provision/pool",
         "provision/queue", "provision/slice", "provision/workload"}},
+      {"cli",
+       {"util", "topology", "kernels", "state", "remote", "agent", "provision/pool",
+        "provision/queue", "provision/slice", "provision/workload", "provision/controller"}},
   };
   return k_allowed;
 }
@@ -83,10 +86,10 @@ TEST_CASE("layering: every include points down the dependency rule of ARCHITECTU
         if (target.empty() || target == module || !allowed().count(target)) {
           continue; // its own folder, or not one of ours (generated headers, tests)
         }
-        CHECK_MESSAGE(may.count(target) == 1, fs::relative(entry.path(), root).string() << ":"
-                                                  << number << " includes " << m[1].str() << " ("
-                                                  << module << " may not depend on " << target
-                                                  << ")");
+        CHECK_MESSAGE(may.count(target) == 1, fs::relative(entry.path(), root).string()
+                                                  << ":" << number << " includes " << m[1].str()
+                                                  << " (" << module << " may not depend on "
+                                                  << target << ")");
       }
     }
   }
@@ -94,10 +97,33 @@ TEST_CASE("layering: every include points down the dependency rule of ARCHITECTU
   CHECK(seen_modules.size() == allowed().size());
   // No file was left directly in provision/: every one lives in a room.
   for (const auto& entry : fs::directory_iterator(root / "provision")) {
-    CHECK_MESSAGE(!(entry.is_regular_file() && (entry.path().extension() == ".cpp" ||
-                                                entry.path().extension() == ".hpp")),
+    CHECK_MESSAGE(!(entry.is_regular_file() &&
+                    (entry.path().extension() == ".cpp" || entry.path().extension() == ".hpp")),
                   entry.path().string());
   }
+}
+
+TEST_CASE("layering: cli/ parses, prints and chooses exit codes; it starts no process itself") {
+  // Who drives a request and who watches a workload is provision/controller's to decide, and
+  // starting a detached tpuctl is its launcher's; a command only hands it the options.
+  const fs::path root = TPUCTL_SOURCE_DIR;
+  const std::regex starts(R"re(\b(fork|vfork|execv|execvp|execve|posix_spawnp?|setsid)\s*\()re");
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(root / "cli")) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".cpp") {
+      continue;
+    }
+    ++files;
+    std::ifstream in(entry.path());
+    std::string line;
+    int number = 0;
+    while (std::getline(in, line)) {
+      ++number;
+      CHECK_MESSAGE(!std::regex_search(line, starts), fs::relative(entry.path(), root).string()
+                                                          << ":" << number << ": " << line);
+    }
+  }
+  CHECK(files > 20);
 }
 
 TEST_SUITE_END();

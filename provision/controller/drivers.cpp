@@ -1,0 +1,220 @@
+#include "provision/controller/drivers.hpp"
+
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+#include "provision/queue/reconcile.hpp"
+#include "util/strings.hpp"
+
+namespace tpuctl::provision {
+
+void warn_unreconciled(const std::vector<Error>& errors) {
+  for (const auto& e : errors) {
+    if (state::has_reason(e, state::reason::k_schema_too_new) ||
+        state::has_reason(e, state::reason::k_read_only)) {
+      continue;
+    }
+    spdlog::warn("due transitions were not applied: {}", e.message);
+  }
+}
+
+Status reconcile_and_spawn(const Launcher& launcher, state::StateStore& store) {
+  TPUCTL_TRY_ASSIGN(auto result, reconcile_all(store, state::system_clock()));
+  warn_unreconciled(result.errors);
+  for (const auto& pool : result.driver_pools) {
+    spawn_driver(launcher, pool);
+  }
+  return tpuctl::ok();
+}
+
+Expected<int> drive_pools(state::StateStore& store, const std::string& pool,
+                          const DriveOptions& options, const remote::CancelToken* cancel) {
+  std::vector<std::string> pools;
+  if (!pool.empty()) {
+    pools.push_back(pool);
+  } else {
+    TPUCTL_TRY_ASSIGN(auto listing, store.list(state::Kind::pool, ""));
+    for (const auto& r : listing.records) {
+      pools.push_back(r.key.pool);
+    }
+  }
+  int carried = 0;
+  for (const auto& p : pools) {
+    TPUCTL_TRY_ASSIGN(int n, drive_pending(store, p, options, {}, cancel));
+    carried += n;
+  }
+  return carried;
+}
+
+namespace {
+
+// One tick of follow(): reconciles `pool`, drives `id` and the requests whose lease this
+// process holds, and starts one detached driver for the others that need one and were not
+// handed off before. Returns how many it carried.
+Expected<int> drive_own(state::StateStore& store, const std::string& pool, const std::string& id,
+                        const DriveOptions& options, const Launcher& launcher,
+                        const remote::CancelToken* cancel, std::set<std::string>& handed_off) {
+  if (cancel != nullptr && cancel->cancelled()) {
+    return 0; // interrupted: nothing more is started here
+  }
+  TPUCTL_TRY_ASSIGN(auto r, reconcile_pool(store, pool, options.clock));
+  int carried = 0;
+  bool hand_off = false;
+  for (const auto& need : r.needs_driver) {
+    TPUCTL_TRY_ASSIGN(auto found, store.find(state::queued_resource_key(pool, need)));
+    bool ours = false;
+    if (found) {
+      if (auto q = qr_from_record(*found)) {
+        auto lease = lease_of(*q);
+        ours = lease && is_own_lease(*lease);
+      }
+    }
+    if (need == id || ours) {
+      TPUCTL_TRY_ASSIGN(auto d, drive(store, pool, need, options, cancel));
+      carried += d.carried ? 1 : 0;
+    } else if (handed_off.insert(need).second) {
+      hand_off = true;
+    }
+  }
+  if (hand_off) {
+    spawn_driver(launcher, pool);
+  }
+  return carried;
+}
+
+// "ACTIVE", or "WAITING_FOR_RESOURCES: <why>": where a request stands, as follow() shows it.
+std::string shown_state(const std::optional<QueuedResource>& qr) {
+  if (!qr) {
+    return "gone";
+  }
+  std::string shown(to_string(qr->state));
+  std::string why = qr->error ? qr->error->message
+                    : qr->state == QrState::waiting_for_resources
+                        ? qr->pending_reason
+                        : (qr->history.empty() ? "" : qr->history.back().reason);
+  if (!why.empty()) {
+    shown += ": " + why;
+  }
+  return shown;
+}
+
+} // namespace
+
+bool settled(const std::optional<QueuedResource>& qr) {
+  return !qr || qr->state == QrState::active || qr->state == QrState::failed ||
+         qr->state == QrState::suspended;
+}
+
+Expected<FollowResult> follow(state::StateStore& store, const std::string& pool,
+                              const std::string& id, const DoneFn& done,
+                              std::chrono::milliseconds timeout, const DriveOptions& options,
+                              const Launcher& launcher, const Following& following) {
+  const remote::CancelToken* cancel = following.cancel;
+  const auto start = std::chrono::steady_clock::now();
+  std::string last_shown;
+  auto shown_since = start;
+  FollowResult result;
+  std::set<std::string> handed_off; // requests given to a detached driver by this call
+  // Shows the request's state (when it changed), then drives what is due, so the first line
+  // a user sees is where the request stands, not the provisioning detail that follows.
+  auto refresh = [&]() -> Status {
+    TPUCTL_TRY_ASSIGN(auto found, store.find(state::queued_resource_key(pool, id)));
+    result.qr.reset();
+    if (found) {
+      TPUCTL_TRY_ASSIGN(result.qr, qr_from_record(*found));
+    }
+    const std::string shown = shown_state(result.qr);
+    if (shown != last_shown) {
+      if (following.line) {
+        following.line(id + ": " + shown);
+      }
+      last_shown = shown;
+      shown_since = std::chrono::steady_clock::now();
+    } else if (result.qr && !done(result.qr) && following.status) {
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(
+          std::chrono::steady_clock::now() - shown_since);
+      following.status(id + ": still " + std::string(to_string(result.qr->state)) + " after " +
+                       util::format_duration(waited));
+    }
+    return tpuctl::ok();
+  };
+  TPUCTL_TRY_ASSIGN(auto listing, store.list(state::Kind::queued_resource, pool));
+  int64_t revision = listing.revision;
+  for (;;) {
+    TPUCTL_TRY(refresh());
+    if (done(result.qr)) {
+      // What this request's change unblocked (a waiting request placed on hosts a delete
+      // freed) starts now, in a detached driver, not at the next command.
+      TPUCTL_TRY(drive_own(store, pool, id, options, launcher, cancel, handed_off));
+      result.done = true;
+      return result;
+    }
+    TPUCTL_TRY_ASSIGN(int carried,
+                      drive_own(store, pool, id, options, launcher, cancel, handed_off));
+    if (carried > 0) {
+      continue; // show the new state at once
+    }
+    if (cancel != nullptr && cancel->cancelled()) {
+      std::string where;
+      if (auto found = store.find(state::queued_resource_key(pool, id)); found && *found) {
+        if (auto q = qr_from_record(**found)) {
+          where = " (now " + std::string(to_string(q->state)) +
+                  "; the next tpuctl command on this pool, or a running `tpuctl controller`, "
+                  "carries it on)";
+        }
+      }
+      return Error(ErrorKind::interrupted, "interrupted while waiting for '" + id + "'" + where);
+    }
+    if (timeout.count() > 0 && std::chrono::steady_clock::now() - start >= timeout) {
+      TPUCTL_TRY(refresh());
+      result.done = done(result.qr);
+      return result;
+    }
+    // Sleep until the store changes (etcd: a watch; SQLite: polling its revision), or a second
+    // passes: time-based transitions (valid-until, max-run-duration) need ticks too.
+    TPUCTL_TRY_ASSIGN(revision, store.wait_for_change(pool, revision, std::chrono::seconds(1)));
+  }
+}
+
+CarryOn carry_on(state::StateStore& store, const QueuedResource& recorded, bool async,
+                 std::chrono::milliseconds timeout, const DriveOptions& options,
+                 const Launcher& launcher, const Following& following, const std::string& what) {
+  CarryOn result;
+  result.qr = recorded;
+  result.done = true;
+  auto refresh = [&] {
+    if (auto now = load_queued_resource(store, recorded.pool, recorded.id)) {
+      result.qr = std::move(*now);
+    }
+  };
+  if (async) {
+    if (auto r = reconcile_and_spawn(launcher.with_default_ssh(), store); !r) {
+      spdlog::warn("{} was created; starting what carries it on failed (the next tpuctl "
+                   "command on its pool does): {}",
+                   what, r.error().message);
+    }
+    refresh();
+    return result;
+  }
+  auto followed =
+      follow(store, recorded.pool, recorded.id, settled, timeout, options, launcher, following);
+  if (followed) {
+    if (followed->qr) {
+      result.qr = *followed->qr;
+    }
+    result.gone = !followed->qr;
+    result.done = followed->done;
+    return result;
+  }
+  result.done = false;
+  const Error& e = followed.error();
+  result.gone = state::has_reason(e, state::reason::k_store_replaced);
+  if (e.kind != ErrorKind::interrupted && !result.gone) {
+    refresh();
+  }
+  result.failed = e;
+  return result;
+}
+
+} // namespace tpuctl::provision
