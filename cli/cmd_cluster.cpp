@@ -111,7 +111,7 @@ Expected<int> run_resize(Context& ctx, const ClusterFlags& f, state::StateStore&
                          const provision::ProvisionOptions& provision,
                          const provision::ResizeWait& wait, const Cluster& existing) {
   TPUCTL_TRY_ASSIGN(auto workloads, provision::list_workloads(store, req.pool, req.name));
-  provision::ensure_monitors(launcher(ctx), workloads);
+  provision::ensure_monitors(launcher(ctx), store, workloads);
   if (f.async && req.num_slices > existing.num_slices) {
     // Checked here first (another type or tier is refused now, in one line), then grown there.
     TPUCTL_TRY(provision::check_resize(store, req));
@@ -289,8 +289,8 @@ Expected<int> run_delete(Context& ctx, const ClusterFlags& given) {
                         follow(
                             ctx, *store, pool, cluster.queued_resource,
                             [](const std::optional<QueuedResource>& q) { return !q.has_value(); },
-                            timeout, drive, f.ssh));
-      if (!followed.done) {
+                            timeout, drive, f.ssh, true));
+      if (!followed.done && followed.waiting_for.empty()) {
         return Error(ErrorKind::capacity, "cluster '" + f.name +
                                               "': its slices are still DELETING after --timeout " +
                                               f.timeout + " (a background tpuctl finishes it)");

@@ -125,6 +125,40 @@ void add_delete(CLI::App& group, Registry& registry) {
   cmd->add_flag("--force", *force, "delete even while hosts are claimed (releases the claims)");
 }
 
+void add_set_ssh_work(CLI::App& group, Registry& registry) {
+  struct Flags {
+    std::string name;
+    std::string by;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = registry.add(
+      group, "set-ssh-work",
+      "who provisions, repairs, watches and stops the pool's requests and workloads",
+      [f](Context& ctx) -> Expected<int> {
+        TPUCTL_TRY_ASSIGN(auto by, provision::parse_ssh_work(f->by));
+        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+        TPUCTL_TRY_ASSIGN(auto pool, f->name.empty()
+                                         ? resolve_pool(ctx, *store)
+                                         : provision::resolve_pool_name(*store, f->name));
+        TPUCTL_TRY_ASSIGN(auto info, provision::set_pool_ssh_work(*store, pool, by));
+        const std::string by_text(provision::to_string(info.ssh_work));
+        TPUCTL_TRY(emit(ctx, Json{{"name", pool}, {"ssh_work", by_text}},
+                        [&](std::ostream& os, const Json&) {
+                          os << "pool " << pool << ": SSH work by " << by_text << "\n";
+                        }));
+        return 0;
+      });
+  cmd->add_option("NAME", f->name, "pool name (default: --pool, or the only pool)");
+  cmd->add_option("--by", f->by, "owner, controller or anyone")->required()->type_name("WHO");
+  cmd->footer(
+      "owner: only a request's or workload's owner's own tpuctl (commands, and the drivers and\n"
+      "monitors they start) does its SSH work, with the owner's keys; anyone else's command\n"
+      "leaves it waiting and says for whom (the default of a pool made on etcd).\n"
+      "controller: only `tpuctl controller run`, the elected leader (etcd stores only).\n"
+      "anyone: any tpuctl process carries anything on (SQLite pools, and tpuctl before 0.2).\n"
+      "Only the pool's admins (pool set-admins) and its owner may change it.");
+}
+
 void add_set_admins(CLI::App& group, Registry& registry) {
   struct Flags {
     std::string name;
@@ -337,6 +371,7 @@ void setup_pool(CLI::App& group, Registry& registry) {
   add_hosts_list(group, registry);
   add_drain(group, registry);
   add_set_admins(group, registry);
+  add_set_ssh_work(group, registry);
   add_import(group, registry);
   setup_pool_remote(group, registry);
   setup_pool_local(group, registry);

@@ -40,6 +40,7 @@ Expected<int> run_delete(Context& ctx, const LifecycleFlags& f) {
   TPUCTL_TRY_ASSIGN(auto deleting,
                     provision::begin_delete(*store, pool, f.id, f.force, clock, !f.async));
   TPUCTL_TRY(provision::record_overrides(*store, overrides));
+  bool waiting = false;
   if (deleting && f.async) {
     provision::spawn_driver(launcher(ctx, f.ssh),
                             pool); // takes the free lease and finishes the delete
@@ -48,20 +49,22 @@ Expected<int> run_delete(Context& ctx, const LifecycleFlags& f) {
                       follow(
                           ctx, *store, pool, f.id,
                           [](const std::optional<QueuedResource>& q) { return !q.has_value(); },
-                          timeout, drive, f.ssh));
-    if (!followed.done) {
+                          timeout, drive, f.ssh, true));
+    waiting = !followed.waiting_for.empty(); // its owner finishes it (said on stderr)
+    if (!followed.done && !waiting) {
       return Error(ErrorKind::capacity,
                    "queued resource '" + f.id + "' is still DELETING after --timeout " + f.timeout);
     }
   }
   TPUCTL_TRY(provision::reconcile_and_spawn(launcher(ctx),
                                             *store)); // freed hosts may start waiting requests
+  const bool under_way = deleting && (f.async || waiting);
   Json j{{"id", f.id},
          {"pool", pool},
-         {"deleted", !deleting || !f.async},
-         {"state", deleting && f.async ? "DELETING" : "DELETED"}};
+         {"deleted", !under_way},
+         {"state", under_way ? "DELETING" : "DELETED"}};
   TPUCTL_TRY(emit(ctx, j, [&](std::ostream& os, const Json&) {
-    os << (deleting && f.async ? "deleting" : "deleted") << " queued resource '" << f.id << "'\n";
+    os << (under_way ? "deleting" : "deleted") << " queued resource '" << f.id << "'\n";
   }));
   return 0;
 }
@@ -87,7 +90,7 @@ Expected<int> run_reset(Context& ctx, const LifecycleFlags& f) {
                                            return !q || q->state == QrState::active ||
                                                   q->state == QrState::failed;
                                          },
-                                         timeout, drive, f.ssh));
+                                         timeout, drive, f.ssh, true));
     if (!followed.qr) {
       return Error(ErrorKind::failure, "queued resource '" + f.id + "' was deleted meanwhile");
     }

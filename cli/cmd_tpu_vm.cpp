@@ -74,7 +74,7 @@ Expected<int> run_node_delete(Context& ctx, const NodeFlags& f) {
       TPUCTL_TRY(follow(
           ctx, *store, pool, qr_id,
           [](const std::optional<provision::QueuedResource>& q) { return !q; },
-          std::chrono::milliseconds(0), drive, f.ssh));
+          std::chrono::milliseconds(0), drive, f.ssh, true));
     }
   } else if (!del.whole_request) {
     // Kill what ran on the node's hosts; the hosts are already free.

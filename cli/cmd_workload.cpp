@@ -176,7 +176,7 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
     return 0;
   }
   if (!provision::is_terminal(wl.state)) {
-    provision::ensure_monitor(launcher(ctx, f.ssh), wl);
+    provision::ensure_monitor(launcher(ctx, f.ssh), *store, wl);
   }
   std::vector<Workload> shown{wl};
   TPUCTL_TRY(provision::fill_queue_view(*store, shown)); // why it waits, and where
@@ -199,7 +199,7 @@ Expected<int> run_list(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto all, provision::list_workloads(*store, pool, f.cluster));
-  provision::ensure_monitors(launcher(ctx), all);
+  provision::ensure_monitors(launcher(ctx), *store, all);
   TPUCTL_TRY(provision::fill_queue_view(*store, all));
   Json rows = Json::array();
   for (const auto& w : all) {
@@ -217,7 +217,7 @@ Expected<int> run_describe(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto found, provision::load_workload(*store, pool, name));
-  provision::ensure_monitor(launcher(ctx, f.ssh), found);
+  provision::ensure_monitor(launcher(ctx, f.ssh), *store, found);
   std::vector<Workload> shown{found};
   TPUCTL_TRY(provision::fill_queue_view(*store, shown));
   const Workload& wl = shown.front();
@@ -288,7 +288,7 @@ Expected<int> run_logs(Context& ctx, const WorkloadFlags& given) {
                                            "' is not a slice of cluster '" + wl.cluster + "'");
   }
   if (f.follow) {
-    provision::ensure_monitor(launcher(ctx, f.ssh), wl);
+    provision::ensure_monitor(launcher(ctx, f.ssh), *store, wl);
   }
   std::vector<uint64_t> offsets(plans.size(), 0);
   std::vector<std::string> partial(plans.size());

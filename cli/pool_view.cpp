@@ -61,6 +61,7 @@ Json pool_view_json(const provision::PoolView& view) {
     hosts.push_back(host_json(h, owner.count(h.name) ? owner[h.name] : ""));
   }
   j["admins"] = view.info.admins;
+  j["ssh_work"] = std::string(provision::to_string(view.info.ssh_work));
   j["free"] = view.grid.count(CellState::free);
   j["claimed"] = view.grid.count(CellState::claimed);
   j["drained"] = view.grid.count(CellState::drained);
@@ -134,6 +135,7 @@ void print_pool_view(std::ostream& os, const provision::PoolView& view) {
   if (!view.info.admins.empty()) {
     os << "admins:    " << util::join(view.info.admins, ", ") << "\n";
   }
+  os << "ssh work:  by " << provision::to_string(view.info.ssh_work) << "\n";
   os << "\nhost grid (x across, y down):\n";
   draw_grid(os, view);
   auto blocks = provision::largest_free_blocks(view.grid, 3);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "provision/pool/pool_layout.hpp"
+#include "provision/slice/driver.hpp"
 #include "util/strings.hpp"
 #include "util/time_text.hpp"
 
@@ -18,6 +19,9 @@ std::string reason_of(const provision::QueuedResource& qr) {
   }
   if (qr.state == QrState::waiting_for_resources) {
     return qr.pending_reason;
+  }
+  if (auto waiting = provision::waiting_for(qr); !waiting.empty()) {
+    return waiting;
   }
   if (!qr.history.empty()) {
     return qr.history.back().reason;
@@ -71,6 +75,7 @@ void clock_as_time(Json& record, const char* from) {
 Json provisioning_json(const provision::QueuedResource& qr) {
   nlohmann::json raw = qr.provisioning;
   raw.erase("lease");
+  raw.erase(provision::k_waiting_for); // its own field
   Json report = Json::parse(raw.dump());
   Json* workers = report.contains("report") && report["report"].is_object() &&
                           report["report"].contains("workers")
@@ -163,6 +168,7 @@ Json qr_json(const provision::QueuedResource& qr) {
               {"owner", qr.owner},
               {"reason", reason_of(qr)},
               {"pending_reason", qr.pending_reason},
+              {"waiting_for", provision::waiting_for(qr)},
               {"error", error},
               {"history", history},
               {"provisioning", provisioning_json(qr)}};
@@ -206,6 +212,9 @@ void print_qr(std::ostream& os, const provision::QueuedResource& qr) {
   }
   if (!qr.pending_reason.empty() && qr.state == QrState::waiting_for_resources) {
     rows.push_back({"pending_reason", qr.pending_reason});
+  }
+  if (auto waiting = provision::waiting_for(qr); !waiting.empty()) {
+    rows.push_back({"waiting_for", waiting});
   }
   if (qr.error) {
     rows.push_back({"error", qr.error->code + ": " + qr.error->message});

@@ -51,7 +51,8 @@ const std::vector<RecordFields>& record_fields() {
        "active_since, "
        "valid_until, valid_after, max_run_duration_ms, labels, metadata, request_id, owner, "
        "reason, "
-       "pending_reason, error ({code, message, worker, node, host}), history ({time, from, to, "
+       "pending_reason, waiting_for, error ({code, message, worker, node, host}), history "
+       "({time, from, to, "
        "initiator, reason}), provisioning"},
       {"worker", "node, slice, worker, host, address, coords"},
       {"node",
@@ -60,7 +61,7 @@ const std::vector<RecordFields>& record_fields() {
       {"pool",
        "name, generation, chips_per_host, shape, host_grid, capacity, hosts, local, owner; list: "
        "free; "
-       "describe: admins, free, claimed, drained, largest_free_blocks ({origin, size, hosts}), "
+       "describe: admins, ssh_work, free, claimed, drained, largest_free_blocks ({origin, size, hosts}), "
        "host_list"},
       {"host", "name, address, port, user, identity_file, workdir, coords, state, claimed_by, "
                "drain_reason, labels"},

@@ -6,6 +6,7 @@
 #include "cli/exit_codes.hpp"
 #include "cli/state_access.hpp"
 #include "cli/terminal.hpp"
+#include "provision/controller/controller.hpp"
 #include "state/location.hpp"
 #include "util/strings.hpp"
 
@@ -95,6 +96,11 @@ Expected<provision::MonitorOptions> monitor_options(Context& ctx, const SshFlags
     auto carried = provision::drive_pending(*store, pool, drive);
     return carried ? tpuctl::ok() : Status(carried.error());
   };
+  if (std::getenv(provision::k_leader_env) != nullptr) {
+    // Started by the elected controller: it acts for it when the leadership checks out.
+    TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx, Drivers::none));
+    o.as_controller = provision::acting_for_controller(*store);
+  }
   auto progress = make_progress(ctx);
   if (progress->enabled()) {
     o.progress = [progress](const std::string& line) { progress->line(line); };
@@ -128,10 +134,17 @@ struct Terminal {
 Expected<provision::FollowResult>
 follow(const Context& ctx, state::StateStore& store, const std::string& pool, const std::string& id,
        const provision::DoneFn& done, std::chrono::milliseconds timeout,
-       const provision::DriveOptions& options, const SshFlags& flags) {
+       const provision::DriveOptions& options, const SshFlags& flags, bool own_action) {
   Terminal t(ctx);
-  return provision::follow(store, pool, id, done, timeout, options, launcher(ctx, flags),
-                           t.following);
+  t.following.stop_when_owners = own_action;
+  auto followed =
+      provision::follow(store, pool, id, done, timeout, options, launcher(ctx, flags), t.following);
+  if (followed && !followed->waiting_for.empty() && !ctx.globals.quiet) {
+    *ctx.err << "tpuctl: notice: queued resource '" << id << "' is "
+             << (followed->qr ? std::string(to_string(followed->qr->state)) : "gone") << ", "
+             << followed->waiting_for << "\n";
+  }
+  return followed;
 }
 
 provision::CarryOn carry_on(const Context& ctx, state::StateStore& store,

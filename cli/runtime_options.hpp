@@ -33,11 +33,13 @@ Expected<provision::DriveOptions> drive_options(const Context& ctx, const SshFla
 // workload drives its cluster's request in this process (drive_pool). Errors: usage.
 Expected<provision::MonitorOptions> monitor_options(Context& ctx, const SshFlags& flags);
 
-// provision::follow with progress on stderr and Ctrl-C (SIGINT/SIGTERM) as its cancel.
+// provision::follow with progress on stderr and Ctrl-C (SIGINT/SIGTERM) as its cancel. With
+// `own_action` (a delete or reset this command made), a request that waits for its owner ends
+// the follow with `waiting_for`, said on stderr.
 Expected<provision::FollowResult>
 follow(const Context& ctx, state::StateStore& store, const std::string& pool, const std::string& id,
        const provision::DoneFn& done, std::chrono::milliseconds timeout,
-       const provision::DriveOptions& options, const SshFlags& flags);
+       const provision::DriveOptions& options, const SshFlags& flags, bool own_action = false);
 
 // provision::carry_on, the same way; a failure other than an interrupt or a replaced store
 // becomes kind partial (exit 6) by recorded_then_failed, naming `what` ("queued resource 'q'")

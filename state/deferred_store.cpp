@@ -151,4 +151,18 @@ Expected<CommitResult> DeferredStore::transact(const TransactFn& fn,
   return first_write([&] { return m_real->transact(fn, options); });
 }
 
+Expected<StateStore::Leadership>
+DeferredStore::campaign(const std::string& role, const Json& candidate, std::chrono::seconds ttl) {
+  return m_real ? m_real->campaign(role, candidate, ttl)
+                : StateStore::campaign(role, candidate, ttl);
+}
+
+Expected<Json> DeferredStore::leader(const std::string& role) {
+  return m_real ? m_real->leader(role) : StateStore::leader(role);
+}
+
+Status DeferredStore::resign(const std::string& role) {
+  return m_real ? m_real->resign(role) : StateStore::resign(role);
+}
+
 } // namespace tpuctl::state

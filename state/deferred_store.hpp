@@ -49,6 +49,12 @@ public:
   Expected<CommitResult> transact(const TransactFn& fn,
                                   const TransactOptions& options = {}) override;
 
+  // The real store's, once it exists; before that, none (StateStore's default).
+  Expected<Leadership> campaign(const std::string& role, const Json& candidate,
+                                std::chrono::seconds ttl) override;
+  Expected<Json> leader(const std::string& role) override;
+  Status resign(const std::string& role) override;
+
   bool created() const { return m_real != nullptr; }
 
 private:

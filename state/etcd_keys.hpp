@@ -11,6 +11,7 @@
 //                                      is the key's create_revision
 //   commit/<nonce>                     "applied" (or "aborted"): the marker every commit writes
 //                                      so that a commit whose reply was lost can be resolved
+//   leader/<role>                      the leader's document, on its lease (StateStore::campaign)
 //
 // Schema 1 kept one key per host (host/<pool>/<id>), per claim (claim/<pool>/<host>) and a
 // hostset/<pool> key; state/etcd_upgrade.cpp moves such a store to pages when it is opened.
@@ -59,6 +60,8 @@ public:
   std::string event(const std::string& pool, const std::string& nonce, size_t index) const;
   std::string events_of(const std::string& pool) const { return family_of("event", pool); }
   std::string marker(const std::string& nonce) const { return m_prefix + "commit/" + nonce; }
+  // leader/<role>: the leader of a role, on its etcd lease (StateStore::campaign).
+  std::string leader(const std::string& role) const { return m_prefix + "leader/" + role; }
   // Schema 1's families ("host", "claim", "hostset"), for the upgrade.
   std::string legacy_of(std::string_view family, const std::string& pool) const {
     return family_of(family, pool);

@@ -506,6 +506,94 @@ Expected<int64_t> EtcdStore::marker_lease() {
   return m_marker_lease;
 }
 
+namespace {
+
+// A role names one key: lowercase letters, digits and '-'.
+Status check_role(const std::string& role) {
+  const bool ok_chars = !role.empty() && std::all_of(role.begin(), role.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+  if (!ok_chars) {
+    return make(ErrorKind::usage, "leadership role '" + role + "' is not [a-z0-9-]+",
+                reason::k_invalid);
+  }
+  return ok();
+}
+
+// The leader's document in a range response; null when the key is absent or unreadable.
+Json leader_in(const Json& range_response, int64_t* lease = nullptr) {
+  auto kvs = etcd::parse_kvs(range_response);
+  if (!kvs || kvs->empty()) {
+    return nullptr;
+  }
+  if (lease != nullptr) {
+    *lease = kvs->front().lease;
+  }
+  Json doc = Json::parse(kvs->front().value, nullptr, false);
+  return doc.is_discarded() ? Json(nullptr) : doc;
+}
+
+} // namespace
+
+Expected<StateStore::Leadership> EtcdStore::campaign(const std::string& role, const Json& candidate,
+                                                     std::chrono::seconds ttl) {
+  TPUCTL_TRY(check_role(role));
+  TPUCTL_TRY(check_writable());
+  const std::string key = m_keys.leader(role);
+  int64_t& held = m_leader_leases[role];
+  if (held != 0) {
+    // Still the leader while the lease lives and the key is on it.
+    auto kept = m_client->post("/v3/lease/keepalive", Json{{"ID", std::to_string(held)}},
+                               etcd::Retry::anywhere);
+    if (kept) {
+      const Json& result = kept->contains("result") ? (*kept)["result"] : *kept;
+      if (etcd::int64_field(result, "TTL") > 0) {
+        TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range", etcd::range_request(key),
+                                                 etcd::Retry::anywhere));
+        int64_t on = 0;
+        Json doc = leader_in(r, &on);
+        if (on == held) {
+          return Leadership{true, doc};
+        }
+      }
+    }
+    held = 0; // lost: campaign again like anyone
+  }
+  TPUCTL_TRY_ASSIGN(int64_t lease, grant_lease(ttl.count()));
+  Json txn = etcd::txn_request({etcd::compare_mod_equals(key, 0)},
+                               {etcd::op_put(etcd::put_request(key, candidate.dump(), lease))},
+                               {etcd::op_range(etcd::range_request(key))});
+  TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/txn", txn, etcd::Retry::anywhere));
+  if (etcd::bool_field(r, "succeeded")) {
+    held = lease;
+    return Leadership{true, candidate};
+  }
+  // Someone leads: the lease granted for nothing goes at once.
+  (void)m_client->post("/v3/lease/revoke", Json{{"ID", std::to_string(lease)}},
+                       etcd::Retry::anywhere);
+  return Leadership{false, leader_in(etcd::txn_response_at(r, 0, "response_range"))};
+}
+
+Expected<Json> EtcdStore::leader(const std::string& role) {
+  TPUCTL_TRY(check_role(role));
+  TPUCTL_TRY_ASSIGN(Json r, read_range(etcd::range_request(m_keys.leader(role))));
+  return leader_in(r);
+}
+
+Status EtcdStore::resign(const std::string& role) {
+  auto it = m_leader_leases.find(role);
+  if (it == m_leader_leases.end() || it->second == 0) {
+    return ok();
+  }
+  const int64_t lease = it->second;
+  it->second = 0;
+  // Revoking the lease deletes the key on it: the next campaign of another wins at once.
+  TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/lease/revoke", Json{{"ID", std::to_string(lease)}},
+                                           etcd::Retry::anywhere));
+  (void)r;
+  return ok();
+}
+
 Status EtcdStore::put_heartbeat(const std::string& pool, const std::string& host,
                                 const Json& payload, std::chrono::seconds ttl) {
   TPUCTL_TRY(validate_op(CheckOp{host_key(pool, host), k_absent})); // the key rules

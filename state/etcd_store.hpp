@@ -38,6 +38,7 @@
 // Never falls back to another store: an unreachable etcd is an error naming every endpoint.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -104,6 +105,13 @@ public:
   // The cluster's alarms (NOSPACE, CORRUPT), one line per member and alarm.
   Expected<std::vector<std::string>> check_integrity() override;
 
+  // Elections on etcd leases: the leader's key lives on a lease of `ttl` that each campaign
+  // keeps alive, so a leader that dies (SIGKILL included) loses it `ttl` later by itself.
+  Expected<Leadership> campaign(const std::string& role, const Json& candidate,
+                                std::chrono::seconds ttl) override;
+  Expected<Json> leader(const std::string& role) override;
+  Status resign(const std::string& role) override;
+
   // The store's current revision. Errors: k_unavailable.
   Expected<int64_t> revision();
   // The id of the etcd cluster answering, and the highest revision it answered at
@@ -155,6 +163,7 @@ private:
   std::unique_ptr<etcd::Client> m_client;
   int m_schema_version = 0;
   int64_t m_marker_lease = 0;
+  std::map<std::string, int64_t> m_leader_leases; // role -> the lease this process leads on
   std::chrono::steady_clock::time_point m_marker_granted{};
   bool m_tracking = false;     // inside transact's fn
   int64_t m_first_read = 0;    // the oldest revision fn read at

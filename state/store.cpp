@@ -261,6 +261,31 @@ Expected<int64_t> StateStore::begin_reads() {
                std::string(reason::k_unsupported));
 }
 
+namespace {
+
+Error no_elections(const StoreInfo& info) {
+  return Error(ErrorKind::usage,
+               "the state store " + info.location +
+                   " holds no elections (one machine's file): a controller leads a pool on an "
+                   "etcd store (--state etcd://HOST:PORT)",
+               std::string(reason::k_unsupported));
+}
+
+} // namespace
+
+Expected<StateStore::Leadership> StateStore::campaign(const std::string&, const Json&,
+                                                      std::chrono::seconds) {
+  return no_elections(info());
+}
+
+Expected<Json> StateStore::leader(const std::string&) {
+  return no_elections(info());
+}
+
+Status StateStore::resign(const std::string&) {
+  return ok();
+}
+
 Error missing_store(const std::string& location, const std::string& detail) {
   return Error(ErrorKind::not_found,
                "state store " + location + " does not exist" + detail +

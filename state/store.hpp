@@ -305,6 +305,25 @@ public:
     return std::vector<std::string>{};
   }
 
+  // ---- leadership: one process of many leads a role (`tpuctl controller run`) ----
+  // What campaign() found: whether this store's process leads `role`, and the leader's
+  // document (the candidate it campaigned with; null when nobody leads).
+  struct Leadership {
+    bool ours = false;
+    Json leader;
+  };
+  // Makes this process the leader of `role` when no live leader holds it, keeps the leadership
+  // when it already is the leader (call again well within `ttl`: a leader that stops
+  // campaigning, or dies, loses it `ttl` later), and otherwise names the leader. Errors:
+  // k_unsupported when the backend has no elections (the default: SQLite, a file on one
+  // machine), the store's.
+  virtual Expected<Leadership> campaign(const std::string& role, const Json& candidate,
+                                        std::chrono::seconds ttl);
+  // The live leader of `role`, null when none. Errors: as campaign().
+  virtual Expected<Json> leader(const std::string& role);
+  // Gives up this process's leadership of `role` at once (none held is fine).
+  virtual Status resign(const std::string& role);
+
   // ---- writes ----
   // Applies every op or none (see the op types for each failure's reason). Also fails with
   // k_schema_too_new, k_busy, k_unavailable, and k_invalid for malformed ops.

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "provision/pool/pools.hpp"
 #include "provision/queue/reconcile.hpp"
 #include "util/strings.hpp"
 
@@ -19,11 +20,55 @@ void warn_unreconciled(const std::vector<Error>& errors) {
   }
 }
 
+namespace {
+
+// Nothing when this process may do the SSH work of `qr` in `pool` (pool/ssh_work.hpp); else why.
+std::optional<std::string> refusal(const state::StateStore& store, const PoolInfo& pool,
+                                   const QueuedResource& qr, bool as_controller) {
+  return ssh_work_refusal(pool.name, pool.ssh_work, qr.owner,
+                          SshWorker{store.actor(), as_controller});
+}
+
+// Whether a request of `pool` that needs a driver may be carried by this process: a driver
+// started here for none would only note, with this caller's name, that they wait for others.
+Expected<bool> anything_to_carry(state::StateStore& store, const std::string& pool,
+                                 bool as_controller) {
+  TPUCTL_TRY_ASSIGN(auto record, store.get(state::pool_key(pool)));
+  TPUCTL_TRY_ASSIGN(PoolInfo info, pool_from_json(record.doc));
+  if (info.ssh_work == SshWork::anyone) {
+    return true;
+  }
+  TPUCTL_TRY_ASSIGN(auto listing, store.list(state::Kind::queued_resource, pool));
+  const int64_t now = state::to_unix_ms(state::system_clock()());
+  bool any = false;
+  for (const auto& r : listing.records) {
+    auto qr = qr_from_record(r);
+    if (!qr || !needs_driver(*qr, now)) {
+      continue;
+    }
+    if (!refusal(store, info, *qr, as_controller)) {
+      any = true;
+    } else if (waiting_for(*qr).empty()) {
+      // Someone else's: said once in the request, where describe shows it (drive() notes it
+      // and does nothing else).
+      DriveOptions note;
+      note.as_controller = as_controller;
+      TPUCTL_TRY(drive(store, pool, qr->id, note));
+    }
+  }
+  return any;
+}
+
+} // namespace
+
 Status reconcile_and_spawn(const Launcher& launcher, state::StateStore& store) {
   TPUCTL_TRY_ASSIGN(auto result, reconcile_all(store, state::system_clock()));
   warn_unreconciled(result.errors);
   for (const auto& pool : result.driver_pools) {
-    spawn_driver(launcher, pool);
+    auto ours = anything_to_carry(store, pool, false);
+    if (!ours || *ours) { // unknown: a driver finds out for itself
+      spawn_driver(launcher, pool);
+    }
   }
   return tpuctl::ok();
 }
@@ -52,35 +97,56 @@ namespace {
 // One tick of follow(): reconciles `pool`, drives `id` and the requests whose lease this
 // process holds, and starts one detached driver for the others that need one and were not
 // handed off before. Returns how many it carried.
-Expected<int> drive_own(state::StateStore& store, const std::string& pool, const std::string& id,
-                        const DriveOptions& options, const Launcher& launcher,
-                        const remote::CancelToken* cancel, std::set<std::string>& handed_off) {
+struct OwnTick {
+  int carried = 0;
+  std::string waiting_for; // `id` is not this process's to carry: why
+};
+Expected<OwnTick> drive_own(state::StateStore& store, const std::string& pool,
+                            const std::string& id, const DriveOptions& options,
+                            const Launcher& launcher, const remote::CancelToken* cancel,
+                            std::set<std::string>& handed_off) {
+  OwnTick tick;
   if (cancel != nullptr && cancel->cancelled()) {
-    return 0; // interrupted: nothing more is started here
+    return tick; // interrupted: nothing more is started here
   }
   TPUCTL_TRY_ASSIGN(auto r, reconcile_pool(store, pool, options.clock));
-  int carried = 0;
+  std::optional<PoolInfo> info;
   bool hand_off = false;
   for (const auto& need : r.needs_driver) {
     TPUCTL_TRY_ASSIGN(auto found, store.find(state::queued_resource_key(pool, need)));
-    bool ours = false;
+    std::optional<QueuedResource> q;
     if (found) {
-      if (auto q = qr_from_record(*found)) {
-        auto lease = lease_of(*q);
-        ours = lease && is_own_lease(*lease);
+      if (auto parsed = qr_from_record(*found)) {
+        q = std::move(*parsed);
       }
     }
-    if (need == id || ours) {
+    const auto lease = q ? lease_of(*q) : std::nullopt;
+    if (need == id || (lease && is_own_lease(*lease))) {
       TPUCTL_TRY_ASSIGN(auto d, drive(store, pool, need, options, cancel));
-      carried += d.carried ? 1 : 0;
-    } else if (handed_off.insert(need).second) {
+      tick.carried += d.carried ? 1 : 0;
+      if (need == id) {
+        tick.waiting_for = d.waiting_for;
+      }
+      continue;
+    }
+    if (!info) {
+      TPUCTL_TRY_ASSIGN(auto record, store.get(state::pool_key(pool)));
+      TPUCTL_TRY_ASSIGN(info, pool_from_json(record.doc));
+    }
+    // Handed to a detached driver only when it would be that driver's (and so this caller's)
+    // to carry: someone else's waits for them, and drive() only notes for whom.
+    if (q && refusal(store, *info, *q, options.as_controller)) {
+      TPUCTL_TRY(drive(store, pool, need, options, cancel));
+      continue;
+    }
+    if (handed_off.insert(need).second) {
       hand_off = true;
     }
   }
   if (hand_off) {
     spawn_driver(launcher, pool);
   }
-  return carried;
+  return tick;
 }
 
 // "ACTIVE", or "WAITING_FOR_RESOURCES: <why>": where a request stands, as follow() shows it.
@@ -150,10 +216,21 @@ Expected<FollowResult> follow(state::StateStore& store, const std::string& pool,
       result.done = true;
       return result;
     }
-    TPUCTL_TRY_ASSIGN(int carried,
+    TPUCTL_TRY_ASSIGN(OwnTick tick,
                       drive_own(store, pool, id, options, launcher, cancel, handed_off));
-    if (carried > 0) {
+    if (tick.carried > 0) {
       continue; // show the new state at once
+    }
+    if (!tick.waiting_for.empty() && following.stop_when_owners) {
+      // Someone else's SSH work: its owner's (who alone carries it on: following it here would
+      // wait for nothing) or the controller's (which does; followed as any driver's work).
+      TPUCTL_TRY(refresh());
+      TPUCTL_TRY_ASSIGN(auto record, store.get(state::pool_key(pool)));
+      TPUCTL_TRY_ASSIGN(PoolInfo info, pool_from_json(record.doc));
+      if (info.ssh_work == SshWork::owner) {
+        result.waiting_for = tick.waiting_for;
+        return result;
+      }
     }
     if (cancel != nullptr && cancel->cancelled()) {
       std::string where;
@@ -204,7 +281,8 @@ CarryOn carry_on(state::StateStore& store, const QueuedResource& recorded, bool 
       result.qr = *followed->qr;
     }
     result.gone = !followed->qr;
-    result.done = followed->done;
+    result.done = followed->done || !followed->waiting_for.empty();
+    result.waiting_for = followed->waiting_for;
     return result;
   }
   result.done = false;

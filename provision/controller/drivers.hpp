@@ -36,20 +36,29 @@ Expected<int> drive_pools(state::StateStore& store, const std::string& pool,
 // How follow() shows where the request stands; an empty function shows nothing.
 struct Following {
   std::function<void(const std::string&)> line; // a new state: "q1: PROVISIONING"
-  std::function<void(const std::string&)>
-      status;                                  // the same state, still: "q1: still ... after 40s"
+  // The same state, still: "q1: still PROVISIONING after 40s".
+  std::function<void(const std::string&)> status;
   const remote::CancelToken* cancel = nullptr; // once cancelled: stop (kind interrupted)
+  // Stop when the request waits for its owner, who alone carries it on (a delete or reset of
+  // someone else's request, with --override-owner): nothing would come of waiting here. A wait
+  // that only watches keeps following.
+  bool stop_when_owners = false;
 };
 
 // Follows request `id` of `pool` until done(record) holds (the record is nullopt once deleted)
 // or `timeout` passes (0: no limit): every tick reconciles the pool and drives `id` (and any
 // request whose lease this process holds) here; any other request that needs a driver is
-// handed to a detached one (spawn_driver with `launcher`). Returns the last record seen and
-// whether done() held. Errors: the store's; interrupted (kind interrupted, saying where the
+// handed to a detached one (spawn_driver with `launcher`), unless its pool gives its SSH work to
+// someone else (pool/ssh_work.hpp). When `id` itself waits for its owner and
+// `following.stop_when_owners`, returns at once with `waiting_for`. Returns the last record seen
+// and whether done() held. Errors: the store's; interrupted (kind interrupted, saying where the
 // request stands) once `following.cancel` is cancelled.
 struct FollowResult {
   std::optional<QueuedResource> qr;
   bool done = false;
+  // Not done, and not this process's to carry on: it waits for its owner (a pool whose SSH work
+  // is each owner's), who alone carries it on. Why, as the request says.
+  std::string waiting_for;
 };
 using DoneFn = std::function<bool(const std::optional<QueuedResource>&)>;
 // The DoneFn of create: the request is gone, ACTIVE, FAILED or SUSPENDED.
@@ -64,9 +73,10 @@ Expected<FollowResult> follow(state::StateStore& store, const std::string& pool,
 // naming `what`; the next command carries the request on); otherwise follows it (`settled`) for
 // up to `timeout`.
 struct CarryOn {
-  QueuedResource qr; // as last seen (the recorded one when it cannot be read)
-  bool done = false; // settled (always true with `async`)
-  bool gone = false; // deleted meanwhile, or the store vanished with it: nothing to print
+  QueuedResource qr;       // as last seen (the recorded one when it cannot be read)
+  bool done = false;       // settled (always true with `async`)
+  bool gone = false;       // deleted meanwhile, or the store vanished with it: nothing to print
+  std::string waiting_for; // FollowResult's: it waits for its owner
   // Why following stopped, when not done: interrupted, the store replaced under the command
   // (then `gone`), or any other error of follow() (the caller says what exists and how to go on).
   std::optional<Error> failed;

@@ -91,6 +91,11 @@ void spawn_detached(const Launcher& launcher, const std::string& pool,
     for (int fd = 3; fd < 1024; ++fd) {
       close(fd);
     }
+    if (launcher.as_controller) {
+      setenv(k_leader_env, launcher.leader_id.c_str(), 1);
+    } else {
+      unsetenv(k_leader_env); // a command's child is never the controller's
+    }
     execv(argv[0], argv.data());
     _exit(127);
   }

@@ -11,12 +11,19 @@
 
 namespace tpuctl::provision {
 
+// The environment variable that names the leadership a controller's monitor acts for.
+inline constexpr const char* k_leader_env = "TPUCTL_CONTROLLER_LEADER";
+
 struct Launcher {
   std::string binary;                  // this executable (self_exe())
   std::vector<std::string> store_args; // --state URL, --etcd-user, ... (never a secret)
   std::string log_dir;                 // <state dir>/logs; empty: the children log nowhere
   std::string strict = "yes";          // their --strict-host-key-checking
   std::string ssh_config;              // their --ssh-config; empty: ~/.ssh/config
+  // The elected controller starting its own monitors: they get TPUCTL_CONTROLLER_LEADER (its
+  // leadership's id), which makes them the controller's (leadership.hpp); false: a command's.
+  bool as_controller = false;
+  std::string leader_id;
 
   // The same launcher with the default SSH policy: what carries other people's requests on
   // never inherits a policy one command relaxed for itself.

@@ -8,14 +8,17 @@
 
 #include "provision/controller/launcher.hpp"
 #include "provision/workload/workload.hpp"
+#include "state/store.hpp"
 
 namespace tpuctl::provision {
 
-// Starts a detached monitor for `workload` when it needs one, or a detached delete when it
-// finished and its TTL passed. Best effort.
-void ensure_monitor(const Launcher& launcher, const Workload& workload);
+// Starts a detached monitor for `workload` when it needs one and its pool lets this process (the
+// launcher's: a command, or the controller) do its SSH work (pool/ssh_work.hpp), or a detached
+// delete when it finished and its TTL passed. Best effort.
+void ensure_monitor(const Launcher& launcher, state::StateStore& store, const Workload& workload);
 
 // ensure_monitor() for every workload of the list, with the default SSH policy.
-void ensure_monitors(const Launcher& launcher, const std::vector<Workload>& workloads);
+void ensure_monitors(const Launcher& launcher, state::StateStore& store,
+                     const std::vector<Workload>& workloads);
 
 } // namespace tpuctl::provision

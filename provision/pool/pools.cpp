@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <functional>
 #include <set>
 
 #include "provision/pool/ownership.hpp"
@@ -54,7 +55,8 @@ Json to_json(const PoolInfo& p) {
               {"local", p.local},
               {"created_at_ms", p.created_at_ms},
               {"owner", p.owner},
-              {"admins", p.admins}};
+              {"admins", p.admins},
+              {"ssh_work", std::string(to_string(p.ssh_work))}};
 }
 
 Expected<PoolInfo> pool_from_json(const Json& doc) {
@@ -81,6 +83,12 @@ Expected<PoolInfo> pool_from_json(const Json& doc) {
           p.admins.push_back(x.get<std::string>());
         }
       }
+    }
+    // A pool made before the policy existed: anyone, as then.
+    if (auto w = parse_ssh_work(field_or<std::string>(doc, "ssh_work", "anyone"))) {
+      p.ssh_work = *w;
+    } else {
+      return w.error();
     }
     return p;
   } catch (const Json::exception& e) {
@@ -238,6 +246,7 @@ Expected<PoolInfo> create_pool(state::StateStore& store, const std::string& name
   p.known_hosts = std::move(known_hosts);
   p.created_at_ms = now_ms();
   p.owner = store.actor();
+  p.ssh_work = default_ssh_work(store);
   state::Event ev;
   ev.pool = name;
   ev.subject_kind = state::Kind::pool;
@@ -594,6 +603,54 @@ Status require_pool_admin(const state::StateStore& store, const PoolInfo& pool,
                    " it, not " + store.actor() + ": ask one of them");
 }
 
+namespace {
+
+// One admin's change to the pool record: `change` edits it, recorded as event `type` with
+// `detail`, in one transaction that checks the caller is an admin (`action` names it).
+Expected<PoolInfo> change_pool(state::StateStore& store, const std::string& pool,
+                               const std::string& action,
+                               const std::function<void(PoolInfo&)>& change,
+                               const std::string& type, const Json& detail) {
+  PoolInfo out;
+  auto r = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
+    TPUCTL_TRY_ASSIGN(auto record, s.get(state::pool_key(pool)));
+    TPUCTL_TRY_ASSIGN(out, pool_from_json(record.doc));
+    TPUCTL_TRY(require_pool_admin(s, out, action));
+    change(out);
+    state::Event ev;
+    ev.pool = pool;
+    ev.subject_kind = state::Kind::pool;
+    ev.subject = pool;
+    ev.type = type;
+    ev.detail = detail;
+    return std::vector<state::Op>{
+        state::UpdateOp{state::pool_key(pool), to_json(out), record.version}, state::EventOp{ev}};
+  });
+  if (!r) {
+    return r.error();
+  }
+  return out;
+}
+
+} // namespace
+
+Expected<PoolInfo> set_pool_ssh_work(state::StateStore& store, const std::string& pool,
+                                     SshWork ssh_work) {
+  if (ssh_work == SshWork::controller) {
+    // The leader is elected in the store: one that holds no elections cannot have one.
+    if (auto leader = store.leader(k_controller_role); !leader) {
+      return Error(ErrorKind::usage,
+                   "pool '" + pool + "' cannot be driven by a controller on " +
+                       store.info().location +
+                       ": a controller is elected in an etcd store (use --state etcd://...); "
+                       "on this store choose owner or anyone");
+    }
+  }
+  return change_pool(store, pool, "set who does the SSH work of",
+                     [&](PoolInfo& p) { p.ssh_work = ssh_work; }, "POOL_SSH_WORK_SET",
+                     {{"ssh_work", std::string(to_string(ssh_work))}});
+}
+
 Expected<PoolInfo> set_pool_admins(state::StateStore& store, const std::string& pool,
                                    const std::vector<std::string>& admins) {
   for (const auto& a : admins) {
@@ -602,25 +659,8 @@ Expected<PoolInfo> set_pool_admins(state::StateStore& store, const std::string& 
                          "' is not a user name (etcd user names or USER@HOST, comma-separated)");
     }
   }
-  PoolInfo out;
-  auto r = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
-    TPUCTL_TRY_ASSIGN(auto record, s.get(state::pool_key(pool)));
-    TPUCTL_TRY_ASSIGN(out, pool_from_json(record.doc));
-    TPUCTL_TRY(require_pool_admin(s, out, "set the admins of"));
-    out.admins = admins;
-    state::Event ev;
-    ev.pool = pool;
-    ev.subject_kind = state::Kind::pool;
-    ev.subject = pool;
-    ev.type = "POOL_ADMINS_SET";
-    ev.detail = {{"admins", admins}};
-    return std::vector<state::Op>{
-        state::UpdateOp{state::pool_key(pool), to_json(out), record.version}, state::EventOp{ev}};
-  });
-  if (!r) {
-    return r.error();
-  }
-  return out;
+  return change_pool(store, pool, "set the admins of", [&](PoolInfo& p) { p.admins = admins; },
+                     "POOL_ADMINS_SET", {{"admins", admins}});
 }
 
 } // namespace tpuctl::provision

@@ -14,6 +14,7 @@
 
 #include "provision/pool/host_grid.hpp"
 #include "provision/pool/pool_layout.hpp"
+#include "provision/pool/ssh_work.hpp"
 #include "remote/ssh_types.hpp"
 #include "state/store.hpp"
 #include "util/hostlist.hpp"
@@ -36,6 +37,8 @@ struct PoolInfo {
   // (delete), besides its owner; empty: anyone (a pool of one machine, or a team that has not
   // set them).
   std::vector<std::string> admins;
+  // Who may do the SSH work of its requests and workloads (ownership.hpp).
+  SshWork ssh_work = SshWork::anyone;
   int64_t version = 0;
 };
 
@@ -144,6 +147,12 @@ Expected<std::vector<HostEntry>> set_drain(state::StateStore& store, const std::
 // admins, as same_owner compares); else an auth error naming the admins. Errors: auth.
 Status require_pool_admin(const state::StateStore& store, const PoolInfo& pool,
                           const std::string& action);
+
+// Sets who does the SSH work of the pool's requests and workloads (ownership.hpp), by an admin
+// (require_pool_admin), recorded as POOL_SSH_WORK_SET. `controller` needs a store that holds
+// elections (etcd): usage error otherwise, nothing changed. Errors: auth, usage, the store's.
+Expected<PoolInfo> set_pool_ssh_work(state::StateStore& store, const std::string& pool,
+                                     SshWork ssh_work);
 
 // Sets the pool's admins (empty: anyone may change it again), checked by require_pool_admin
 // first; records POOL_ADMINS_SET. Returns the pool afterwards. Errors: auth, not_found, usage (a

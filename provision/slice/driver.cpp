@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "provision/pool/pools.hpp"
 #include "util/failpoint.hpp"
 
 namespace tpuctl::provision {
@@ -19,6 +20,7 @@ struct Taken {
   // The lease was another process's, now dead (killed mid-step): what it started on the workers
   // may still be running.
   bool taken_over = false;
+  std::string waiting_for; // not ours to carry: why (no lease taken)
 };
 
 // Takes the lease when the request is transient and no other live process holds it. Returns
@@ -37,10 +39,24 @@ Expected<std::optional<Taken>> take_lease(state::StateStore& store, const std::s
     if (lease && lease_alive(*lease, now) && !is_own_lease(*lease)) {
       return std::vector<state::Op>{};
     }
+    // Whose keys may do this request's SSH work: the pool says (ssh_work.hpp).
+    TPUCTL_TRY_ASSIGN(auto pool_record, s.get(state::pool_key(pool)));
+    TPUCTL_TRY_ASSIGN(PoolInfo info, pool_from_json(pool_record.doc));
+    if (auto refusal = ssh_work_refusal(pool, info.ssh_work, qr.owner,
+                                        SshWorker{s.actor(), options.as_controller})) {
+      taken = Taken{qr, false, *refusal};
+      if (waiting_for(qr) == *refusal) {
+        return std::vector<state::Op>{};
+      }
+      qr.provisioning[k_waiting_for] = *refusal; // said once, where describe shows it
+      return std::vector<state::Op>{
+          state::UpdateOp{state::queued_resource_key(pool, id), to_json(qr), qr.version}};
+    }
     if (lease && !is_own_lease(*lease)) {
       spdlog::info("queued resource '{}': taking over from a driver that died (pid {} on {})", id,
                    lease->pid, lease->host);
     }
+    qr.provisioning.erase(k_waiting_for);
     qr.provisioning["lease"] = to_json(own_lease(now, options.lease_ttl));
     taken = Taken{qr, lease && !is_own_lease(*lease)};
     return std::vector<state::Op>{
@@ -54,6 +70,15 @@ Expected<std::optional<Taken>> take_lease(state::StateStore& store, const std::s
   }
   return taken;
 }
+
+} // namespace
+
+std::string waiting_for(const QueuedResource& qr) {
+  auto it = qr.provisioning.find(k_waiting_for);
+  return it != qr.provisioning.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+namespace {
 
 // Commits the end of a drive: fn edits the fresh record and adds ops; nothing happens when the
 // request left `expected` or another process took the lease meanwhile.
@@ -144,11 +169,14 @@ Expected<DriveResult> drive(state::StateStore& store, const std::string& pool,
                             const std::string& id, const DriveOptions& options,
                             const remote::CancelToken* cancel) {
   TPUCTL_TRY_ASSIGN(auto taken, take_lease(store, pool, id, options));
-  if (!taken) {
+  if (!taken || !taken->waiting_for.empty()) {
     TPUCTL_TRY_ASSIGN(auto found, store.find(state::queued_resource_key(pool, id)));
     DriveResult r;
     if (found) {
       TPUCTL_TRY_ASSIGN(r.qr, qr_from_record(*found));
+    }
+    if (taken) {
+      r.waiting_for = taken->waiting_for;
     }
     return r;
   }

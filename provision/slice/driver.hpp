@@ -20,6 +20,9 @@ namespace tpuctl::provision {
 
 struct DriveOptions {
   ProvisionOptions provision; // binary, SSH options, preflight bounds, progress
+  // This process is the pool's elected controller (`tpuctl controller run`): a pool whose SSH
+  // work is the controller's is driven only by it (pool/ssh_work.hpp).
+  bool as_controller = false;
   std::chrono::milliseconds lease_ttl{std::chrono::minutes(10)};
   state::Clock clock = state::system_clock();
 };
@@ -27,10 +30,21 @@ struct DriveOptions {
 struct DriveResult {
   bool carried = false;             // false: another live process holds it, or nothing to do
   std::optional<QueuedResource> qr; // the record afterwards; nullopt when deleted
+  // Not this process's to carry (its pool's SSH work is its owner's or the controller's): why,
+  // as recorded in the request (k_waiting_for). Empty otherwise.
+  std::string waiting_for;
 };
 
-// Takes the lease of `id` and carries it to its next stable state. Errors: the store's, and
-// not_found when the request does not exist.
+// The note a transient request carries (in its provisioning object) while the processes that
+// find it may not do its SSH work: "waiting for its owner alice (...)". Removed when one that
+// may takes its lease.
+inline constexpr const char* k_waiting_for = "waiting_for";
+// That note of `qr`; empty when none.
+std::string waiting_for(const QueuedResource& qr);
+
+// Takes the lease of `id` and carries it to its next stable state, when the pool lets this
+// process do the request's SSH work (pool/ssh_work.hpp: else it only notes why it waits).
+// Errors: the store's, and not_found when the request does not exist.
 Expected<DriveResult> drive(state::StateStore& store, const std::string& pool,
                             const std::string& id, const DriveOptions& options,
                             const remote::CancelToken* cancel = nullptr);

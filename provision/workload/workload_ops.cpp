@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "provision/pool/pools.hpp"
 #include "provision/queue/reconcile.hpp"
 #include "provision/slice/provisioning.hpp"
 #include "provision/workload/cluster.hpp"
@@ -136,6 +137,14 @@ bool needs_monitor(const Workload& wl, int64_t now_ms) {
   return !lease || !lease_alive(*lease, now_ms) || is_own_lease(*lease);
 }
 
+Expected<std::optional<std::string>>
+workload_ssh_refusal(state::StateStore& store, const Workload& wl, const MonitorOptions& o) {
+  TPUCTL_TRY_ASSIGN(auto record, store.get(state::pool_key(wl.pool)));
+  TPUCTL_TRY_ASSIGN(PoolInfo info, pool_from_json(record.doc));
+  return ssh_work_refusal(wl.pool, info.ssh_work, wl.owner,
+                          SshWorker{store.actor(), o.as_controller});
+}
+
 Expected<Workload> create_workload(state::StateStore& store, const WorkloadRequest& r,
                                    const MonitorOptions& o) {
   TPUCTL_TRY(validate_request(r));
@@ -216,6 +225,20 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
                   "', or pick another name)";
     }
     return e;
+  }
+  // Started by whoever the pool lets do its SSH work: when that is not this process (the pool's
+  // controller does it), it waits QUEUED, saying so, for the controller's monitor.
+  TPUCTL_TRY_ASSIGN(auto refusal, workload_ssh_refusal(store, wl, o));
+  if (refusal) {
+    TPUCTL_TRY_ASSIGN(auto waiting, mutate(store, r.pool, r.name, true, [&](Workload& w) {
+                        w.monitor = nlohmann::json::object();
+                        w.message = *refusal;
+                        return std::optional<std::vector<state::Op>>(std::vector<state::Op>{});
+                      }));
+    if (!waiting.workload) {
+      return Error(ErrorKind::failure, "workload '" + r.name + "' was deleted while it was queued");
+    }
+    return *waiting.workload;
   }
   // Its first pass: admitted at once when its slices are free (or others can be evicted).
   admit_quietly(store, wl, o);
@@ -531,6 +554,19 @@ Expected<std::optional<Workload>> run_monitor(state::StateStore& store, const st
                                               const std::string& name, const MonitorOptions& o,
                                               const remote::CancelToken* cancel) {
   bool taken = false;
+  {
+    // Only whoever the pool lets do the workload's SSH work watches it (pool/ssh_work.hpp).
+    TPUCTL_TRY_ASSIGN(auto found, store.find(workload_key(pool, name)));
+    if (!found) {
+      return std::optional<Workload>();
+    }
+    TPUCTL_TRY_ASSIGN(Workload current, workload_from_record(*found));
+    TPUCTL_TRY_ASSIGN(auto refusal, workload_ssh_refusal(store, current, o));
+    if (refusal) {
+      spdlog::info("workload '{}': not monitored here: {}", name, *refusal);
+      return std::optional<Workload>(current);
+    }
+  }
   TPUCTL_TRY_ASSIGN(auto m,
                     mutate(
                         store, pool, name, false,

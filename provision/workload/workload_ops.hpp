@@ -61,8 +61,8 @@ struct MonitorOptions {
   state::Clock clock = state::system_clock();
   std::function<void(const std::string&)> progress; // a line per change, for stderr; may be empty
   // Moves the pool's queued resources through their transient states (reconcile and drive, as
-  // provision/controller does): a recovering workload's cluster is suspended, requeued and provisioned
-  // again through it. Empty: only reconcile (another process must drive).
+  // provision/controller does): a recovering workload's cluster is suspended, requeued and
+  // provisioned again through it. Empty: only reconcile (another process must drive).
   std::function<Status(const std::string& pool)> drive_pool;
   // How a repair provisions the one slice it places again (node_repair.hpp): with these, a lost
   // host's slice alone is re-placed while the request stays ACTIVE; without, the whole request
@@ -73,7 +73,17 @@ struct MonitorOptions {
   bool start_through_streams = true;
   // As each worker has started (`done` of `total`, its host): for a live display; may be empty.
   std::function<void(size_t done, size_t total, const std::string& host)> worker_started;
+  // This process is the pool's elected controller or a monitor it started: a pool whose SSH work
+  // is the controller's is watched and started only by those (pool/ssh_work.hpp).
+  bool as_controller = false;
 };
+
+// Nothing when this process (`options.as_controller`, the store's actor) may do the SSH work of
+// `workload` in its pool (pool/ssh_work.hpp): start it, watch it, repair it; else why not.
+// Errors: the store's (the pool record).
+Expected<std::optional<std::string>> workload_ssh_refusal(state::StateStore& store,
+                                                          const Workload& workload,
+                                                          const MonitorOptions& options);
 
 // Stores the workload QUEUED on its cluster and makes a pass through the cluster's queue
 // (workload_admit.hpp): admitted at once (its slices free, or freed by evicting lower

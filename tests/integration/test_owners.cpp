@@ -18,6 +18,7 @@
 #include "tests/support/workload_env.hpp"
 
 using nlohmann::json;
+using tpuctl::test::contains;
 using tpuctl::test::EtcdCluster;
 using tpuctl::test::WorkloadEnv;
 
@@ -25,10 +26,8 @@ TEST_SUITE_BEGIN("integration");
 
 namespace {
 
-const std::map<std::string, std::string> k_alice = {{"TPUCTL_ETCD_USER", "alice"},
-                                                    {"TPUCTL_ETCD_PASSWORD", "alice-pw"}};
-const std::map<std::string, std::string> k_bob = {{"TPUCTL_ETCD_USER", "bob"},
-                                                  {"TPUCTL_ETCD_PASSWORD", "bob-pw"}};
+const std::map<std::string, std::string> k_alice = tpuctl::test::etcd_user("alice");
+const std::map<std::string, std::string> k_bob = tpuctl::test::etcd_user("bob");
 
 // The ids of the rows of a json list.
 std::set<std::string> ids(const json& rows, const std::string& field) {
@@ -120,6 +119,14 @@ TEST_CASE("owners: on an authenticated etcd each pool, queued resource, cluster 
 
   auto overridden = env.run_with({"qr", "delete", "a1", "--force", "--override-owner"}, k_bob);
   CHECK_MESSAGE(overridden.exit_code == 0, overridden.err);
+  // A pool on etcd gives each owner their own SSH work (pool set-ssh-work): Bob's delete is
+  // recorded, and Alice's own tpuctl stops her slice's processes and finishes it.
+  CHECK_MESSAGE(contains(overridden.err, "waiting for its owner alice"), overridden.err);
+  auto deleting = env.describe("a1");
+  CHECK(deleting["state"] == "DELETING");
+  CHECK(contains(deleting["waiting_for"].get<std::string>(), "waiting for its owner alice"));
+  auto finished = env.run({"qr", "wait", "a1", "--for", "delete", "--timeout", "120s"});
+  CHECK_MESSAGE(finished.exit_code == 0, finished.err);
   CHECK(env.run_json({"qr", "list"}).size() == 1);
   auto after = (*store)->events({});
   REQUIRE(after);

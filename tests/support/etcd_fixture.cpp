@@ -370,4 +370,8 @@ void EtcdCluster::enable_auth(const std::string& prefix,
   call("/v3/auth/enable", nlohmann::json::object());
 }
 
+std::map<std::string, std::string> etcd_user(const std::string& name) {
+  return {{"TPUCTL_ETCD_USER", name}, {"TPUCTL_ETCD_PASSWORD", name + "-pw"}};
+}
+
 } // namespace tpuctl::test

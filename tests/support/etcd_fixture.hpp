@@ -87,6 +87,10 @@ private:
   std::vector<Member> m_members;
 };
 
+// The environment of a tpuctl run as etcd user `name`, whose password (enable_auth) is
+// "<name>-pw": TPUCTL_ETCD_USER and TPUCTL_ETCD_PASSWORD.
+std::map<std::string, std::string> etcd_user(const std::string& name);
+
 // A unique key prefix ("/t-<pid>-<n>/") so several stores share one cluster without seeing
 // each other.
 std::string unique_prefix();
