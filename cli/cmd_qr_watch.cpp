@@ -49,8 +49,7 @@ void print_event(const Context& ctx, const state::Event& e) {
 // for `timeout` (forever when zero). Errors: the store's.
 Expected<int> watch_queued_resources(Context& ctx, state::StateStore& store,
                                      const std::string& pool, std::chrono::milliseconds timeout) {
-  using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + timeout;
+  const auto start = std::chrono::steady_clock::now();
   TPUCTL_TRY_ASSIGN(auto listing, store.list(state::Kind::queued_resource, pool));
   int64_t printed = listing.revision; // events up to here are printed (or predate the watch)
   int64_t seen = listing.revision;    // changes up to here are read
@@ -62,15 +61,11 @@ Expected<int> watch_queued_resources(Context& ctx, state::StateStore& store,
       printed = std::max(printed, e.revision);
     }
     seen = std::max(seen, printed);
-    auto wait = std::chrono::milliseconds(std::chrono::seconds(30));
-    if (timeout.count() > 0) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) {
-        return 0;
-      }
-      wait = std::min(wait, left);
+    auto wait = next_watch_wait(start, timeout);
+    if (!wait) {
+      return 0;
     }
-    TPUCTL_TRY_ASSIGN(int64_t changed, store.wait_for_change(pool, seen, wait));
+    TPUCTL_TRY_ASSIGN(int64_t changed, store.wait_for_change(pool, seen, *wait));
     seen = std::max(seen, changed);
   }
 }

@@ -552,4 +552,18 @@ std::string to_yaml(const Json& value) {
   return os.str();
 }
 
+std::optional<std::chrono::milliseconds>
+next_watch_wait(std::chrono::steady_clock::time_point start, std::chrono::milliseconds timeout) {
+  std::chrono::milliseconds wait = std::chrono::seconds(30);
+  if (timeout.count() > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        start + timeout - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return std::nullopt;
+    }
+    wait = std::min(wait, left);
+  }
+  return wait;
+}
+
 } // namespace tpuctl::cli

@@ -3,7 +3,9 @@
 // are stable snake_case and documented in README.md.
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -81,5 +83,10 @@ Json error_json(const std::string& code, const std::string& message);
 // A point in time as every command prints it: RFC 3339 text in UTC with milliseconds
 // ("2026-11-22T10:00:00.123Z"), null when `unix_ms` is 0 (never happened). Never fails.
 Json time_json(int64_t unix_ms);
+
+// A --watch loop's next wait for a change (`qr list --watch`, `events --watch`): 30 s, or what
+// is left of its --timeout (`timeout`, from `start`; 0: none); nullopt once that has passed.
+std::optional<std::chrono::milliseconds>
+next_watch_wait(std::chrono::steady_clock::time_point start, std::chrono::milliseconds timeout);
 
 } // namespace tpuctl::cli

@@ -165,4 +165,9 @@ Status DeferredStore::resign(const std::string& role) {
   return m_real ? m_real->resign(role) : StateStore::resign(role);
 }
 
+Expected<size_t> DeferredStore::compact_events(const std::string& pool,
+                                               const EventRetention& retention) {
+  return m_real ? m_real->compact_events(pool, retention) : size_t{0};
+}
+
 } // namespace tpuctl::state

@@ -54,6 +54,8 @@ public:
                                 std::chrono::seconds ttl) override;
   Expected<Json> leader(const std::string& role) override;
   Status resign(const std::string& role) override;
+  Expected<size_t> compact_events(const std::string& pool,
+                                  const EventRetention& retention) override;
 
   bool created() const { return m_real != nullptr; }
 

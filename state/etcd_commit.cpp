@@ -12,6 +12,8 @@
 #include <set>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "state/etcd_pages.hpp"
 #include "state/etcd_store.hpp"
 #include "state/etcd_values.hpp"
@@ -730,7 +732,17 @@ Expected<CommitResult> EtcdStore::commit(const std::vector<Op>& ops) {
     auto reply = m_client->post("/v3/kv/txn", built.txn, etcd::Retry::unsent_only);
     if (reply) {
       if (etcd::bool_field(*reply, "succeeded")) {
-        return CommitResult{etcd::header_revision(*reply)};
+        const int64_t rev = etcd::header_revision(*reply);
+        if (compaction_due(rev)) {
+          // The logs this commit appended to keep their retention; best effort, after it.
+          for (const auto& [pool, list] : in.events) {
+            if (auto removed = compact_events(pool, event_retention()); !removed) {
+              spdlog::warn("events of pool '{}' were not compacted: {}", pool,
+                           removed.error().message);
+            }
+          }
+        }
+        return CommitResult{rev};
       }
       // A compare failed: the view changed since it was read. Read again.
     } else if (has_reason(reply.error(), etcd::k_lease_not_found)) {

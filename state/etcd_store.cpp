@@ -535,6 +535,53 @@ Json leader_in(const Json& range_response, int64_t* lease = nullptr) {
 
 } // namespace
 
+Expected<size_t> EtcdStore::compact_events(const std::string& pool,
+                                           const EventRetention& retention) {
+  if (!retention.any()) {
+    return size_t{0};
+  }
+  TPUCTL_TRY(check_writable());
+  const std::string prefix = m_keys.events_of(pool);
+  Json count = etcd::range_request(prefix, {etcd::prefix_end(prefix)});
+  count["count_only"] = true;
+  TPUCTL_TRY_ASSIGN(Json counted, m_client->post("/v3/kv/range", count, etcd::Retry::anywhere));
+  const int64_t total = etcd::int64_field(counted, "count");
+  const int64_t over = retention.max_events > 0 ? total - retention.max_events : 0;
+  // The oldest: those over the count (at most 500 a time), and a few more for the age (the
+  // age removes about what was appended since the last compaction, 64 commits).
+  const int64_t batch = std::min<int64_t>(std::max<int64_t>(over, 0), 500) + k_compact_every;
+  Json oldest = etcd::range_request(prefix, {etcd::prefix_end(prefix)});
+  oldest["sort_order"] = "ASCEND";
+  oldest["sort_target"] = "CREATE";
+  oldest["limit"] = std::to_string(batch);
+  TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/range", oldest, etcd::Retry::anywhere));
+  TPUCTL_TRY_ASSIGN(auto kvs, kvs_of(r));
+  const int64_t cutoff = retention.max_age_ms > 0 ? now_ms() - retention.max_age_ms : 0;
+  std::vector<std::string> doomed;
+  for (size_t i = 0; i < kvs.size(); ++i) {
+    bool old = false;
+    if (cutoff > 0) {
+      if (auto events = etcd::decode_events(m_keys, kvs[i]); events && !events->empty()) {
+        old = events->back().time_ms < cutoff;
+      }
+    }
+    if (static_cast<int64_t>(i) < over || old) {
+      doomed.push_back(kvs[i].key);
+    }
+  }
+  for (size_t at = 0; at < doomed.size(); at += 100) {
+    std::vector<Json> deletes;
+    for (size_t i = at; i < std::min(doomed.size(), at + 100); ++i) {
+      deletes.push_back(etcd::op_delete(etcd::delete_request(doomed[i])));
+    }
+    // Deleting a deleted key is no change: any member may be asked again.
+    TPUCTL_TRY_ASSIGN(Json done, m_client->post("/v3/kv/txn", etcd::txn_request({}, deletes),
+                                                etcd::Retry::anywhere));
+    (void)done;
+  }
+  return doomed.size();
+}
+
 Expected<StateStore::Leadership> EtcdStore::campaign(const std::string& role, const Json& candidate,
                                                      std::chrono::seconds ttl) {
   TPUCTL_TRY(check_role(role));

@@ -110,6 +110,11 @@ public:
   Expected<Leadership> campaign(const std::string& role, const Json& candidate,
                                 std::chrono::seconds ttl) override;
   Expected<Json> leader(const std::string& role) override;
+  // Counts the pool's commit batches, reads the oldest (by create revision) and
+  // deletes those past the retention in transactions of 100 (event_retention.hpp); also right
+  // after a commit at a revision compaction_due() picks, for the pools it appended to.
+  Expected<size_t> compact_events(const std::string& pool,
+                                  const EventRetention& retention) override;
   Status resign(const std::string& role) override;
 
   // The store's current revision. Errors: k_unavailable.

@@ -6,6 +6,8 @@
 // and bumps the counter. Each op checks its preconditions with SELECTs under the lock and reports
 // every offending host at once; the primary and foreign keys of the claims table are the
 // backstop should a check ever be wrong.
+#include <set>
+
 #include <sqlite3.h>
 
 #include "state/sqlite_store.hpp"
@@ -44,6 +46,23 @@ Expected<CommitResult> SqliteStore::apply_ops(const std::vector<Op>& ops) {
       return std::move(st).error();
     }
     wrote = wrote || !std::holds_alternative<CheckOp>(op);
+  }
+  if (compaction_due(rev)) {
+    // The logs this commit appends to keep their retention (event_retention.hpp), in its
+    // transaction: a failure here fails the commit as any write would.
+    std::set<std::string> pools;
+    for (const auto& op : ops) {
+      if (const auto* e = std::get_if<EventOp>(&op)) {
+        pools.insert(e->event.pool);
+      }
+    }
+    for (const auto& pool : pools) {
+      auto removed = compact_events(pool, event_retention());
+      if (!removed) {
+        (void)m_db.exec("ROLLBACK TO tpuctl_ops; RELEASE tpuctl_ops", "roll back");
+        return std::move(removed).error();
+      }
+    }
   }
   if (wrote) {
     TPUCTL_TRY_ASSIGN(auto s, m_db.prepare("UPDATE meta SET value = ? WHERE key = 'revision'"));
@@ -270,6 +289,26 @@ Status SqliteStore::apply(const ReleaseOp& op, int64_t) {
     }
   }
   return ok();
+}
+
+Expected<size_t> SqliteStore::compact_events(const std::string& pool,
+                                             const EventRetention& retention) {
+  if (!retention.any()) {
+    return size_t{0};
+  }
+  // Older than the age, or beyond the newest max_events (the revision of the one at that
+  // offset, newest first: NULL when there are fewer, which keeps them all).
+  TPUCTL_TRY_ASSIGN(auto s, m_db.prepare("DELETE FROM events WHERE pool = ?1 AND ((?2 > 0 AND "
+                                         "time < ?3) OR (?4 > 0 AND revision <= (SELECT revision "
+                                         "FROM events WHERE pool = ?1 ORDER BY revision DESC "
+                                         "LIMIT 1 OFFSET ?4)))"));
+  s->bind(1, pool).bind(2, retention.max_age_ms).bind(3, now_ms() - retention.max_age_ms);
+  s->bind(4, retention.max_events);
+  int rc = s->step();
+  if (rc != SQLITE_DONE) {
+    return m_db.error(rc, "write");
+  }
+  return static_cast<size_t>(m_db.changes());
 }
 
 Status SqliteStore::apply(const EventOp& op, int64_t rev) {

@@ -57,6 +57,10 @@ public:
   Expected<PoolSnapshot> snapshot(const std::string& pool) override;
   Expected<std::vector<Claim>> claims(const std::string& pool) override;
   Expected<std::vector<Event>> events(const EventQuery& query) override;
+  // One indexed DELETE (event_retention.hpp); also inside a committing transaction that appends
+  // events at a revision compaction_due() picks.
+  Expected<size_t> compact_events(const std::string& pool,
+                                  const EventRetention& retention) override;
   Expected<std::vector<Heartbeat>> live_heartbeats(const std::string& pool) override;
   Expected<CommitResult> commit(const std::vector<Op>& ops) override;
   Status put_heartbeat(const std::string& pool, const std::string& host, const Json& payload,

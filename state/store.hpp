@@ -33,6 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "state/event_retention.hpp"
 #include "util/expected.hpp"
 
 namespace tpuctl::state {
@@ -303,6 +304,16 @@ public:
   // Errors: the store cannot be read at all.
   virtual Expected<std::vector<std::string>> check_integrity() {
     return std::vector<std::string>{};
+  }
+
+  // Removes the events of `pool` that `retention` no longer keeps (event_retention.hpp; each
+  // backend also does it on its own as it appends). Returns how many records it removed (etcd:
+  // commit batches). Errors: the store's.
+  virtual Expected<size_t> compact_events(const std::string& pool,
+                                          const EventRetention& retention) {
+    (void)pool;
+    (void)retention;
+    return size_t{0};
   }
 
   // ---- leadership: one process of many leads a role (`tpuctl controller run`) ----

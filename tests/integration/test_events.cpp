@@ -1,0 +1,115 @@
+// The audit trail through the real binary: `tpuctl events` lists who changed what, when and with
+// what result, filters by object, actor, owner, action and age, follows new events with --watch,
+// and the log keeps its retention on SQLite and on a real etcd. Real sshd on 127.0.246.6x (this
+// file's), real SQLite, real etcd.
+#include <pwd.h>
+#include <string>
+#include <unistd.h>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/etcd_fixture.hpp"
+#include "tests/support/helpers.hpp"
+#include "tests/support/workload_env.hpp"
+
+using nlohmann::json;
+using tpuctl::test::contains;
+using tpuctl::test::EtcdCluster;
+using tpuctl::test::WorkloadEnv;
+
+TEST_SUITE_BEGIN("integration");
+
+namespace {
+
+std::string me() {
+  const passwd* pw = ::getpwuid(::geteuid());
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return std::string(pw != nullptr ? pw->pw_name : "?") + "@" + host;
+}
+
+// Drains and undrains `host` `times` times: two commits, two events, each.
+void churn(const WorkloadEnv& env, const std::string& host, int times) {
+  for (int i = 0; i < times; ++i) {
+    REQUIRE(env.run({"pool", "drain", host, "--reason", "churn"}).exit_code == 0);
+    REQUIRE(env.run({"pool", "undrain", host}).exit_code == 0);
+  }
+}
+
+} // namespace
+
+TEST_CASE("events: who changed what and when, filtered by object, actor, owner, action and age; "
+          "--watch follows; bad filters are one line") {
+  WorkloadEnv env(1, "127.0.246.60");
+  REQUIRE(env.run({"qr", "create", "q", "--accelerator-type", "v5litepod-4"}).exit_code == 0);
+  REQUIRE(env.run({"qr", "delete", "q", "--force"}).exit_code == 0);
+  auto all = env.run_json({"events"});
+  REQUIRE(all.size() >= 4);
+  for (const auto& e : all) {
+    CHECK(e["actor"] == me());
+    CHECK(!e["time"].get<std::string>().empty());
+    CHECK(!e["action"].get<std::string>().empty());
+    CHECK(!e["result"].get<std::string>().empty());
+  }
+  CHECK(all[0]["object"] == "pool/local"); // the pool's creation comes first
+  auto q = env.run_json({"events", "--object", "queued_resource/q"});
+  REQUIRE(q.size() >= 3);
+  for (const auto& e : q) {
+    CHECK(e["object"] == "queued_resource/q");
+  }
+  CHECK(q.back()["action"] == "DELETED");
+  bool active = false;
+  for (const auto& e : q) {
+    active = active || e["result"] == "ACTIVE";
+  }
+  CHECK(active);
+  // The owner of a deleted object is still known (the actor of its first event).
+  CHECK(env.run_json({"events", "--owner", me(), "--object", "q"}).size() == q.size());
+  CHECK(env.run_json({"events", "--owner", "nobody@nowhere"}).empty());
+  CHECK(env.run_json({"events", "--actor", "nobody@nowhere"}).empty());
+  CHECK(env.run_json({"events", "--type", "DELETED"}).size() == 1);
+  CHECK(env.run_json({"events", "--since", "1h"}).size() == all.size());
+  auto table = env.run({"events"});
+  CHECK(contains(table.out, "ACTOR"));
+  CHECK(contains(table.out, "queued_resource/q"));
+
+  auto bad = env.run({"events", "--object", "thing/q"});
+  CHECK(bad.exit_code == 2);
+  CHECK_MESSAGE(contains(bad.err, "--object 'thing/q'"), bad.err);
+  CHECK(env.run({"events", "--since", "yesterday"}).exit_code == 2);
+
+  // --watch prints what is there, then each new event as it is committed.
+  auto watch = env.start({"events", "--watch", "--timeout", "20s", "--format", "json"}, "watch");
+  REQUIRE(tpuctl::test::wait_until([&] { return contains(watch->out(), "queued_resource/q"); },
+                                   std::chrono::seconds(15)));
+  REQUIRE(env.run({"pool", "drain", "127.0.246.60", "--reason", "disk"}).exit_code == 0);
+  REQUIRE(tpuctl::test::wait_until([&] { return contains(watch->out(), "HOST_DRAINED"); },
+                                   std::chrono::seconds(15)));
+  CHECK(watch->wait(std::chrono::seconds(30)).value_or(-1) == 0);
+}
+
+TEST_CASE("events: the log keeps its retention on SQLite and on etcd (TPUCTL_EVENT_MAX)") {
+  for (const bool on_etcd : {false, true}) {
+    CAPTURE(on_etcd);
+    std::unique_ptr<EtcdCluster> etcd;
+    if (on_etcd) {
+      etcd = std::make_unique<EtcdCluster>(1);
+    }
+    WorkloadEnv env(1, on_etcd ? "127.0.246.62" : "127.0.246.61", "", 0,
+                    on_etcd ? etcd->url("/events/") : "", {{"TPUCTL_EVENT_MAX", "10"}});
+    const std::string host = on_etcd ? "127.0.246.62" : "127.0.246.61";
+    // 160 commits with an event each: at least two of them at a revision that compacts.
+    churn(env, host, 80);
+    auto kept = env.run_json({"events"});
+    CHECK(kept.size() >= 10);
+    // At most the 10 newest at the last compaction and what came after it (fewer than 64).
+    CHECK_MESSAGE(kept.size() < 10 + 64 + 4, kept.size());
+    CHECK(kept.back()["action"] == "HOST_UNDRAINED"); // the newest is always kept
+    // Without a limit every one stays.
+    WorkloadEnv unlimited(1, on_etcd ? "127.0.246.64" : "127.0.246.63", "", 0,
+                          on_etcd ? etcd->url("/events2/") : "", {{"TPUCTL_EVENT_MAX", "0"}});
+    churn(unlimited, on_etcd ? "127.0.246.64" : "127.0.246.63", 80);
+    CHECK(unlimited.run_json({"events"}).size() >= 160);
+  }
+}
