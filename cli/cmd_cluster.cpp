@@ -297,8 +297,15 @@ Expected<int> run_delete(Context& ctx, const ClusterFlags& given) {
       }
     }
   }
-  auto removed = store->remove(state::record_key(state::Kind::cluster, pool, cluster.name),
-                               state::k_any_version);
+  state::Event gone; // the cluster's own line in the audit trail
+  gone.pool = pool;
+  gone.subject_kind = state::Kind::cluster;
+  gone.subject = cluster.name;
+  gone.type = "DELETED";
+  auto removed =
+      store->commit({state::RemoveOp{state::record_key(state::Kind::cluster, pool, cluster.name),
+                                     state::k_any_version},
+                     state::EventOp{gone}});
   if (!removed && !state::has_reason(removed.error(), state::reason::k_not_found)) {
     return removed.error();
   }

@@ -173,6 +173,22 @@ Expected<RestoreReport> restore_store(const std::string& file, StateStore& targe
   if (!restored) {
     return restored.error();
   }
+  // Each restored pool's log (the backup's) ends with the restore itself, in a commit of its own
+  // (etcd restores in several commits, which a transaction's last ops would conflict with).
+  TPUCTL_TRY_ASSIGN(auto now, target.list(Kind::pool, ""));
+  std::vector<Op> ops;
+  for (const auto& p : now.records) {
+    Event e;
+    e.pool = p.key.pool;
+    e.subject_kind = Kind::pool;
+    e.subject = p.key.pool;
+    e.type = "STATE_RESTORED";
+    e.detail = {{"backup", fs::absolute(file, ec).string()}};
+    ops.push_back(EventOp{e});
+  }
+  if (!ops.empty()) {
+    TPUCTL_TRY(target.commit(ops));
+  }
   return report;
 }
 

@@ -108,6 +108,13 @@ create_cluster(state::StateStore& store, const ClusterRequest& request, const st
   qr.labels[k_cluster_label] = request.name;
   qr.also_commit.push_back(state::CreateOp{
       state::record_key(state::Kind::cluster, request.pool, request.name), to_json(cluster)});
+  state::Event made; // the cluster's own line in the audit trail, beside its request's
+  made.pool = request.pool;
+  made.subject_kind = state::Kind::cluster;
+  made.subject = request.name;
+  made.type = "CREATED";
+  made.detail = {{"tpu_type", type->name}, {"num_slices", request.num_slices}};
+  qr.also_commit.push_back(state::EventOp{made});
   auto created = create_queued_resource(store, qr, clock, false);
   if (!created) {
     Error e = created.error();

@@ -79,6 +79,23 @@ TEST_CASE("events: who changed what and when, filtered by object, actor, owner, 
   CHECK_MESSAGE(contains(bad.err, "--object 'thing/q'"), bad.err);
   CHECK(env.run({"events", "--since", "yesterday"}).exit_code == 2);
 
+  // A cluster has its own lines beside its request's; a restore ends each pool's log.
+  REQUIRE(env.run({"cluster", "create", "--cluster", "c", "--tpu-type", "v5litepod-4"}).exit_code ==
+          0);
+  REQUIRE(env.run({"cluster", "delete", "c"}).exit_code == 0);
+  auto cluster = env.run_json({"events", "--object", "cluster/c"});
+  REQUIRE(cluster.size() == 2);
+  CHECK(cluster[0]["action"] == "CREATED");
+  CHECK(cluster[1]["action"] == "DELETED");
+  const std::string backup = (env.dir.path() / "backup.db").string();
+  REQUIRE(env.run({"state", "backup", backup}).exit_code == 0);
+  auto restored = env.run({"state", "restore", backup, "--force"});
+  REQUIRE_MESSAGE(restored.exit_code == 0, restored.err);
+  auto restores = env.run_json({"events", "--type", "STATE_RESTORED"});
+  REQUIRE(restores.size() == 1);
+  CHECK(restores[0]["object"] == "pool/local");
+  CHECK(env.run_json({"events", "--object", "q"}).size() == q.size()); // the log came back too
+
   // --watch prints what is there, then each new event as it is committed.
   auto watch = env.start({"events", "--watch", "--timeout", "20s", "--format", "json"}, "watch");
   REQUIRE(tpuctl::test::wait_until([&] { return contains(watch->out(), "queued_resource/q"); },
