@@ -733,7 +733,7 @@ Expected<CommitResult> EtcdStore::commit(const std::vector<Op>& ops) {
     if (reply) {
       if (etcd::bool_field(*reply, "succeeded")) {
         const int64_t rev = etcd::header_revision(*reply);
-        if (compaction_due(rev)) {
+        if (compaction_due(rev, event_retention())) {
           // The logs this commit appended to keep their retention; best effort, after it.
           for (const auto& [pool, list] : in.events) {
             if (auto removed = compact_events(pool, event_retention()); !removed) {

@@ -547,9 +547,10 @@ Expected<size_t> EtcdStore::compact_events(const std::string& pool,
   TPUCTL_TRY_ASSIGN(Json counted, m_client->post("/v3/kv/range", count, etcd::Retry::anywhere));
   const int64_t total = etcd::int64_field(counted, "count");
   const int64_t over = retention.max_events > 0 ? total - retention.max_events : 0;
-  // The oldest: those over the count (at most 500 a time), and a few more for the age (the
-  // age removes about what was appended since the last compaction, 64 commits).
-  const int64_t batch = std::min<int64_t>(std::max<int64_t>(over, 0), 500) + k_compact_every;
+  // The oldest: those over the count (at most 2000 a time), and as many more for the age as
+  // were appended since the last compaction.
+  const int64_t batch =
+      std::min<int64_t>(std::max<int64_t>(over, 0), 2000) + compaction_interval(retention);
   Json oldest = etcd::range_request(prefix, {etcd::prefix_end(prefix)});
   oldest["sort_order"] = "ASCEND";
   oldest["sort_target"] = "CREATE";

@@ -47,7 +47,7 @@ Expected<CommitResult> SqliteStore::apply_ops(const std::vector<Op>& ops) {
     }
     wrote = wrote || !std::holds_alternative<CheckOp>(op);
   }
-  if (compaction_due(rev)) {
+  if (compaction_due(rev, event_retention())) {
     // The logs this commit appends to keep their retention (event_retention.hpp), in its
     // transaction: a failure here fails the commit as any write would.
     std::set<std::string> pools;
