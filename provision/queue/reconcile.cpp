@@ -8,6 +8,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "provision/queue/usage.hpp"
+
 namespace tpuctl::provision {
 
 namespace {
@@ -104,6 +106,7 @@ std::vector<state::Op> transition_events(const QueuedResource& before,
     e.to_state = std::string(to_string(c.to));
     e.initiator = c.initiator;
     e.detail = nlohmann::json{{"reason", c.reason}};
+    add_usage_detail(e.detail, after);
     ops.push_back(state::EventOp{std::move(e)});
   }
   return ops;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "provision/pool/pools.hpp"
+#include "provision/queue/usage.hpp"
 #include "util/failpoint.hpp"
 
 namespace tpuctl::provision {
@@ -261,6 +262,7 @@ Expected<DriveResult> drive(state::StateStore& store, const std::string& pool,
                     e.from_state = std::string(to_string(QrState::deleting));
                     e.to_state = std::string(to_string(QrState::deleting));
                     e.initiator = state::Initiator::user;
+                    add_usage_detail(e.detail, q);
                     ops.push_back(state::EventOp{std::move(e)});
                   });
   }

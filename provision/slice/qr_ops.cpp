@@ -7,6 +7,7 @@
 
 #include "provision/pool/pools.hpp"
 #include "provision/queue/reconcile.hpp"
+#include "provision/queue/usage.hpp"
 #include "provision/slice/provisioning.hpp"
 #include "topology/accelerator_type.hpp"
 #include "util/strings.hpp"
@@ -115,6 +116,7 @@ state::Op event_op(const QueuedResource& qr, const std::string& type, QrState fr
   e.to_state = std::string(to_string(to));
   e.initiator = who;
   e.detail = nlohmann::json{{"reason", reason}};
+  add_usage_detail(e.detail, qr);
   return state::EventOp{std::move(e)};
 }
 

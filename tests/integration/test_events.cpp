@@ -2,8 +2,10 @@
 // what result, filters by object, actor, owner, action and age, follows new events with --watch,
 // and the log keeps its retention on SQLite and on a real etcd. Real sshd on 127.0.246.6x (this
 // file's), real SQLite, real etcd.
+#include <chrono>
 #include <pwd.h>
 #include <string>
+#include <thread>
 #include <unistd.h>
 
 #include <doctest/doctest.h>
@@ -12,6 +14,7 @@
 #include "tests/support/etcd_fixture.hpp"
 #include "tests/support/helpers.hpp"
 #include "tests/support/workload_env.hpp"
+#include "util/time_text.hpp"
 
 using nlohmann::json;
 using tpuctl::test::contains;
@@ -129,4 +132,50 @@ TEST_CASE("events: the log keeps its retention on SQLite and on etcd (TPUCTL_EVE
     churn(unlimited, on_etcd ? "127.0.246.64" : "127.0.246.63", 80);
     CHECK(unlimited.run_json({"events"}).size() >= 160);
   }
+}
+
+TEST_CASE("usage: chip-hours held equal the requests' own ACTIVE time, per request and per owner, "
+          "as table, json and csv") {
+  WorkloadEnv env(2, "127.0.246.65");
+  REQUIRE(env.run({"qr", "create", "q", "--accelerator-type", "v5litepod-4"}).exit_code == 0);
+  REQUIRE(env.run({"qr", "create", "live", "--accelerator-type", "v5litepod-4"}).exit_code == 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  REQUIRE(env.run({"qr", "delete", "q", "--force"}).exit_code == 0);
+  // q's ACTIVE time, as its own transitions say.
+  int64_t active_at = 0, left_at = 0;
+  for (const auto& e : env.run_json({"events", "--object", "queued_resource/q"})) {
+    auto at = tpuctl::util::parse_timestamp(e["time"].get<std::string>(), "time");
+    REQUIRE(at);
+    if (e["to"] == "ACTIVE") {
+      active_at = *at;
+    } else if (e["from"] == "ACTIVE" && left_at == 0) {
+      left_at = *at;
+    }
+  }
+  REQUIRE(active_at > 0);
+  REQUIRE(left_at > active_at);
+  auto rows = env.run_json({"usage", "--by", "request", "--since", "1h"});
+  REQUIRE(rows.size() == 2);
+  json q, live;
+  for (const auto& r : rows) {
+    (r["request"] == "q" ? q : live) = r;
+  }
+  CHECK(q["chips"] == 4);
+  CHECK(q["active_ms"] == left_at - active_at);
+  CHECK(q["chip_hours"].get<double>() ==
+        doctest::Approx(4.0 * static_cast<double>(left_at - active_at) / 3600000.0).epsilon(0.01));
+  CHECK(q["owner"] == me());
+  // Still ACTIVE: until the window's end.
+  CHECK(live["active_ms"].get<int64_t>() > 0);
+  auto by_owner = env.run_json({"usage"});
+  REQUIRE(by_owner.size() == 1);
+  CHECK(by_owner[0]["owner"] == me());
+  CHECK(by_owner[0]["requests"] == 2);
+  auto csv = env.run({"usage", "--format", "csv(owner,requests)"});
+  REQUIRE(csv.exit_code == 0);
+  CHECK(csv.out == "owner,requests\n" + me() + ",2\n");
+  CHECK(contains(env.run({"usage"}).out, "CHIP_HOURS"));
+  // Bad input is one line (exit 2).
+  CHECK(env.run({"usage", "--by", "project"}).exit_code == 2);
+  CHECK(env.run({"usage", "--since", "soon"}).exit_code == 2);
 }
