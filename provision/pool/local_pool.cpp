@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <filesystem>
+#include <set>
 
 #include "remote/local_sshd.hpp"
 #include "util/process_tree.hpp"
@@ -233,21 +234,31 @@ Expected<LocalDownResult> local_down(state::StateStore& store, const std::string
   result.hosts = static_cast<int>(view.hosts.size());
   std::string root = view.info.local.value("root", std::string());
   result.root = root;
+  // The servers are counted before any is stopped: once a server is gone, a connection it was
+  // forking carries the server's command line with no server above it, and a later scan could
+  // not tell it from a server whose pid file is gone.
+  std::set<int> servers;
+  if (!root.empty()) {
+    for (int pid : remote::local_sshd_pids_under(root)) {
+      servers.insert(pid);
+    }
+  }
   if (!addrs.empty()) {
     TPUCTL_TRY_ASSIGN(auto sshd, remote::create_local_sshd_pool(sshd_options(
                                      root, addrs, view.info.local.value("port", 2222))));
     for (auto& host : sshd.hosts) {
-      if (remote::running_local_sshd_pid(host) != 0) {
-        ++result.stopped;
+      if (int pid = remote::running_local_sshd_pid(host); pid != 0) {
+        servers.insert(pid);
       }
     }
     TPUCTL_TRY(remote::stop_local_sshd_pool(sshd));
   }
-  // Anything else still running from that directory (a server whose pid file is gone), then
-  // whatever was started through the servers (sessions, commands, workloads).
+  result.stopped = static_cast<int>(servers.size());
+  // Anything else still running from that directory (a server whose pid file is gone, a
+  // connection), then whatever was started through the servers (sessions, commands, workloads).
   if (!root.empty()) {
     TPUCTL_TRY_ASSIGN(int more, remote::stop_local_sshd_under(root));
-    result.stopped += more;
+    (void)more; // counted above, when they could still be told apart
     result.processes = sweep_pool_processes(root);
   }
   TPUCTL_TRY(delete_pool(store, pool, true));

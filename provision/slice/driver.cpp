@@ -31,7 +31,12 @@ Expected<std::optional<Taken>> take_lease(state::StateStore& store, const std::s
   std::optional<Taken> taken;
   auto committed = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
     taken.reset();
-    TPUCTL_TRY_ASSIGN(QueuedResource qr, load_queued_resource(s, pool, id));
+    // Gone already (another driver finished its delete a moment ago): nothing to do.
+    TPUCTL_TRY_ASSIGN(auto found, s.find(state::queued_resource_key(pool, id)));
+    if (!found) {
+      return std::vector<state::Op>{};
+    }
+    TPUCTL_TRY_ASSIGN(QueuedResource qr, qr_from_record(*found));
     const int64_t now = state::to_unix_ms(options.clock());
     if (!transient(qr.state)) {
       return std::vector<state::Op>{};

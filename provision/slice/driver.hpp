@@ -43,8 +43,9 @@ inline constexpr const char* k_waiting_for = "waiting_for";
 std::string waiting_for(const QueuedResource& qr);
 
 // Takes the lease of `id` and carries it to its next stable state, when the pool lets this
-// process do the request's SSH work (pool/ssh_work.hpp: else it only notes why it waits).
-// Errors: the store's, and not_found when the request does not exist.
+// process do the request's SSH work (pool/ssh_work.hpp: else it only notes why it waits). A
+// request that does not exist (any more: another driver finished its delete) is nothing to do:
+// not carried, no record. Errors: the store's.
 Expected<DriveResult> drive(state::StateStore& store, const std::string& pool,
                             const std::string& id, const DriveOptions& options,
                             const remote::CancelToken* cancel = nullptr);
