@@ -23,7 +23,11 @@ bench=${EVENT_LOG_BENCH:-$root/${BUILD_DIR:-build}/bench/event_log_bench}
 scratch=$(mktemp -d /tmp/tpuctl-evlog-XXXXXX)
 etcd_pid=
 cleanup() {
-  [[ -n $etcd_pid ]] && kill "$etcd_pid" 2>/dev/null && wait "$etcd_pid" 2>/dev/null
+  # (wait reports etcd's TERM status: never let it stop the cleanup under set -e)
+  if [[ -n $etcd_pid ]]; then
+    kill "$etcd_pid" 2>/dev/null || true
+    wait "$etcd_pid" 2>/dev/null || true
+  fi
   rm -rf "$scratch"
 }
 trap cleanup EXIT
