@@ -22,13 +22,6 @@ void warn_unreconciled(const std::vector<Error>& errors) {
 
 namespace {
 
-// Nothing when this process may do the SSH work of `qr` in `pool` (pool/ssh_work.hpp); else why.
-std::optional<std::string> refusal(const state::StateStore& store, const PoolInfo& pool,
-                                   const QueuedResource& qr, bool as_controller) {
-  return ssh_work_refusal(pool.name, pool.ssh_work, qr.owner,
-                          SshWorker{store.actor(), as_controller});
-}
-
 // Whether a request of `pool` that needs a driver may be carried by this process: a driver
 // started here for none would only note, with this caller's name, that they wait for others.
 Expected<bool> anything_to_carry(state::StateStore& store, const std::string& pool,
@@ -46,7 +39,7 @@ Expected<bool> anything_to_carry(state::StateStore& store, const std::string& po
     if (!qr || !needs_driver(*qr, now)) {
       continue;
     }
-    if (!refusal(store, info, *qr, as_controller)) {
+    if (!ssh_work_refusal(store, info, qr->owner, as_controller)) {
       any = true;
     } else if (waiting_for(*qr).empty()) {
       // Someone else's: said once in the request, where describe shows it (drive() notes it
@@ -135,7 +128,7 @@ Expected<OwnTick> drive_own(state::StateStore& store, const std::string& pool,
     }
     // Handed to a detached driver only when it would be that driver's (and so this caller's)
     // to carry: someone else's waits for them, and drive() only notes for whom.
-    if (q && refusal(store, *info, *q, options.as_controller)) {
+    if (q && ssh_work_refusal(store, *info, q->owner, options.as_controller)) {
       TPUCTL_TRY(drive(store, pool, need, options, cancel));
       continue;
     }

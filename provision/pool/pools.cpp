@@ -634,6 +634,11 @@ Expected<PoolInfo> change_pool(state::StateStore& store, const std::string& pool
 
 } // namespace
 
+std::optional<std::string> ssh_work_refusal(const state::StateStore& store, const PoolInfo& pool,
+                                            const std::string& owner, bool as_controller) {
+  return ssh_work_refusal(pool.name, pool.ssh_work, owner, SshWorker{store.actor(), as_controller});
+}
+
 Expected<PoolInfo> set_pool_ssh_work(state::StateStore& store, const std::string& pool,
                                      SshWork ssh_work) {
   if (ssh_work == SshWork::controller) {

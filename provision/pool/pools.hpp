@@ -148,6 +148,11 @@ Expected<std::vector<HostEntry>> set_drain(state::StateStore& store, const std::
 Status require_pool_admin(const state::StateStore& store, const PoolInfo& pool,
                           const std::string& action);
 
+// ssh_work_refusal() for what `owner` made in `pool`, asked by the store's actor (as the
+// pool's controller when `as_controller`): nothing when it may do the SSH work, else why not.
+std::optional<std::string> ssh_work_refusal(const state::StateStore& store, const PoolInfo& pool,
+                                            const std::string& owner, bool as_controller);
+
 // Sets who does the SSH work of the pool's requests and workloads (ownership.hpp), by an admin
 // (require_pool_admin), recorded as POOL_SSH_WORK_SET. `controller` needs a store that holds
 // elections (etcd): usage error otherwise, nothing changed. Errors: auth, usage, the store's.

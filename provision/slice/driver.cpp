@@ -48,8 +48,7 @@ Expected<std::optional<Taken>> take_lease(state::StateStore& store, const std::s
     // Whose keys may do this request's SSH work: the pool says (ssh_work.hpp).
     TPUCTL_TRY_ASSIGN(auto pool_record, s.get(state::pool_key(pool)));
     TPUCTL_TRY_ASSIGN(PoolInfo info, pool_from_json(pool_record.doc));
-    if (auto refusal = ssh_work_refusal(pool, info.ssh_work, qr.owner,
-                                        SshWorker{s.actor(), options.as_controller})) {
+    if (auto refusal = ssh_work_refusal(s, info, qr.owner, options.as_controller)) {
       taken = Taken{qr, false, *refusal};
       if (waiting_for(qr) == *refusal) {
         return std::vector<state::Op>{};

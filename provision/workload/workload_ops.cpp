@@ -141,8 +141,7 @@ Expected<std::optional<std::string>>
 workload_ssh_refusal(state::StateStore& store, const Workload& wl, const MonitorOptions& o) {
   TPUCTL_TRY_ASSIGN(auto record, store.get(state::pool_key(wl.pool)));
   TPUCTL_TRY_ASSIGN(PoolInfo info, pool_from_json(record.doc));
-  return ssh_work_refusal(wl.pool, info.ssh_work, wl.owner,
-                          SshWorker{store.actor(), o.as_controller});
+  return ssh_work_refusal(store, info, wl.owner, o.as_controller);
 }
 
 Expected<Workload> create_workload(state::StateStore& store, const WorkloadRequest& r,
