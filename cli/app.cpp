@@ -64,6 +64,11 @@ void add_global_flags(CLI::App& app, GlobalOptions& g) {
       ->envname("TPUCTL_POOL")
       ->type_name("NAME")
       ->group(group);
+  app.add_option("--project", g.project,
+                 "the project a create is charged to (quotas, usage), and the one a list shows "
+                 "(default: CLOUDSDK_CORE_PROJECT, config project, else 'default')")
+      ->type_name("ID")
+      ->group(group);
   app.add_option("--etcd-user", g.etcd_user, "etcd user name (token auth)")
       ->envname("TPUCTL_ETCD_USER")
       ->type_name("USER")

@@ -4,6 +4,7 @@
 // first.
 #include "cli/commands.hpp"
 #include "cli/compat.hpp"
+#include "cli/config.hpp"
 #include "cli/output.hpp"
 #include "cli/qr_view.hpp"
 #include "cli/runtime_options.hpp"
@@ -167,6 +168,7 @@ Expected<int> run_create(Context& ctx, const ClusterFlags& f) {
   req.tpu_type = f.tpu_type;
   req.num_slices = f.num_slices;
   req.tier = tier;
+  TPUCTL_TRY_ASSIGN(req.project, charged_project(ctx.globals));
   TPUCTL_TRY_ASSIGN(req.on_preemption, provision::parse_on_preemption(f.on_preemption));
   const auto clock = state::system_clock();
   TPUCTL_TRY_ASSIGN(auto clusters, provision::list_clusters(*store, pool));

@@ -2,8 +2,9 @@
 // the same transaction as the change (so there is no change without its event and no event
 // without its change), with the store's actor (the etcd user, or USER@HOST): what happened, to
 // what, by whom, when, and with what result. Filters by pool (--pool), object, actor, owner (the
-// actor of the object's first event: its creator, known even once the object is deleted), type
-// and age; --watch prints the new ones as they are committed. The log keeps its retention
+// actor of the object's first event: its creator, known even once the object is deleted),
+// project (--project: the latest project an object's events name, and quota changes), type and
+// age; --watch prints the new ones as they are committed. The log keeps its retention
 // (state/event_retention.hpp, README "The audit trail").
 #include <map>
 
@@ -37,7 +38,8 @@ std::string object_of(const state::Event& e) {
   return std::string(state::to_string(e.subject_kind)) + "/" + e.subject;
 }
 
-Json event_row(const state::Event& e) {
+// `project`: the project the event's object is charged to ("" for a pool's or a host's own).
+Json event_row(const state::Event& e, const std::string& project = "") {
   std::string detail;
   if (e.detail.is_object()) {
     for (const auto& [k, v] : e.detail.items()) {
@@ -51,6 +53,7 @@ Json event_row(const state::Event& e) {
               {"actor", e.actor},
               {"action", e.type},
               {"object", object_of(e)},
+              {"project", project},
               {"result", e.to_state.empty() ? std::string("ok") : e.to_state},
               {"from", e.from_state},
               {"to", e.to_state},
@@ -65,11 +68,13 @@ struct Filter {
   std::string actor;
   std::string owner;
   std::string type;
+  std::string project;  // --project: the events of that project's objects and quota
   int64_t since_ms = 0; // events at or after (0: all)
 };
 
-Expected<Filter> make_filter(const EventFlags& f) {
+Expected<Filter> make_filter(const EventFlags& f, const std::string& project) {
   Filter out;
+  out.project = project;
   if (!f.object.empty()) {
     const auto slash = f.object.find('/');
     if (slash != std::string::npos) {
@@ -94,18 +99,38 @@ Expected<Filter> make_filter(const EventFlags& f) {
   return out;
 }
 
-// Who made each object: the actor of its first event (its creation).
-using Creators = std::map<std::string, std::string>;
+// What the log says of each object so far: who made it (the actor of its first event, its
+// creation) and the project it is charged to (the latest event that names one).
+struct Known {
+  std::map<std::string, std::string> creators;
+  std::map<std::string, std::string> projects;
 
-bool passes(const Filter& f, const state::Event& e, Creators& creators) {
+  // Reads `e`; returns the project of its event ("" when it names none and its object has none:
+  // a pool's own change, a host's). A quota change is its project's.
+  std::string see(const state::Event& e) {
+    const std::string object = object_of(e);
+    creators.emplace(object, e.actor); // the first seen is the oldest
+    if (e.detail.is_object()) {
+      if (auto p = e.detail.find("project"); p != e.detail.end() && p->is_string()) {
+        if (e.subject_kind == state::Kind::pool) {
+          return p->get<std::string>();
+        }
+        projects[object] = p->get<std::string>();
+      }
+    }
+    auto it = projects.find(object);
+    return it == projects.end() ? std::string() : it->second;
+  }
+};
+
+bool passes(const Filter& f, const state::Event& e, Known& known, const std::string& project) {
   const std::string object = object_of(e);
-  creators.emplace(object, e.actor); // the first seen is the oldest
   if ((f.kind && e.subject_kind != *f.kind) || (!f.subject.empty() && e.subject != f.subject) ||
       (!f.actor.empty() && e.actor != f.actor) || (!f.type.empty() && e.type != f.type) ||
-      e.time_ms < f.since_ms) {
+      (!f.project.empty() && project != f.project) || e.time_ms < f.since_ms) {
     return false;
   }
-  return f.owner.empty() || creators[object] == f.owner;
+  return f.owner.empty() || known.creators[object] == f.owner;
 }
 
 void print_line(const Context& ctx, const Json& row) {
@@ -123,18 +148,19 @@ void print_line(const Context& ctx, const Json& row) {
 }
 
 Expected<int> run_events(Context& ctx, const EventFlags& f) {
-  TPUCTL_TRY_ASSIGN(Filter filter, make_filter(f));
+  TPUCTL_TRY_ASSIGN(Filter filter, make_filter(f, ctx.globals.project));
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx, Drivers::none));
   const std::string pool = ctx.globals.pool;
   TPUCTL_TRY_ASSIGN(auto events, store->events(state::EventQuery{pool, std::nullopt, "", 0, 0}));
-  Creators creators;
+  Known known;
   Json rows = Json::array();
   int64_t last = 0;
   for (const auto& e : events) {
     last = std::max(last, e.revision);
-    if (passes(filter, e, creators)) {
-      rows.push_back(event_row(e));
+    const std::string project = known.see(e);
+    if (passes(filter, e, known, project)) {
+      rows.push_back(event_row(e, project));
     }
   }
   if (!f.watch) {
@@ -158,8 +184,9 @@ Expected<int> run_events(Context& ctx, const EventFlags& f) {
                       store->events(state::EventQuery{pool, std::nullopt, "", last, 0}));
     for (const auto& e : fresh) {
       last = std::max(last, e.revision);
-      if (passes(filter, e, creators)) {
-        print_line(ctx, event_row(e));
+      const std::string project = known.see(e);
+      if (passes(filter, e, known, project)) {
+        print_line(ctx, event_row(e, project));
       }
     }
   }
@@ -187,9 +214,10 @@ void setup_events(CLI::App& group, Registry& registry) {
       ->type_name("D")
       ->check(positive_duration());
   group.footer(
-      "Every pool's events unless --pool. json rows: time, revision, pool, actor, "
-      "action, object,\nresult (the new state, or ok), from, to, initiator, detail. "
-      "Kept 90 days and at most\n20000 a pool (TPUCTL_EVENT_RETENTION, TPUCTL_EVENT_MAX).");
+      "Every pool's events unless --pool; one project's (its objects' and its quota's) with\n"
+      "--project. json rows: time, revision, pool, actor, action, object, project, result (the\n"
+      "new state, or ok), from, to, initiator, detail. Kept 90 days and at most 20000 a pool\n"
+      "(TPUCTL_EVENT_RETENTION, TPUCTL_EVENT_MAX).");
   registry.bind(group, [f](Context& ctx) { return run_events(ctx, *f); });
 }
 

@@ -21,6 +21,7 @@ namespace tpuctl::cli {
 
 void setup_pool_remote(CLI::App& group, Registry& registry);
 void setup_pool_local(CLI::App& group, Registry& registry);
+void setup_pool_quota(CLI::App& group, Registry& registry);
 
 namespace {
 
@@ -372,6 +373,7 @@ void setup_pool(CLI::App& group, Registry& registry) {
   add_drain(group, registry);
   add_set_admins(group, registry);
   add_set_ssh_work(group, registry);
+  setup_pool_quota(group, registry);
   add_import(group, registry);
   setup_pool_remote(group, registry);
   setup_pool_local(group, registry);

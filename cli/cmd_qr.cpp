@@ -8,6 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/compat.hpp"
+#include "cli/config.hpp"
 #include "cli/output.hpp"
 #include "cli/qr_view.hpp"
 #include "cli/runtime_options.hpp"
@@ -206,6 +207,7 @@ Expected<int> run_create(Context& ctx, const CreateFlags& f) {
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   const auto clock = state::system_clock();
   TPUCTL_TRY_ASSIGN(auto request, build_request(f, pool, state::to_unix_ms(clock())));
+  TPUCTL_TRY_ASSIGN(request.project, charged_project(ctx.globals));
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
   TPUCTL_TRY_ASSIGN(auto outcome,

@@ -1,6 +1,7 @@
-// tpuctl usage: chip-hours held over a window (Slurm's sreport, Google Cloud's billing export):
-// per owner, or per request, from the store's events (provision/queue/usage.hpp), so it equals
-// the sum of the requests' own ACTIVE time. Table, json and csv (--format csv(...)) alike.
+// tpuctl usage: chip-hours held and workload goodput over a window (Slurm's sreport, Google
+// Cloud's billing export): per project and owner, per project, per owner, or per request, from
+// the store's events (provision/queue/usage.hpp, provision/workload/workload_usage.hpp), so the
+// chip-hours equal the sum of the requests' own ACTIVE time. Table, json and csv alike.
 #include <algorithm>
 #include <map>
 
@@ -9,6 +10,7 @@
 #include "cli/state_access.hpp"
 #include "cli/values.hpp"
 #include "provision/queue/usage.hpp"
+#include "provision/workload/workload_usage.hpp"
 #include "util/strings.hpp"
 #include "util/time_text.hpp"
 
@@ -18,16 +20,17 @@ namespace {
 
 struct UsageFlags {
   std::string since = "7d";
-  std::string by = "owner";
+  std::string by = "project,owner";
 };
 
-double rounded(double hours) {
-  return static_cast<double>(static_cast<int64_t>(hours * 1000.0 + 0.5)) / 1000.0;
+double rounded(double value) {
+  return static_cast<double>(static_cast<int64_t>(value * 1000.0 + 0.5)) / 1000.0;
 }
 
 Expected<int> run_usage(Context& ctx, const UsageFlags& f) {
-  if (f.by != "owner" && f.by != "request") {
-    return usage_error("--by '" + util::printable(f.by) + "' is not owner or request");
+  std::optional<provision::UsageGroup> group;
+  if (f.by != "request") {
+    TPUCTL_TRY_ASSIGN(group, provision::parse_usage_group(f.by));
   }
   TPUCTL_TRY_ASSIGN(auto window, util::parse_duration(f.since, "--since"));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx, Drivers::none));
@@ -45,10 +48,11 @@ Expected<int> run_usage(Context& ctx, const UsageFlags& f) {
   const int64_t from = until - window.count();
   const auto usage = provision::request_usage(events, live, from, until);
   Json rows = Json::array();
-  if (f.by == "request") {
+  if (!group) {
     for (const auto& u : usage) {
       rows.push_back(Json{{"pool", u.pool},
                           {"request", u.id},
+                          {"project", u.project},
                           {"owner", u.owner},
                           {"chips", u.chips},
                           {"active_ms", u.active_ms},
@@ -59,11 +63,13 @@ Expected<int> run_usage(Context& ctx, const UsageFlags& f) {
     TPUCTL_TRY(emit_list(ctx, rows,
                          {{"POOL", "pool"},
                           {"REQUEST", "request"},
+                          {"PROJECT", "project"},
                           {"OWNER", "owner"},
                           {"CHIPS", "chips"},
                           {"CHIP_HOURS", "chip_hours"}},
                          Json{{"pool", ""},
                               {"request", ""},
+                              {"project", ""},
                               {"owner", ""},
                               {"chips", 0},
                               {"active_ms", 0},
@@ -72,22 +78,46 @@ Expected<int> run_usage(Context& ctx, const UsageFlags& f) {
                               {"until", ""}}));
     return 0;
   }
-  std::map<std::string, std::pair<int, int64_t>> by_owner; // owner -> requests, chip ms
-  for (const auto& u : usage) {
-    auto& [requests, chip_ms] = by_owner[u.owner];
-    requests += 1;
-    chip_ms += u.chip_ms;
+  const auto workloads = provision::workload_usage(events, from, until);
+  for (const auto& s : provision::summarize_usage(usage, workloads, *group)) {
+    Json row{{"project", s.project},
+             {"owner", s.owner},
+             {"requests", s.requests},
+             {"chip_hours", rounded(s.chip_hours())},
+             {"workloads", s.workloads},
+             {"workload_hours", rounded(static_cast<double>(s.wall_ms) / 3600000.0)},
+             {"running_hours", rounded(static_cast<double>(s.running_ms) / 3600000.0)},
+             {"lost_hours", rounded(static_cast<double>(s.lost_ms) / 3600000.0)},
+             {"goodput", s.wall_ms > 0 ? Json(rounded(s.goodput())) : Json(nullptr)},
+             {"since", time_json(from)},
+             {"until", time_json(until)}};
+    rows.push_back(std::move(row));
   }
-  for (const auto& [owner, sums] : by_owner) {
-    rows.push_back(Json{{"owner", owner},
-                        {"requests", sums.first},
-                        {"chip_hours", rounded(static_cast<double>(sums.second) / 3600000.0)},
-                        {"since", time_json(from)},
-                        {"until", time_json(until)}});
+  std::vector<Column> columns;
+  if (*group != provision::UsageGroup::owner) {
+    columns.push_back({"PROJECT", "project"});
   }
-  TPUCTL_TRY(emit_list(
-      ctx, rows, {{"OWNER", "owner"}, {"REQUESTS", "requests"}, {"CHIP_HOURS", "chip_hours"}},
-      Json{{"owner", ""}, {"requests", 0}, {"chip_hours", 0.0}, {"since", ""}, {"until", ""}}));
+  if (*group != provision::UsageGroup::project) {
+    columns.push_back({"OWNER", "owner"});
+  }
+  for (const Column& c : std::vector<Column>{{"REQUESTS", "requests"},
+                                             {"CHIP_HOURS", "chip_hours"},
+                                             {"WORKLOADS", "workloads"},
+                                             {"GOODPUT", "goodput"}}) {
+    columns.push_back(c);
+  }
+  TPUCTL_TRY(emit_list(ctx, rows, columns,
+                       Json{{"project", ""},
+                            {"owner", ""},
+                            {"requests", 0},
+                            {"chip_hours", 0.0},
+                            {"workloads", 0},
+                            {"workload_hours", 0.0},
+                            {"running_hours", 0.0},
+                            {"lost_hours", 0.0},
+                            {"goodput", 0.0},
+                            {"since", ""},
+                            {"until", ""}}));
   return 0;
 }
 
@@ -98,12 +128,20 @@ void setup_usage(CLI::App& group, Registry& registry) {
   group.add_option("--since", f->since, "the window: the last D (default 7d)")
       ->type_name("D")
       ->check(positive_duration());
-  group.add_option("--by", f->by, "one row per owner (default) or per request")
-      ->type_name("owner|request");
-  group.footer("Chip-hours a queued resource held while ACTIVE, from the event log (kept 90\n"
-               "days: TPUCTL_EVENT_RETENTION), so they add up to the requests' own ACTIVE time.\n"
-               "Every pool's unless --pool. json rows: owner, requests, chip_hours, since, until;\n"
-               "--by request: pool, request, owner, chips, active_ms, chip_hours, since, until.");
+  group
+      .add_option("--by", f->by,
+                  "one row per project and owner (default), per project, per owner, or per "
+                  "request")
+      ->type_name("project,owner|project|owner|request");
+  group.footer(
+      "Chip-hours a queued resource held while ACTIVE, from the event log (kept 90 days:\n"
+      "TPUCTL_EVENT_RETENTION), so they add up to the requests' own ACTIVE time; goodput is\n"
+      "the workloads' running time over their wall time in the window (an attempt that did\n"
+      "not finish counts as lost). Every pool's unless --pool; one project's with --project.\n"
+      "json rows: project, owner (\"\" for the dimension not grouped by), requests, chip_hours,\n"
+      "workloads, workload_hours, running_hours, lost_hours, goodput (null: no workload),\n"
+      "since, until;\n"
+      "--by request: pool, request, project, owner, chips, active_ms, chip_hours, since, until.");
   registry.bind(group, [f](Context& ctx) { return run_usage(ctx, *f); });
 }
 

@@ -10,6 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/compat.hpp"
+#include "cli/config.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/fanout_output.hpp"
 #include "cli/output.hpp"
@@ -128,6 +129,9 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   provision::WorkloadRequest r;
   r.name = f.name;
   r.cluster = f.cluster;
+  if (!ctx.globals.project.empty()) {
+    TPUCTL_TRY_ASSIGN(r.project, charged_project(ctx.globals)); // must be the cluster's
+  }
   r.command = f.command;
   r.max_restarts = f.max_restarts;
   r.termination_grace_ms = f.grace_seconds * 1000;

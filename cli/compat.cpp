@@ -38,8 +38,7 @@ constexpr std::string_view k_libssh =
 const std::vector<CompatFlag>& compat_flags() {
   static const std::vector<CompatFlag> k_flags = {
       // ---- gcloud-wide flags (every command) ----
-      {"--project", "*", true, A::ignore, k_gcp_only, ""},
-      {"--billing-project", "*", true, A::ignore, k_gcp_only, ""},
+      {"--billing-project", "*", true, A::project, "", ""},
       {"--account", "*", true, A::ignore, k_gcp_only, ""},
       {"--impersonate-service-account", "*", true, A::ignore, k_gcp_only, ""},
       {"--access-token-file", "*", true, A::ignore, k_gcp_only, ""},
@@ -445,6 +444,12 @@ Status apply_compat(Context& ctx, const CompatValues& values) {
     }
     case CompatAction::zone:
       ctx.globals.zone = given.back();
+      break;
+    case CompatAction::project:
+      // gcloud's --billing-project is "the project charged for quota": it wins over --project.
+      if (name == "--billing-project" || ctx.globals.project.empty()) {
+        ctx.globals.project = given.back();
+      }
       break;
     case CompatAction::ignore:
       notices.push_back(shown + " ignored: " + std::string(f->why));

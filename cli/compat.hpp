@@ -5,10 +5,12 @@
 // other flag of `gcloud [alpha] compute tpus` and of xpk's cluster and workload commands is a
 // row of ONE table (compat.cpp), saying what tpuctl does with it:
 //
-//   ignore  it has no meaning here (a project, a network, a CPU machine type): accepted, and one
+//   ignore  it has no meaning here (a network, a CPU machine type): accepted, and one
 //           notice on stderr says so (--quiet silences it); a script never stops for it;
 //   zone    --zone: where capacity lives, which here is a pool: it selects the pool of that name
 //           (resolve_pool), or, when none has it, is ignored with a notice;
+//   project --billing-project (gcloud's "project charged for quota"): as tpuctl's global
+//           --project, which gcloud's and xpk's --project are (provision/pool/projects.hpp);
 //   refuse  a feature tpuctl does not have and cannot pretend to (ssh options for an ssh binary
 //           it does not run, Pathways): one `tpuctl: error:` line, exit 2, saying why and what
 //           to use instead.
@@ -34,7 +36,7 @@
 
 namespace tpuctl::cli {
 
-enum class CompatAction { ignore, zone, refuse };
+enum class CompatAction { ignore, zone, project, refuse };
 
 struct CompatFlag {
   std::string_view names; // "--project" or "--skip-validation,--no-skip-validation"

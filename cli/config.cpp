@@ -49,12 +49,19 @@ Status known_key(const std::string& key) {
 std::string canonical_config_key(const std::string& key) {
   // gcloud's `config set compute/zone Z`: a zone is a pool here.
   // xpk's `config set zone Z` too.
-  return key == "compute/zone" || key == "compute.zone" || key == "zone" ? "pool" : key;
+  if (key == "compute/zone" || key == "compute.zone" || key == "zone") {
+    return "pool";
+  }
+  // gcloud's `config set project P` (core/project), xpk's `config set project-id P`.
+  if (key == "core/project" || key == "core.project" || key == "project-id") {
+    return "project";
+  }
+  return key;
 }
 
 std::string ignored_config_key(const std::string& key) {
-  if (key == "project-id" || key == "client-id" || key == "core/project" || key == "core/account" ||
-      key == "cluster-state-gcs-bucket" || key == "send-telemetry") {
+  if (key == "client-id" || key == "core/account" || key == "cluster-state-gcs-bucket" ||
+      key == "send-telemetry") {
     return "a Google Cloud or xpk setting; your own hosts have none";
   }
   if (key == "custom-binaries-path") {
@@ -69,6 +76,7 @@ std::string ignored_config_key(const std::string& key) {
 const std::vector<ConfigKey>& config_keys() {
   static const std::vector<ConfigKey> k_keys = {
       {"pool", "--pool", "the host pool commands use"},
+      {"project", "--project", "the project requests are charged to (quotas, usage)"},
       {"state", "--state", "the state store URL (sqlite:PATH or etcd://HOST:PORT[,...])"},
       {"format", "--format", "the output format: table, json, yaml or value(...)"},
       {"ssh.user", "--user", "login user for hosts added with 'pool add-hosts'"},
@@ -101,6 +109,9 @@ Status validate_config_value(const std::string& key, const std::string& value) {
   }
   if (key == "pool") {
     return provision::validate_pool_name(value);
+  }
+  if (key == "project") {
+    return provision::validate_project_id(value);
   }
   if (key == "state") {
     auto loc = state::parse_state_url(value, state::PathEnvironment::from_process());
@@ -223,6 +234,20 @@ Status Config::save() const {
                       "cannot write the config file " + m_path + ": " + ec.message());
   }
   return tpuctl::ok();
+}
+
+Expected<std::string> charged_project(const GlobalOptions& globals) {
+  if (!globals.project.empty()) {
+    TPUCTL_TRY(provision::validate_project_id(globals.project));
+    return globals.project;
+  }
+  if (const char* env = std::getenv("CLOUDSDK_CORE_PROJECT"); env && *env) {
+    if (auto valid = provision::validate_project_id(env); !valid) {
+      return usage_error("CLOUDSDK_CORE_PROJECT: " + valid.error().message);
+    }
+    return std::string(env);
+  }
+  return active_config().get("project").value_or(provision::k_default_project);
 }
 
 const Config& active_config() {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/context.hpp"
 #include "util/expected.hpp"
 
 namespace tpuctl::cli {
@@ -61,6 +62,11 @@ private:
 
 // Checks one value with its flag's parser. Errors: usage naming the key and the value.
 Status validate_config_value(const std::string& key, const std::string& value);
+
+// The project a request made now is charged to: --project (or --billing-project), else
+// CLOUDSDK_CORE_PROJECT, else `config set project` (gcloud's core/project, xpk's project-id),
+// else "default". Errors: usage when the value is not a project id, naming it.
+Expected<std::string> charged_project(const GlobalOptions& globals);
 
 // The configuration of this run (loaded by cli::run before the command line is built), so
 // setup functions can take their defaults from it. Empty when not loaded.

@@ -19,6 +19,9 @@ struct GlobalOptions {
   std::string state;    // --state=URL, env TPUCTL_STATE
   std::string pool;     // --pool=NAME, env TPUCTL_POOL
   std::string zone;     // gcloud's --zone (or CLOUDSDK_COMPUTE_ZONE): a pool's name (compat.hpp)
+  // gcloud's and xpk's --project (or --billing-project): the project a create is charged to, and
+  // the one project a list shows; "" when not given (see charged_project()).
+  std::string project;
   // Reaching an etcd store (state/location.hpp EtcdAccess); the password itself comes from
   // --etcd-password-file or TPUCTL_ETCD_PASSWORD, never from the command line.
   std::string etcd_user;          // --etcd-user, env TPUCTL_ETCD_USER

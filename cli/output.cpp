@@ -357,8 +357,15 @@ Status emit_list(const Context& ctx, const Json& rows, const std::vector<Column>
   }
   TPUCTL_TRY_ASSIGN(RowFilter filter, RowFilter::parse(ctx.globals.filter));
   TPUCTL_TRY(check_fields(filter.keys(), known, "--filter"));
+  // gcloud's --project on a list: that project's rows only (rows with a project field).
+  const bool by_project =
+      !ctx.globals.project.empty() && example.is_object() && example.contains("project");
   items.erase(std::remove_if(items.begin(), items.end(),
-                             [&](const auto& item) { return !filter.matches(item.first); }),
+                             [&](const auto& item) {
+                               return !filter.matches(item.first) ||
+                                      (by_project &&
+                                       field_of(item.first, "project") != ctx.globals.project);
+                             }),
               items.end());
   if (!ctx.globals.sort_by.empty()) {
     std::vector<std::pair<std::string, bool>> keys; // field, descending

@@ -51,7 +51,8 @@ struct Column {
 };
 
 // Emits a list: json/yaml as an array of objects, table as aligned columns, value(...),
-// table(...) and csv(...) as the named fields; only the rows that pass --filter, in --sort-by
+// table(...) and csv(...) as the named fields; only the rows that pass --filter (and, for rows
+// with a `project` field, as `example` shows, those of --project when given), in --sort-by
 // order, at most --limit. A column's header (lower case) names its field too. Errors: usage when
 // --filter, --sort-by or a projection names a field neither the rows, the columns nor `example`
 // (a row of the kind with every field, so an empty list knows them too) have; nothing is printed.

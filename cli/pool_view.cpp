@@ -62,6 +62,7 @@ Json pool_view_json(const provision::PoolView& view) {
   }
   j["admins"] = view.info.admins;
   j["ssh_work"] = std::string(provision::to_string(view.info.ssh_work));
+  j["quotas"] = view.info.quotas; // project -> chips; a project not named is unlimited
   j["free"] = view.grid.count(CellState::free);
   j["claimed"] = view.grid.count(CellState::claimed);
   j["drained"] = view.grid.count(CellState::drained);
@@ -136,6 +137,13 @@ void print_pool_view(std::ostream& os, const provision::PoolView& view) {
     os << "admins:    " << util::join(view.info.admins, ", ") << "\n";
   }
   os << "ssh work:  by " << provision::to_string(view.info.ssh_work) << "\n";
+  if (!view.info.quotas.empty()) {
+    std::vector<std::string> quotas;
+    for (const auto& [project, chips] : view.info.quotas) {
+      quotas.push_back(project + " " + std::to_string(chips));
+    }
+    os << "quotas:    " << util::join(quotas, ", ") << " chips (others unlimited)\n";
+  }
   os << "\nhost grid (x across, y down):\n";
   draw_grid(os, view);
   auto blocks = provision::largest_free_blocks(view.grid, 3);

@@ -166,6 +166,7 @@ Json qr_json(const provision::QueuedResource& qr) {
               {"metadata", metadata},
               {"request_id", qr.request_id},
               {"owner", qr.owner},
+              {"project", qr.project},
               {"reason", reason_of(qr)},
               {"pending_reason", qr.pending_reason},
               {"waiting_for", provision::waiting_for(qr)},
@@ -180,6 +181,7 @@ const std::vector<Column> k_qr_columns = {{"ID", "id"},
                                           {"NODE_COUNT", "node_count"},
                                           {"TIER", "tier"},
                                           {"OWNER", "owner"},
+                                          {"PROJECT", "project"},
                                           {"CREATED_AT", "created_at"},
                                           {"REASON", "reason"}};
 
@@ -198,6 +200,7 @@ void print_qr(std::ostream& os, const provision::QueuedResource& qr) {
   if (!qr.owner.empty()) {
     rows.push_back({"owner", qr.owner});
   }
+  rows.push_back({"project", qr.project});
   if (!qr.runtime_version.empty()) {
     rows.push_back({"runtime_version", qr.runtime_version});
   }
@@ -274,6 +277,7 @@ Json node_json(const provision::QueuedResource& qr, size_t slice) {
               {"state", node_state(qr)},
               {"accelerator_type", qr.accelerator_type},
               {"runtime_version", qr.runtime_version},
+              {"project", qr.project},
               {"worker_count", static_cast<int>(workers.size())},
               {"workers", workers},
               {"network_endpoints", endpoints}};

@@ -50,18 +50,19 @@ const std::vector<RecordFields>& record_fields() {
        "on_preemption, node_count, nodes ({name, slice, workers}), created_at, state_since, "
        "active_since, "
        "valid_until, valid_after, max_run_duration_ms, labels, metadata, request_id, owner, "
-       "reason, "
+       "project, reason, "
        "pending_reason, waiting_for, error ({code, message, worker, node, host}), history "
        "({time, from, to, "
        "initiator, reason}), provisioning"},
       {"worker", "node, slice, worker, host, address, coords"},
-      {"node",
-       "name, queued_resource, slice, state, accelerator_type, runtime_version, worker_count, "
-       "workers, network_endpoints ({ip_address})"},
+      {"node", "name, queued_resource, slice, state, accelerator_type, runtime_version, project, "
+               "worker_count, "
+               "workers, network_endpoints ({ip_address})"},
       {"pool",
        "name, generation, chips_per_host, shape, host_grid, capacity, hosts, local, owner; list: "
        "free; "
-       "describe: admins, ssh_work, free, claimed, drained, largest_free_blocks ({origin, size, hosts}), "
+       "describe: admins, ssh_work, quotas, free, claimed, drained, largest_free_blocks ({origin, "
+       "size, hosts}), "
        "host_list"},
       {"host", "name, address, port, user, identity_file, workdir, coords, state, claimed_by, "
                "drain_reason, labels"},
@@ -80,7 +81,7 @@ const std::vector<RecordFields>& record_fields() {
        "termination_grace_seconds, restart_on_exit_codes, "
        "ttl_seconds_after_finished, max_repairs, repairs, restarts, attempt, "
        "recoveries, timeout_ms, "
-       "deleting, created_at, owner, started_at, attempt_started_at, recovering_since, "
+       "deleting, created_at, owner, project, started_at, attempt_started_at, recovering_since, "
        "finished_at, "
        "message, repair ({hosts, reason}), goodput ({wall_ms, provisioning_ms, queued_ms, "
        "recovering_ms, running_ms, lost_ms, evicted_ms, goodput}), running, worker_count, "
@@ -90,7 +91,8 @@ const std::vector<RecordFields>& record_fields() {
       {"log line (--output jsonl)", "node, slice, worker, host, line"},
       {"cluster",
        "name, pool, tpu_type, num_slices, tier, on_preemption, state, queued_resource, "
-       "created_at, owner, running_workloads, goodput, slices ({name, slice, workers}), workloads "
+       "created_at, owner, project, running_workloads, goodput, slices ({name, slice, workers}), "
+       "workloads "
        "({name, state, goodput}), reason, error; a resize (cluster create on an existing "
        "cluster) adds resize ({from, to, added, removed, evicted, async})"},
   };

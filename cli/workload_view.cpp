@@ -82,17 +82,13 @@ Json workload_json(const provision::Workload& w) {
   return j;
 }
 
-const std::vector<Column> k_workload_columns = {{"NAME", "name"},
-                                                {"CLUSTER", "cluster"},
-                                                {"STATE", "state"},
-                                                {"PRIORITY", "priority"},
-                                                {"SLICES", "slices"},
-                                                {"POSITION", "queue_position"},
-                                                {"RUNNING", "running"},
-                                                {"WORKER_COUNT", "worker_count"},
-                                                {"RESTARTS", "restarts"},
-                                                {"OWNER", "owner"},
-                                                {"CREATED_AT", "created_at"}};
+const std::vector<Column> k_workload_columns = {
+    {"NAME", "name"},         {"CLUSTER", "cluster"},
+    {"STATE", "state"},       {"PRIORITY", "priority"},
+    {"SLICES", "slices"},     {"POSITION", "queue_position"},
+    {"RUNNING", "running"},   {"WORKER_COUNT", "worker_count"},
+    {"RESTARTS", "restarts"}, {"OWNER", "owner"},
+    {"PROJECT", "project"},   {"CREATED_AT", "created_at"}};
 
 void print_workload(std::ostream& os, const provision::Workload& w) {
   os << "workload " << w.name << " on cluster " << w.cluster << ": " << to_string(w.state);
@@ -169,6 +165,7 @@ Json cluster_json(const provision::Cluster& c, const std::optional<provision::Qu
               {"queued_resource", c.queued_resource},
               {"created_at", time_json(c.created_at_ms)},
               {"owner", c.owner},
+              {"project", c.project},
               {"running_workloads", running},
               {"goodput", provision::to_json(goodput)},
               {"slices", slices},
@@ -178,9 +175,9 @@ Json cluster_json(const provision::Cluster& c, const std::optional<provision::Qu
 }
 
 const std::vector<Column> k_cluster_columns = {
-    {"NAME", "name"},   {"TPU_TYPE", "tpu_type"},    {"NUM_SLICES", "num_slices"},
-    {"TIER", "tier"},   {"STATE", "state"},          {"RUNNING_WORKLOADS", "running_workloads"},
-    {"OWNER", "owner"}, {"CREATED_AT", "created_at"}};
+    {"NAME", "name"},   {"TPU_TYPE", "tpu_type"}, {"NUM_SLICES", "num_slices"},
+    {"TIER", "tier"},   {"STATE", "state"},       {"RUNNING_WORKLOADS", "running_workloads"},
+    {"OWNER", "owner"}, {"PROJECT", "project"},   {"CREATED_AT", "created_at"}};
 
 void print_cluster(std::ostream& os, const Json& j) {
   os << "cluster " << cell_text(j["name"]) << " (" << cell_text(j["tpu_type"]) << " x "

@@ -56,7 +56,8 @@ Json to_json(const PoolInfo& p) {
               {"created_at_ms", p.created_at_ms},
               {"owner", p.owner},
               {"admins", p.admins},
-              {"ssh_work", std::string(to_string(p.ssh_work))}};
+              {"ssh_work", std::string(to_string(p.ssh_work))},
+              {"quotas", p.quotas}};
 }
 
 Expected<PoolInfo> pool_from_json(const Json& doc) {
@@ -89,6 +90,13 @@ Expected<PoolInfo> pool_from_json(const Json& doc) {
       p.ssh_work = *w;
     } else {
       return w.error();
+    }
+    if (auto q = doc.find("quotas"); q != doc.end() && q->is_object()) {
+      for (const auto& [project, chips] : q->items()) {
+        if (chips.is_number_integer()) {
+          p.quotas[project] = chips.get<int>();
+        }
+      }
     }
     return p;
   } catch (const Json::exception& e) {
@@ -603,26 +611,21 @@ Status require_pool_admin(const state::StateStore& store, const PoolInfo& pool,
                    " it, not " + store.actor() + ": ask one of them");
 }
 
-namespace {
-
-// One admin's change to the pool record: `change` edits it, recorded as event `type` with
-// `detail`, in one transaction that checks the caller is an admin (`action` names it).
 Expected<PoolInfo> change_pool(state::StateStore& store, const std::string& pool,
-                               const std::string& action,
-                               const std::function<void(PoolInfo&)>& change,
+                               const std::string& action, const PoolChange& change,
                                const std::string& type, const Json& detail) {
   PoolInfo out;
   auto r = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
     TPUCTL_TRY_ASSIGN(auto record, s.get(state::pool_key(pool)));
     TPUCTL_TRY_ASSIGN(out, pool_from_json(record.doc));
     TPUCTL_TRY(require_pool_admin(s, out, action));
-    change(out);
     state::Event ev;
     ev.pool = pool;
     ev.subject_kind = state::Kind::pool;
     ev.subject = pool;
     ev.type = type;
     ev.detail = detail;
+    TPUCTL_TRY(change(s, out, ev.detail));
     return std::vector<state::Op>{
         state::UpdateOp{state::pool_key(pool), to_json(out), record.version}, state::EventOp{ev}};
   });
@@ -631,8 +634,6 @@ Expected<PoolInfo> change_pool(state::StateStore& store, const std::string& pool
   }
   return out;
 }
-
-} // namespace
 
 std::optional<std::string> ssh_work_refusal(const state::StateStore& store, const PoolInfo& pool,
                                             const std::string& owner, bool as_controller) {
@@ -652,8 +653,11 @@ Expected<PoolInfo> set_pool_ssh_work(state::StateStore& store, const std::string
     }
   }
   return change_pool(store, pool, "set who does the SSH work of",
-                     [&](PoolInfo& p) { p.ssh_work = ssh_work; }, "POOL_SSH_WORK_SET",
-                     {{"ssh_work", std::string(to_string(ssh_work))}});
+                     [&](state::StateStore&, PoolInfo& p, Json&) {
+                       p.ssh_work = ssh_work;
+                       return ok();
+                     },
+                     "POOL_SSH_WORK_SET", {{"ssh_work", std::string(to_string(ssh_work))}});
 }
 
 Expected<PoolInfo> set_pool_admins(state::StateStore& store, const std::string& pool,
@@ -664,7 +668,11 @@ Expected<PoolInfo> set_pool_admins(state::StateStore& store, const std::string& 
                          "' is not a user name (etcd user names or USER@HOST, comma-separated)");
     }
   }
-  return change_pool(store, pool, "set the admins of", [&](PoolInfo& p) { p.admins = admins; },
+  return change_pool(store, pool, "set the admins of",
+                     [&](state::StateStore&, PoolInfo& p, Json&) {
+                       p.admins = admins;
+                       return ok();
+                     },
                      "POOL_ADMINS_SET", {{"admins", admins}});
 }
 

@@ -5,6 +5,7 @@
 // queued resource holds a host.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "provision/pool/host_grid.hpp"
 #include "provision/pool/pool_layout.hpp"
+#include "provision/pool/projects.hpp"
 #include "provision/pool/ssh_work.hpp"
 #include "remote/ssh_types.hpp"
 #include "state/store.hpp"
@@ -39,6 +41,8 @@ struct PoolInfo {
   std::vector<std::string> admins;
   // Who may do the SSH work of its requests and workloads (ownership.hpp).
   SshWork ssh_work = SshWork::anyone;
+  // Chip quotas per project (projects.hpp); a project not named is unlimited here.
+  ProjectQuotas quotas;
   int64_t version = 0;
 };
 
@@ -164,6 +168,16 @@ Expected<PoolInfo> set_pool_ssh_work(state::StateStore& store, const std::string
 // blank name), the store's.
 Expected<PoolInfo> set_pool_admins(state::StateStore& store, const std::string& pool,
                                    const std::vector<std::string>& admins);
+
+// One admin's change to the pool record, in one transaction: the caller must pass
+// require_pool_admin (`action` names the change: "set the quotas of"), then `change` edits the
+// record (it may read the store it is given, add to the event's detail, and refuse: nothing is
+// written then); the change is recorded as event `type` with `detail`. Returns the pool
+// afterwards. Errors: auth, not_found, `change`'s, the store's.
+using PoolChange = std::function<Status(state::StateStore&, PoolInfo&, Json& detail)>;
+Expected<PoolInfo> change_pool(state::StateStore& store, const std::string& pool,
+                               const std::string& action, const PoolChange& change,
+                               const std::string& type, const Json& detail);
 
 // Deletes a pool and all its records. Refused (hosts_busy, naming the claims) while hosts are
 // claimed, unless `force`.

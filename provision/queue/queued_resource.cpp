@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "provision/pool/ownership.hpp"
+#include "provision/pool/projects.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::provision {
@@ -277,6 +278,7 @@ Json to_json(const QueuedResource& qr) {
               {"metadata", string_map_json(qr.metadata)},
               {"request_id", qr.request_id},
               {"owner", qr.owner},
+              {"project", qr.project},
               {"state", std::string(to_string(qr.state))},
               {"state_initiator", std::string(state::to_string(qr.state_initiator))},
               {"created_at_ms", qr.created_at_ms},
@@ -316,6 +318,7 @@ Expected<QueuedResource> qr_from_json(const Json& doc) {
     qr.metadata = string_map_from(doc.value("metadata", Json::object()));
     qr.request_id = doc.value("request_id", "");
     qr.owner = doc.value("owner", "");
+    qr.project = doc.value("project", std::string(k_default_project));
     qr.state = state_from(doc.at("state"));
     qr.state_initiator = initiator_from(doc.value("state_initiator", Json("USER")));
     qr.created_at_ms = doc.value("created_at_ms", int64_t{0});

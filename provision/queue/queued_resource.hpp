@@ -111,6 +111,9 @@ struct QueuedResource {
   // Who created it: StateStore::actor() of its create (the etcd user on an authenticating
   // store, else "USER@HOST"); "" for a request made before owners were recorded.
   std::string owner;
+  // The project its chips are charged to (provision/pool/projects.hpp); "default" when none was
+  // named, and for a request made before projects existed.
+  std::string project = "default";
 
   QrState state = QrState::accepted;
   state::Initiator state_initiator = state::Initiator::user;

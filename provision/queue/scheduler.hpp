@@ -10,12 +10,17 @@
 //  2. A waiting request past its valid-until fails with EXPIRED.
 //  3. An ACTIVE flex-start slice past its max-run-duration starts SUSPENDING.
 //  4. The queue is walked in order: tier (reserved, then standard and flex-start, then spot and
-//     best-effort), then arrival (the store's create revision). A request held back by
-//     valid-after is skipped. Each request that fits on free hosts is placed (PROVISIONING, its
-//     hosts claimed). One that does not fit, and is not preemptible, may preempt: when it would
-//     fit if the hosts of lower-tier spot/best-effort slices were free, the fewest such slices
-//     whose hosts the placement needs start SUSPENDING (initiator SERVICE), and their hosts are
-//     set aside for it, so nothing else takes them before it is placed on the next pass.
+//     best-effort); within a tier, the project with the lowest share of its quota first, then
+//     arrival (the store's create revision) within a project (quota.hpp: fair share). A request
+//     held back by valid-after is skipped; so is a guaranteed one its project's quota holds back
+//     (pending reason: the quota and what uses it), without holding anyone else back. Each
+//     request that fits on free hosts is placed (PROVISIONING, its hosts claimed). One that does
+//     not fit, and is not preemptible, may preempt: when it would fit if the hosts of lower-tier
+//     spot/best-effort slices were free, the fewest such slices whose hosts the placement needs
+//     start SUSPENDING (initiator SERVICE), borrowing slices (beyond their project's quota)
+//     before the others, and their hosts are set aside for it, so nothing else takes them
+//     before it is placed on the next pass. A spot request within its own project's quota may
+//     reclaim, the same way, the hosts of other projects' borrowing slices.
 //  5. Anti-starvation: a request that does not fit may be passed by smaller ones (backfill)
 //     only until it has waited `head_wait_bound` at the front of its tier. From then on nothing
 //     behind it in its tier or a lower one is placed, so hosts freed by finishing slices

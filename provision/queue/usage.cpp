@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "provision/pool/projects.hpp"
 #include "topology/accelerator_type.hpp"
 
 namespace tpuctl::provision {
@@ -15,6 +16,7 @@ int request_chips(const QueuedResource& qr) {
 void add_usage_detail(nlohmann::json& detail, const QueuedResource& qr) {
   detail["chips"] = request_chips(qr);
   detail["owner"] = qr.owner;
+  detail["project"] = qr.project;
 }
 
 namespace {
@@ -60,6 +62,9 @@ std::vector<RequestUsage> request_usage(const std::vector<state::Event>& events,
       if (auto w = e.detail.find("owner"); w != e.detail.end() && w->is_string()) {
         o.usage.owner = w->get<std::string>();
       }
+      if (auto p = e.detail.find("project"); p != e.detail.end() && p->is_string()) {
+        o.usage.project = p->get<std::string>();
+      }
     }
     if (o.usage.owner.empty() && e.type == "CREATED") {
       o.usage.owner = e.actor; // made before events carried it: its maker
@@ -89,9 +94,15 @@ std::vector<RequestUsage> request_usage(const std::vector<state::Event>& events,
       if (o.usage.owner.empty()) {
         o.usage.owner = it->second.owner;
       }
+      if (o.usage.project.empty()) {
+        o.usage.project = it->second.project;
+      }
     }
     if (!o.gone) {
       close(o, to_ms, from_ms, to_ms); // still ACTIVE: until the window's end
+    }
+    if (o.usage.project.empty()) {
+      o.usage.project = k_default_project; // made before projects existed
     }
     if (o.usage.active_ms > 0) {
       out.push_back(o.usage);

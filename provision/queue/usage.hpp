@@ -2,10 +2,10 @@
 // same transitions `qr describe`'s history shows), so it equals the sum of the requests' own
 // ACTIVE time. A request holds its chips from the event that made it ACTIVE until the next event
 // that moves it out of ACTIVE (SUSPENDING, DELETING, FAILED, ...) or removes it; one still ACTIVE
-// holds them until the window's end. Each interval is clipped to the window. Its chips and owner
-// come from the events (tpuctl writes both into each request's events), else from the record
-// when it still exists. Events older than the log's retention (state/event_retention.hpp) are
-// gone: a request made ACTIVE before them is counted from its first retained event that leaves
+// holds them until the window's end. Each interval is clipped to the window. Its chips, owner and
+// project come from the events (tpuctl writes them into each request's events), else from the
+// record when it still exists. Events older than the log's retention (state/event_retention.hpp)
+// are gone: a request made ACTIVE before them is counted from its first retained event that leaves
 // ACTIVE, or from the window's start when that is later.
 #pragma once
 
@@ -23,6 +23,7 @@ struct RequestUsage {
   std::string pool;
   std::string id;
   std::string owner;
+  std::string project;
   int chips = 0;         // its chips (the latest known: a node deleted from it lowers them)
   int64_t active_ms = 0; // ACTIVE within the window
   int64_t chip_ms = 0;   // each ACTIVE interval times the chips it held then
@@ -36,7 +37,8 @@ std::vector<RequestUsage> request_usage(const std::vector<state::Event>& events,
                                         const std::map<std::string, QueuedResource>& live,
                                         int64_t from_ms, int64_t to_ms);
 
-// The detail tpuctl writes into a request's events for request_usage: {"chips", "owner"}.
+// The detail tpuctl writes into a request's events for request_usage: {"chips", "owner",
+// "project"}.
 void add_usage_detail(nlohmann::json& detail, const QueuedResource& qr);
 
 // The chips of a request: its accelerator type's chips times its slices; 0 when unknown.

@@ -63,7 +63,7 @@ Expected<std::optional<Taken>> take_lease(state::StateStore& store, const std::s
     }
     qr.provisioning.erase(k_waiting_for);
     qr.provisioning["lease"] = to_json(own_lease(now, options.lease_ttl));
-    taken = Taken{qr, lease && !is_own_lease(*lease)};
+    taken = Taken{qr, lease && !is_own_lease(*lease), ""};
     return std::vector<state::Op>{
         state::UpdateOp{state::queued_resource_key(pool, id), to_json(qr), qr.version}};
   });
@@ -271,7 +271,7 @@ Expected<DriveResult> drive(state::StateStore& store, const std::string& pool,
                   });
   }
   default:
-    return DriveResult{false, qr};
+    return DriveResult{false, qr, ""};
   }
 }
 

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "provision/pool/pools.hpp"
+#include "provision/queue/quota.hpp"
 #include "provision/queue/reconcile.hpp"
 #include "provision/queue/usage.hpp"
 #include "provision/slice/provisioning.hpp"
@@ -100,6 +101,7 @@ QueuedResource new_record(const CreateRequest& req, const topology::AcceleratorT
   qr.labels = req.labels;
   qr.metadata = req.metadata;
   qr.request_id = req.request_id;
+  qr.project = req.project;
   qr.created_at_ms = now;
   transition(qr, QrState::accepted, state::Initiator::user, now, "created");
   return qr;
@@ -161,6 +163,7 @@ std::string request_difference(const QueuedResource& stored, const QueuedResourc
   differ("accelerator type", stored.accelerator_type, asked.accelerator_type);
   differ("nodes", util::join(stored.node_ids, ","), util::join(asked.node_ids, ","));
   differ("tier", std::string(to_string(stored.tier)), std::string(to_string(asked.tier)));
+  differ("project", stored.project, asked.project);
   differ("runtime version", stored.runtime_version, asked.runtime_version);
   differ("max run duration", std::to_string(stored.max_run_duration_ms / 1000) + "s",
          std::to_string(asked.max_run_duration_ms / 1000) + "s");
@@ -208,6 +211,9 @@ Expected<CreateOutcome> create_queued_resource(state::StateStore& store, const C
   if (auto s = validate_tpu_name(req.id, "queued resource id"); !s) {
     errors.add(s.error());
   }
+  if (auto s = validate_project_id(req.project); !s) {
+    errors.add(s.error());
+  }
   auto type = request_type(req, errors);
   auto node_ids = node_ids_of(req, errors);
   for (const auto& [key, value] : req.metadata) {
@@ -248,6 +254,7 @@ Expected<CreateOutcome> create_queued_resource(state::StateStore& store, const C
     NoFit why = explain_no_fit(view.grid, *type, count, req.pool);
     return Error(ErrorKind::capacity, why.message, "never_fits");
   }
+  TPUCTL_TRY(check_quota_can_fit(view.info, new_record(req, *type, node_ids, now)));
 
   CreateOutcome outcome;
   if (dry_run) {

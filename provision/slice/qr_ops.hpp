@@ -32,6 +32,7 @@ struct CreateRequest {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> metadata;
   std::string request_id;
+  std::string project = "default"; // charged to it (provision/pool/projects.hpp)
   // Committed in the same transaction as the request (a cluster record that owns it): all or
   // nothing. Their failures fail the create.
   std::vector<state::Op> also_commit;

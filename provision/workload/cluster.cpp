@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "provision/pool/projects.hpp"
 #include "topology/accelerator_type.hpp"
 #include "util/strings.hpp"
 
@@ -33,6 +34,7 @@ Json to_json(const Cluster& c) {
               {"tier", std::string(to_string(c.tier))},
               {"created_at_ms", c.created_at_ms},
               {"owner", c.owner},
+              {"project", c.project},
               {"queue", c.queue}};
 }
 
@@ -51,6 +53,7 @@ Expected<Cluster> cluster_from_json(const Json& doc) {
     c.tier = *tier;
     c.created_at_ms = doc.value("created_at_ms", int64_t{0});
     c.owner = doc.value("owner", "");
+    c.project = doc.value("project", std::string(k_default_project));
     c.queue = doc.value("queue", Json::object());
     if (!c.queue.is_object()) {
       c.queue = Json::object();
@@ -97,6 +100,7 @@ create_cluster(state::StateStore& store, const ClusterRequest& request, const st
   cluster.tier = request.tier;
   cluster.created_at_ms = state::to_unix_ms(clock());
   cluster.owner = store.actor();
+  cluster.project = request.project;
 
   CreateRequest qr;
   qr.id = request.name;
@@ -104,6 +108,7 @@ create_cluster(state::StateStore& store, const ClusterRequest& request, const st
   qr.accelerator_type = type->name;
   qr.node_count = request.num_slices;
   qr.tier = request.tier;
+  qr.project = request.project;
   qr.on_preemption = request.on_preemption;
   qr.labels[k_cluster_label] = request.name;
   qr.also_commit.push_back(state::CreateOp{
@@ -113,7 +118,10 @@ create_cluster(state::StateStore& store, const ClusterRequest& request, const st
   made.subject_kind = state::Kind::cluster;
   made.subject = request.name;
   made.type = "CREATED";
-  made.detail = {{"tpu_type", type->name}, {"num_slices", request.num_slices}};
+  made.detail = {{"tpu_type", type->name},
+                 {"num_slices", request.num_slices},
+                 {"owner", cluster.owner},
+                 {"project", cluster.project}};
   qr.also_commit.push_back(state::EventOp{made});
   auto created = create_queued_resource(store, qr, clock, false);
   if (!created) {

@@ -32,6 +32,9 @@ struct Cluster {
   // Who created it (StateStore::actor(): the etcd user on an authenticating store, else
   // "USER@HOST"); "" when made before owners were recorded.
   std::string owner;
+  // The project its chips are charged to (provision/pool/projects.hpp), and its workloads with
+  // them: its queued resource carries the same.
+  std::string project = "default";
   // The queue's view of its waiting workloads, written by each pass (workload_admit.hpp):
   // {NAME: {position, reason, head_since_ms}}. Kept here, in one record, so that a pass writes
   // one record however many workloads wait (an etcd transaction holds at most 128 writes).
@@ -49,6 +52,7 @@ struct ClusterRequest {
   std::string tpu_type;
   int num_slices = 1;
   Tier tier = Tier::standard;
+  std::string project = "default";
   // Clusters requeue by default: they exist to run workloads, and a preempted cluster that waits
   // for someone to reset it is the babysitter loop users write around gcloud. Requeued, its
   // workloads resume by themselves once it is ACTIVE again.

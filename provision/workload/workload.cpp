@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "provision/pool/projects.hpp"
 #include "provision/workload/workload_queue.hpp"
 #include "util/strings.hpp"
 
@@ -168,6 +169,7 @@ Json to_json(const Workload& w) {
          {"deleting", w.deleting},
          {"created_at_ms", w.created_at_ms},
          {"owner", w.owner},
+         {"project", w.project},
          {"started_at_ms", w.started_at_ms},
          {"attempt_started_ms", w.attempt_started_ms},
          {"finished_at_ms", w.finished_at_ms},
@@ -238,6 +240,7 @@ Expected<Workload> workload_from_json(const Json& doc) {
     w.deleting = doc.value("deleting", false);
     w.created_at_ms = doc.value("created_at_ms", int64_t{0});
     w.owner = doc.value("owner", "");
+    w.project = doc.value("project", std::string(k_default_project));
     w.started_at_ms = doc.value("started_at_ms", int64_t{0});
     w.attempt_started_ms = doc.value("attempt_started_ms", int64_t{0});
     w.finished_at_ms = doc.value("finished_at_ms", int64_t{0});

@@ -129,7 +129,8 @@ struct Workload {
   // Who created it (StateStore::actor(): the etcd user on an authenticating store, else
   // "USER@HOST"); "" when made before owners were recorded.
   std::string owner;
-  int64_t started_at_ms = 0; // the first attempt's start
+  std::string project = "default"; // its cluster's, when it was created
+  int64_t started_at_ms = 0;       // the first attempt's start
   int64_t attempt_started_ms = 0;
   int64_t finished_at_ms = 0;
   std::string message; // FAILED: which worker, what exit code; SUCCEEDED: a summary

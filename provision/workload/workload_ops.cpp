@@ -148,6 +148,13 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
                                    const MonitorOptions& o) {
   TPUCTL_TRY(validate_request(r));
   TPUCTL_TRY_ASSIGN(Cluster cluster, load_cluster(store, r.pool, r.cluster));
+  if (!r.project.empty() && r.project != cluster.project) {
+    return Error(ErrorKind::usage, "cluster '" + cluster.name + "' is charged to project '" +
+                                       cluster.project + "', not '" + util::printable(r.project) +
+                                       "': a workload is charged to its cluster's project (drop "
+                                       "--project, or use a cluster of project '" +
+                                       util::printable(r.project) + "')");
+  }
   TPUCTL_TRY_ASSIGN(const int slices, slices_asked(cluster, r.tpu_type, r.num_slices));
   Workload wl;
   wl.name = r.name;
@@ -173,6 +180,7 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   wl.container.app = !r.app_files.empty();
   wl.created_at_ms = now_of(o);
   wl.owner = store.actor();
+  wl.project = cluster.project;
   wl.state = WorkloadState::queued;
   wl.message = "waiting for its first pass through the queue of cluster " + cluster.name;
   enter(wl.time, TimePhase::queued, wl.created_at_ms);

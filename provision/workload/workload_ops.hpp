@@ -33,6 +33,7 @@ struct WorkloadRequest {
   std::string name;
   std::string pool;
   std::string cluster;
+  std::string project; // "" or what --project named: must be the cluster's (it is charged there)
   std::string command;
   EnvVars env;
   EnvProfile env_profile = EnvProfile::none; // torchrun, slurm or skypilot variables too

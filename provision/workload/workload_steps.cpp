@@ -32,7 +32,10 @@ state::Op state_event(const Workload& wl, WorkloadState from, WorkloadState to, 
   e.from_state = std::string(to_string(from));
   e.to_state = std::string(to_string(to));
   e.initiator = state::Initiator::service;
-  e.detail = nlohmann::json{{"message", message}, {"restarts", wl.restarts}};
+  e.detail = nlohmann::json{{"message", message},
+                            {"restarts", wl.restarts},
+                            {"owner", wl.owner},
+                            {"project", wl.project}};
   return state::EventOp{e};
 }
 

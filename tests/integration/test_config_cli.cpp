@@ -45,9 +45,9 @@ TEST_CASE("config: set, get, list, unset; the file is 0600 in a 0700 directory")
   auto list = h.run({"config", "list", "--format", "json"});
   REQUIRE(list.exit_code == 0);
   auto rows = nlohmann::json::parse(list.out);
-  CHECK(rows.size() == 7);
-  CHECK(rows[1]["key"] == "state");
-  CHECK(rows[1]["value"] == "etcd://127.0.0.1:23999");
+  CHECK(rows.size() == 8);
+  CHECK(rows[2]["key"] == "state");
+  CHECK(rows[2]["value"] == "etcd://127.0.0.1:23999");
   struct stat st {};
   REQUIRE(::stat(h.file().c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
@@ -126,11 +126,21 @@ TEST_CASE("config: gcloud's compute/zone is the default pool; ssh.batch_size tak
   REQUIRE(h.run({"config", "set", "ssh.batch_size", "all"}).exit_code == 0);
   REQUIRE(h.run({"config", "unset", "compute/zone"}).exit_code == 0);
   CHECK(h.run({"config", "get", "pool"}).exit_code == 4);
-  // xpk's: zone is the pool; its project and telemetry keys are accepted with a notice.
+  // xpk's: zone is the pool, project-id the project (gcloud's core/project too); its
+  // telemetry key is accepted with a notice.
   REQUIRE(h.run({"config", "set", "zone", "z1"}).exit_code == 0);
   CHECK(h.run({"config", "get", "pool"}).out == "z1\n");
   auto project = h.run({"config", "set", "project-id", "my-project"});
   CHECK(project.exit_code == 0);
-  CHECK(project.err.find("tpuctl: notice: config project-id ignored") == 0);
-  CHECK(h.run({"config", "get", "project-id"}).exit_code == 2); // not a key tpuctl keeps
+  CHECK(project.err.empty());
+  CHECK(h.run({"config", "get", "project"}).out == "my-project\n");
+  REQUIRE(h.run({"config", "set", "core/project", "ml"}).exit_code == 0);
+  CHECK(h.run({"config", "get", "project-id"}).out == "ml\n");
+  auto bad_project = h.run({"config", "set", "project", "My_Project"});
+  CHECK(bad_project.exit_code == 2);
+  CHECK(bad_project.err.find("'My_Project' is not a project id") != std::string::npos);
+  CHECK(h.run({"config", "get", "project"}).out == "ml\n"); // unchanged
+  auto telemetry = h.run({"config", "set", "send-telemetry", "true"});
+  CHECK(telemetry.exit_code == 0);
+  CHECK(telemetry.err.find("tpuctl: notice: config send-telemetry ignored") == 0);
 }

@@ -176,6 +176,6 @@ TEST_CASE("usage: chip-hours held equal the requests' own ACTIVE time, per reque
   CHECK(csv.out == "owner,requests\n" + me() + ",2\n");
   CHECK(contains(env.run({"usage"}).out, "CHIP_HOURS"));
   // Bad input is one line (exit 2).
-  CHECK(env.run({"usage", "--by", "project"}).exit_code == 2);
+  CHECK(env.run({"usage", "--by", "team"}).exit_code == 2);
   CHECK(env.run({"usage", "--since", "soon"}).exit_code == 2);
 }

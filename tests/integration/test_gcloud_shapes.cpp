@@ -44,14 +44,15 @@ struct GcloudEnv : QrEnv {
              "--accelerator-type=v5litepod-16", "--runtime-version=v2-alpha-tpuv5-lite",
              "--node-id=node-1", "--provisioning-model=FLEX-START", "--max-run-duration=3h"});
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
-    // One notice per flag that means nothing here; the zone names no pool, so it says which.
-    CHECK(count(r.err, "tpuctl: notice: --project 'my-project' ignored") == 1);
+    // The zone names no pool, so it says which; the project is what the request is charged to.
+    CHECK(count(r.err, "tpuctl: notice:") == 1);
     CHECK(count(r.err, "tpuctl: notice: --zone 'us-central2-b' names no pool") == 1);
     auto qr = describe("qr-1");
     CHECK(qr["tier"] == "flex-start");
     CHECK(qr["runtime_version"] == "v2-alpha-tpuv5-lite");
     CHECK(qr["nodes"][0]["name"] == "node-1");
     CHECK(qr["node_count"] == 1);
+    CHECK(qr["project"] == "my-project");
   }
 };
 
@@ -66,9 +67,9 @@ TEST_CASE("gcloud shapes: queued-resources ssh --worker=all --node=all and tpu-v
   for (int w = 0; w < 4; ++w) {
     CHECK(count(r.out, "id=" + std::to_string(w) + "\n") == 1);
   }
-  // --zone=local named the pool: no notice about it, only the one for --project.
+  // --zone=local named the pool and --project a project: no notice about either.
   CHECK(r.err.find("--zone") == std::string::npos);
-  CHECK(count(r.err, "tpuctl: notice:") == 1);
+  CHECK(count(r.err, "tpuctl: notice:") == 0);
 
   // gcloud's default for queued-resources ssh is node 0, worker 0.
   auto one = env.run({"queued-resources", "ssh", "qr-1", "--command", "echo id=$TPU_WORKER_ID"});

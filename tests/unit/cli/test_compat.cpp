@@ -37,7 +37,7 @@ TEST_CASE("compat: every row says why, a refusal says what instead, names are lo
       CHECK(seen.insert({name, std::string(f.scope)}).second);
     }
     CHECK(!f.scope.empty());
-    if (f.action != CompatAction::zone) {
+    if (f.action != CompatAction::zone && f.action != CompatAction::project) {
       CHECK(!f.why.empty());
     }
     CHECK((f.action == CompatAction::refuse) == !f.instead.empty());
@@ -69,13 +69,13 @@ TEST_CASE("compat: every command a row names exists (or is one of the refused co
 }
 
 TEST_CASE("compat: an ignored flag is one notice line, silenced by --quiet; the command runs") {
-  auto r = run_cli({"topology", "describe", "v5p-8", "--project=my-proj", "--billing-project", "b",
+  auto r = run_cli({"topology", "describe", "v5p-8", "--account=a@b.c", "--trace-token", "b",
                     "--format", "json"});
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   CHECK(r.out.find("\"type\": \"v5p-8\"") != std::string::npos);
-  CHECK(lines_with(r.err, "tpuctl: notice: --project 'my-proj' ignored:") == 1);
-  CHECK(lines_with(r.err, "tpuctl: notice: --billing-project 'b' ignored:") == 1);
-  auto quiet = run_cli({"topology", "describe", "v5p-8", "--project=my-proj", "-q"});
+  CHECK(lines_with(r.err, "tpuctl: notice: --account 'a@b.c' ignored:") == 1);
+  CHECK(lines_with(r.err, "tpuctl: notice: --trace-token 'b' ignored:") == 1);
+  auto quiet = run_cli({"topology", "describe", "v5p-8", "--account=a@b.c", "-q"});
   CHECK(quiet.exit_code == 0);
   CHECK(quiet.err.empty());
 }
