@@ -71,7 +71,8 @@ std::optional<Json> control_request(const std::string& line, const char* kind) {
 
 // A start through the stream: the command line the controller would otherwise send over a new
 // SSH session (its environment assignments, then `tpuctl agent supervise ...`), run as that
-// session would run it, by this user's login shell with `-c`, stdin empty. The supervisor it
+// session would run it, by this user's login shell with `-c`, stdin the request's `input` (the
+// secrets the command reads first), else empty. The supervisor it
 // starts detaches (its own session), so it outlives this stream as it outlives a session.
 Json start_through_stream(const Json& request) {
   const std::string command = request.value("command", std::string());
@@ -86,6 +87,8 @@ Json start_through_stream(const Json& request) {
   }
   util::ProcessOptions po;
   po.timeout = std::chrono::seconds(60);
+  // The secrets the command reads first (provision/slice/secrets.hpp): stdin, not the command.
+  po.stdin_data = request.value("input", std::string());
   auto ran = util::run_process({shell, "-c", command}, po);
   if (!ran) {
     return Json{{"started", {{"exit_code", 127}, {"out", ""}, {"err", ran.error().message}}}};

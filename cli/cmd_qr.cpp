@@ -16,6 +16,7 @@
 #include "cli/values.hpp"
 #include "provision/pool/pools.hpp"
 #include "provision/slice/qr_ops.hpp"
+#include "provision/slice/secrets.hpp"
 #include "util/strings.hpp"
 #include "util/time_text.hpp"
 
@@ -32,6 +33,7 @@ using provision::QueuedResource;
 
 struct CreateFlags {
   std::string id, accelerator_type, type, topology, node_id, node_prefix, runtime_version;
+  std::vector<std::string> env_secrets; // --env-secret NAME, for the startup script
   bool node_id_given = false, node_prefix_given = false; // an empty value is not "the default"
   int node_count = 0;
   bool reserved = false, spot = false, best_effort = false, async = false, dry_run = false;
@@ -179,6 +181,11 @@ Expected<provision::CreateRequest> build_request(const CreateFlags& f, const std
     }
   }
   r.metadata = *key_values(f.metadata, "--metadata", errors);
+  if (auto secrets = provision::secrets_from_environment(f.env_secrets); secrets) {
+    r.secrets = *secrets;
+  } else {
+    errors.add(secrets.error());
+  }
   for (const auto& item : f.metadata_from_file) {
     auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
@@ -348,6 +355,10 @@ void add_qr_create(CLI::App& group, Registry& registry, bool tpu_vm) {
       ->type_name("P");
   cmd->add_option("--labels", f->labels, "k=v,...")->type_name("K=V");
   cmd->add_option("--metadata", f->metadata, "k=v,...")->type_name("K=V");
+  cmd->add_option("--env-secret", f->env_secrets,
+                  "give the startup script NAME with its value from this environment, kept in "
+                  "the store and sent on stdin: never in metadata, output or logs (repeatable)")
+      ->type_name("NAME");
   cmd->add_option("--metadata-from-file", f->metadata_from_file,
                   "startup-script=FILE: run on every worker while provisioning")
       ->type_name("K=FILE");

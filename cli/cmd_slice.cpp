@@ -10,6 +10,7 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/slice_flags.hpp"
+#include "provision/slice/secrets.hpp"
 #include "provision/slice/worker_env.hpp"
 #include "remote/fanout.hpp"
 #include "remote/interactive.hpp"
@@ -142,7 +143,14 @@ Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
       return usage_error("--output-directory needs a command (--command 'CMD')");
     }
   }
+  TPUCTL_TRY_ASSIGN(auto secrets, provision::secrets_from_environment(f.env_secrets));
+  if (!secrets.empty() && command.empty()) {
+    return usage_error("--env-secret needs a command (--command 'CMD'): an interactive shell "
+                       "reads its stdin from you");
+  }
   TPUCTL_TRY_ASSIGN(auto plans, plan_slice_workers(ctx, f, target, !f.dry_run));
+  TPUCTL_TRY(provision::check_secrets_apart(
+      secrets, provision::parse_env_items(f.env).value_or(provision::EnvVars{})));
   if (command.empty() && plans.size() != 1) {
     return usage_error("cannot open a shell on " + std::to_string(plans.size()) +
                        " workers at once: give --command 'CMD' to run it on each, or --worker N "
@@ -152,7 +160,8 @@ Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
   for (const auto& p : plans) {
     remote::Job job;
     job.target = labelled_target(p);
-    job.command = provision::env_command_prefix(p.env, p.agent_dir) +
+    job.command = provision::secret_read_prefix(secrets) +
+                  provision::env_command_prefix(p.env, p.agent_dir) +
                   (command.empty() ? "exec \"${SHELL:-/bin/sh}\" -l" : command);
     job.index = jobs.size();
     jobs.push_back(std::move(job));
@@ -162,6 +171,9 @@ Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
   }
   if (command.empty()) {
     return remote::run_interactive(jobs.front().target, options, jobs.front().command);
+  }
+  if (!secrets.empty()) { // the values on stdin, read first; never in the command
+    options.stdin_data = std::make_shared<const std::string>(provision::secret_input(secrets));
   }
   if (!f.output_directory.empty()) {
     return run_into_files(ctx, plans, std::move(jobs), options, f.output_directory);
@@ -216,6 +228,10 @@ void setup_slice_ssh(CLI::App& cmd, Registry& registry, SliceShape shape) {
   f->shape = shape;
   registry.bind(cmd, [f](Context& ctx) { return run_ssh(ctx, *f); });
   add_env_flags(cmd, *f);
+  cmd.add_option("--env-secret", f->env_secrets,
+                 "add NAME with its value from this environment, sent on stdin: never on a "
+                 "command line, in output or logs (repeatable)")
+      ->type_name("NAME");
   cmd.add_option("--command", f->command, "the command line, run by each worker's login shell")
       ->type_name("CMD");
   cmd.add_option("CMD", f->argv,

@@ -24,6 +24,7 @@
 #include "provision/controller/monitors.hpp"
 #include "provision/pool/ownership.hpp"
 #include "provision/pool/pools.hpp"
+#include "provision/slice/secrets.hpp"
 #include "provision/slice/slice_workers.hpp"
 #include "provision/slice/worker_select.hpp"
 #include "provision/workload/workload_admit.hpp"
@@ -46,6 +47,7 @@ struct WorkloadFlags {
   std::string command;
   int max_restarts = 0;
   std::vector<std::string> env;
+  std::vector<std::string> env_secrets;
   std::string env_profile = "none";
   std::string fail_policy = "any";
   std::string timeout;
@@ -156,6 +158,8 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
     TPUCTL_TRY_ASSIGN(auto more, read_env_file(f.env_file));
     r.env.insert(r.env.end(), more.begin(), more.end());
   }
+  TPUCTL_TRY_ASSIGN(r.secrets, provision::secrets_from_environment(f.env_secrets));
+  TPUCTL_TRY(provision::check_secrets_apart(r.secrets, r.env));
   TPUCTL_TRY(apply_image_flags(
       {f.docker_image, f.base_docker_image, f.script_dir, f.docker_name, f.container_runtime}, r));
   TPUCTL_TRY_ASSIGN(r.env_profile, provision::parse_env_profile(f.env_profile));
@@ -593,6 +597,11 @@ void setup_workload(CLI::App& group, Registry& registry) {
       ->type_name("S");
   create->add_option("--env", c->env, "add KEY=VALUE to every worker's environment (repeatable)")
       ->type_name("K=V");
+  create
+      ->add_option("--env-secret", c->env_secrets,
+                   "add NAME with its value from this environment, kept in the store and sent "
+                   "on stdin: never on a command line, in output or logs (repeatable)")
+      ->type_name("NAME");
   create
       ->add_option("--env-profile", c->env_profile,
                    "also export torchrun (RANK, WORLD_SIZE, MASTER_ADDR...), slurm or skypilot "

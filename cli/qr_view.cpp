@@ -4,6 +4,7 @@
 
 #include "provision/pool/pool_layout.hpp"
 #include "provision/slice/driver.hpp"
+#include "provision/slice/secrets.hpp"
 #include "util/strings.hpp"
 #include "util/time_text.hpp"
 
@@ -164,6 +165,7 @@ Json qr_json(const provision::QueuedResource& qr) {
               {"max_run_duration_ms", qr.max_run_duration_ms},
               {"labels", labels},
               {"metadata", metadata},
+              {"secrets", provision::secret_names(qr.secrets)}, // the names, never a value
               {"request_id", qr.request_id},
               {"owner", qr.owner},
               {"project", qr.project},

@@ -49,7 +49,8 @@ const std::vector<RecordFields>& record_fields() {
        "id, pool, uid, state, state_initiator, accelerator_type, runtime_version, tier, "
        "on_preemption, node_count, nodes ({name, slice, workers}), created_at, state_since, "
        "active_since, "
-       "valid_until, valid_after, max_run_duration_ms, labels, metadata, request_id, owner, "
+       "valid_until, valid_after, max_run_duration_ms, labels, metadata, secrets, request_id, "
+       "owner, "
        "project, reason, "
        "pending_reason, waiting_for, error ({code, message, worker, node, host}), history "
        "({time, from, to, "
@@ -75,7 +76,7 @@ const std::vector<RecordFields>& record_fields() {
       {"copy", "to the workers, per file: source, destination, hosts, copied_count; from them, per "
                "file and worker: node, slice, worker, host, source, destination, copied"},
       {"workload",
-       "name, pool, uid, cluster, queued_resource, state, command, env ({name, value}), "
+       "name, pool, uid, cluster, queued_resource, state, command, env ({name, value}), secrets, "
        "env_profile, fail_policy, max_restarts, priority, num_slices, slices, slice_nodes, "
        "queue_position, head_of_queue_since, admitted_at, evictions, "
        "termination_grace_seconds, restart_on_exit_codes, "

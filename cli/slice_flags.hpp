@@ -33,6 +33,7 @@ struct SliceFlags {
   std::string worker = "0";
   std::string node = "all";
   std::vector<std::string> env;
+  std::vector<std::string> env_secrets; // ssh: --env-secret NAME (provision/slice/secrets.hpp)
   std::string env_profile = "none";
   std::string command;
   std::vector<std::string> argv;  // ssh: the words after "--"

@@ -153,9 +153,10 @@ int interrupted_exit_status() {
 Expected<int> run_broadcast(Context& ctx, const std::vector<remote::Job>& jobs,
                             remote::SshOptions options, FanoutOutput mode, bool stdin_broadcast,
                             std::vector<JobIdentity> identities) {
-  if (stdin_broadcast) {
-    options.stdin_data = std::make_shared<const std::string>(
-        std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  if (stdin_broadcast) { // after what the caller put first (secrets)
+    std::string data = options.stdin_data ? *options.stdin_data : std::string();
+    data.append(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    options.stdin_data = std::make_shared<const std::string>(std::move(data));
   }
   options.keep_output = mode != FanoutOutput::prefixed;
   remote::CancelToken token;

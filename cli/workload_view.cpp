@@ -3,6 +3,7 @@
 #include <map>
 
 #include "cli/qr_view.hpp"
+#include "provision/slice/secrets.hpp"
 #include "provision/workload/workload_queue.hpp"
 #include "state/store.hpp"
 #include "util/strings.hpp"
@@ -59,6 +60,8 @@ Json workload_json(const provision::Workload& w) {
   for (auto it = stored.begin(); it != stored.end(); ++it) {
     if (auto t = times.find(it.key()); t != times.end()) {
       j[t->second.first] = time_json(t->second.second);
+    } else if (it.key() == "secrets") {
+      j["secrets"] = provision::secret_names(w.secrets); // the names, never a value
     } else if (it.key() != "monitor" && it.key() != "workers" && it.key() != "time" &&
                it.key() != "priority_value") {
       // ("time" is the monitor's bookkeeping: "goodput" below is what it adds up to)

@@ -276,6 +276,7 @@ Json to_json(const QueuedResource& qr) {
               {"requeue", qr.requeue},
               {"labels", string_map_json(qr.labels)},
               {"metadata", string_map_json(qr.metadata)},
+              {"secrets", string_map_json(qr.secrets)},
               {"request_id", qr.request_id},
               {"owner", qr.owner},
               {"project", qr.project},
@@ -316,6 +317,7 @@ Expected<QueuedResource> qr_from_json(const Json& doc) {
     qr.requeue = doc.value("requeue", false);
     qr.labels = string_map_from(doc.value("labels", Json::object()));
     qr.metadata = string_map_from(doc.value("metadata", Json::object()));
+    qr.secrets = string_map_from(doc.value("secrets", Json::object()));
     qr.request_id = doc.value("request_id", "");
     qr.owner = doc.value("owner", "");
     qr.project = doc.value("project", std::string(k_default_project));

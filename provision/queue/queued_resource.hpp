@@ -107,6 +107,9 @@ struct QueuedResource {
   bool requeue = false;
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> metadata; // startup-script is provisioning's, the rest kept
+  // --env-secret values for the startup script (provision/slice/secrets.hpp): stored with the
+  // record for the drivers that provision it, never shown (outputs show the names).
+  std::map<std::string, std::string> secrets;
   std::string request_id;
   // Who created it: StateStore::actor() of its create (the etcd user on an authenticating
   // store, else "USER@HOST"); "" for a request made before owners were recorded.

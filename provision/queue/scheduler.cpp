@@ -313,11 +313,11 @@ SchedulePlan schedule(const PoolView& view, const std::vector<QueuedResource>& q
           return tier_rank(o.tier) > rank && borrowers.count(o.id) > 0;
         };
         auto lower = [&](const QueuedResource& o) { return tier_rank(o.tier) > rank; };
-        if (preempt_for(qr, *type, count, lower_borrowing) ||
+        if ((!borrowers.empty() && preempt_for(qr, *type, count, lower_borrowing)) ||
             preempt_for(qr, *type, count, lower)) {
           continue;
         }
-      } else if (book.within_quota(qr.project, chips)) {
+      } else if (!borrowers.empty() && book.within_quota(qr.project, chips)) {
         // Reclaim: a spot request within its own quota takes back what other projects borrow.
         auto other_borrowing = [&](const QueuedResource& o) {
           return o.project != qr.project && borrowers.count(o.id) > 0;

@@ -43,6 +43,7 @@
 
 #include "provision/slice/preflight_peers.hpp"
 #include "provision/slice/preflight_report.hpp"
+#include "provision/slice/secrets.hpp"
 #include "provision/slice/slice_env.hpp"
 #include "remote/fanout.hpp"
 #include "remote/session_steps.hpp"
@@ -457,12 +458,15 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     startup.name = "startup";
     startup.concurrency = ssh.batch_size;
     startup.timeout = options.step_timeout;
-    startup.stdin_data = std::make_shared<const std::string>(script->second);
+    // The secrets first on stdin (read by the shell, secrets.hpp), then the script for bash -s.
+    startup.stdin_data =
+        std::make_shared<const std::string>(secret_input(qr.secrets) + script->second);
     for (size_t i = 0; i < count; ++i) {
       const auto& w = workers[i];
       TPUCTL_TRY_ASSIGN(SliceEnvInput in, slice_env_input(qr, w.node_index, w.worker, pool));
       TPUCTL_TRY_ASSIGN(EnvVars env, worker_env(in, w.worker, EnvProfile::none));
-      startup.commands.push_back(env_command_prefix(env, w.agent_dir) + "bash -s");
+      startup.commands.push_back(secret_read_prefix(qr.secrets) +
+                                 env_command_prefix(env, w.agent_dir) + "bash -s");
     }
     startup.callbacks = counting("startup");
     steps.push_back(std::move(startup));

@@ -102,6 +102,7 @@ QueuedResource new_record(const CreateRequest& req, const topology::AcceleratorT
   qr.metadata = req.metadata;
   qr.request_id = req.request_id;
   qr.project = req.project;
+  qr.secrets = req.secrets;
   qr.created_at_ms = now;
   transition(qr, QrState::accepted, state::Initiator::user, now, "created");
   return qr;
@@ -172,6 +173,9 @@ std::string request_difference(const QueuedResource& stored, const QueuedResourc
   }
   if (stored.metadata != asked.metadata) {
     diffs.push_back("other metadata");
+  }
+  if (stored.secrets != asked.secrets) {
+    diffs.push_back("other secrets"); // never their values
   }
   return util::join(diffs, ", ");
 }

@@ -32,7 +32,8 @@ struct CreateRequest {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> metadata;
   std::string request_id;
-  std::string project = "default"; // charged to it (provision/pool/projects.hpp)
+  std::string project = "default";            // charged to it (provision/pool/projects.hpp)
+  std::map<std::string, std::string> secrets; // --env-secret, for the startup script
   // Committed in the same transaction as the request (a cluster record that owns it): all or
   // nothing. Their failures fail the create.
   std::vector<state::Op> also_commit;

@@ -141,6 +141,7 @@ Json to_json(const Workload& w) {
          {"queued_resource", w.queued_resource},
          {"command", w.command},
          {"env", env},
+         {"secrets", to_json(w.secrets)},
          {"env_profile", std::string(to_string(w.env_profile))},
          {"fail_policy", std::string(to_string(w.fail_policy))},
          {"max_restarts", w.max_restarts},
@@ -197,6 +198,7 @@ Expected<Workload> workload_from_json(const Json& doc) {
     for (const auto& e : doc.value("env", Json::array())) {
       w.env.emplace_back(e.at("name").get<std::string>(), e.at("value").get<std::string>());
     }
+    w.secrets = secrets_from_json(doc.value("secrets", Json::object()));
     auto profile = parse_env_profile(doc.value("env_profile", "none"));
     if (!profile) {
       throw std::runtime_error(profile.error().message);

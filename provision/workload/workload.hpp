@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "provision/slice/secrets.hpp"
 #include "provision/slice/worker_env.hpp"
 #include "provision/workload/workload_goodput.hpp"
 #include "state/store.hpp"
@@ -82,8 +83,9 @@ struct Workload {
   std::string uid; // 16 hex digits: TPUCTL_WORKLOAD_UID on every process it starts
   std::string cluster;
   std::string queued_resource;
-  std::string command;                       // run by /bin/sh -c on every worker
-  EnvVars env;                               // the user's --env additions
+  std::string command; // run by /bin/sh -c on every worker
+  EnvVars env;         // the user's --env additions
+  Secrets secrets;     // --env-secret values (provision/slice/secrets.hpp): never shown
   EnvProfile env_profile = EnvProfile::none; // --env-profile: a launcher's variables too
   ContainerSpec container;
   FailPolicy fail_policy = FailPolicy::any;

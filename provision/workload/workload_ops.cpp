@@ -164,6 +164,7 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   wl.queued_resource = cluster.queued_resource;
   wl.command = r.command;
   wl.env = r.env;
+  wl.secrets = r.secrets;
   wl.env_profile = r.env_profile;
   wl.fail_policy = r.fail_policy;
   wl.max_restarts = r.max_restarts;

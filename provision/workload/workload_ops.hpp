@@ -36,6 +36,7 @@ struct WorkloadRequest {
   std::string project; // "" or what --project named: must be the cluster's (it is charged there)
   std::string command;
   EnvVars env;
+  Secrets secrets;                           // --env-secret (provision/slice/secrets.hpp)
   EnvProfile env_profile = EnvProfile::none; // torchrun, slurm or skypilot variables too
   FailPolicy fail_policy = FailPolicy::any;
   int max_restarts = 0;

@@ -122,7 +122,7 @@ std::string launch_command(const Workload& wl, const WorkerPlan& p) {
           ? wl.command
           : container_command(wl.container, wl.uid, p, dir_of(wl, p),
                               wl.container.app ? app_dir(p, wl.uid) : "", wl.command);
-  return env_command_prefix(p.env, p.agent_dir) + agent_of(p) +
+  return secret_read_prefix(wl.secrets) + env_command_prefix(p.env, p.agent_dir) + agent_of(p) +
          " agent supervise --format json --dir " + util::shell_quote_path(dir_of(wl, p)) +
          " --attempt " + std::to_string(wl.attempt) + " --kill-grace " +
          std::to_string(wl.termination_grace_ms) + "ms --command " + util::shell_quote(command);
@@ -136,9 +136,11 @@ Expected<std::vector<remote::HostResult>> launch_workers(const Workload& wl,
   for (const auto& p : plans) {
     commands.push_back(launch_command(wl, p));
   }
-  return remote::run_fanout(jobs_for(plans, commands),
-                            control_options(ssh, plans.size(), std::chrono::seconds(60)),
-                            callbacks);
+  remote::SshOptions options = control_options(ssh, plans.size(), std::chrono::seconds(60));
+  if (!wl.secrets.empty()) { // on stdin, never in the command (secrets.hpp)
+    options.stdin_data = std::make_shared<const std::string>(secret_input(wl.secrets));
+  }
+  return remote::run_fanout(jobs_for(plans, commands), options, callbacks);
 }
 
 WorkerObservation parse_observation(const std::string& out) {

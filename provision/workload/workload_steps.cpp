@@ -127,7 +127,7 @@ Expected<std::string> start_attempt(const Workload& wl, const std::vector<Worker
     for (const auto& p : plans) {
       commands.push_back(launch_command(wl, p));
     }
-    sent = watch->send_start(commands);
+    sent = watch->send_start(commands, secret_input(wl.secrets));
     sent.resize(plans.size(), false);
   }
   std::vector<WorkerPlan> rest;

@@ -321,7 +321,8 @@ std::vector<bool> WorkerWatch::stop(milliseconds grace, const std::string& tag, 
   return confirmed;
 }
 
-std::vector<bool> WorkerWatch::send_start(const std::vector<std::string>& commands) {
+std::vector<bool> WorkerWatch::send_start(const std::vector<std::string>& commands,
+                                          const std::string& input) {
   std::lock_guard lock(m_mutex);
   std::vector<bool> sent(commands.size(), false);
   for (size_t i = 0; i < m_seen.size() && i < commands.size(); ++i) {
@@ -330,7 +331,11 @@ std::vector<bool> WorkerWatch::send_start(const std::vector<std::string>& comman
     if (!commands[i].empty() && s.open && s.can_start && s.input) {
       s.start_phase = 1;
       s.started = remote::HostResult{};
-      s.input->write(nlohmann::json{{"start", {{"command", commands[i]}}}}.dump() + "\n");
+      nlohmann::json start{{"command", commands[i]}};
+      if (!input.empty()) {
+        start["input"] = input; // on the stream's stdin, never on a command line
+      }
+      s.input->write(nlohmann::json{{"start", start}}.dump() + "\n");
       sent[i] = true;
     }
   }

@@ -84,7 +84,8 @@ public:
   // not this worker) is sent to worker i's agent when its stream is open and its agent takes
   // start lines, and runs there as a new session would run it. Returns, per worker, whether it
   // was sent; start the others over new sessions meanwhile.
-  std::vector<bool> send_start(const std::vector<std::string>& commands);
+  std::vector<bool> send_start(const std::vector<std::string>& commands,
+                               const std::string& input = "");
   // Waits up to `timeout` for the answers to send_start. Per worker sent: its result (as a
   // fan-out's; a stream that ended or did not answer in time is a failure, never retried
   // elsewhere, since the start may have happened); nullopt for the others.

@@ -194,6 +194,10 @@ TEST_CASE("quotas: admins set them, requests wait within them, fair share orders
   CHECK(mine[0]["project"] == "infra");
   CHECK(mine[0]["owner"] == "bob");
   CHECK(mine[0]["requests"] == 2);
+  auto owners = env.run_json({"usage", "--by", "owner", "--project", "ml", "--since", "1h"});
+  REQUIRE(owners.size() == 1); // only alice used ml
+  CHECK(owners[0]["owner"] == "alice");
+  CHECK(owners[0]["project"] == "ml");
 
   // The audit trail: every quota change with its actor, none for the refused ones; one
   // project's events are its requests' and its quota's.
@@ -203,6 +207,18 @@ TEST_CASE("quotas: admins set them, requests wait within them, fair share orders
     CHECK(e["actor"] == "alice");
   }
   CHECK(quota_events[0]["detail"]["previous"].is_null());
+  auto admins = env.run_json({"events", "--type", "POOL_ADMINS_SET"});
+  REQUIRE(admins.size() == 1);
+  CHECK(admins[0]["actor"] == "alice");
+  CHECK(admins[0]["detail"]["admins"] == json::array({"alice"}));
+  // The reclaim is in s1's trail: the service suspended it, for b1, and why.
+  bool reclaim_event = false;
+  for (const auto& e : env.run_json({"events", "--object", "queued_resource/s1"})) {
+    reclaim_event = reclaim_event || (e["to"] == "SUSPENDING" && e["initiator"] == "SERVICE" &&
+                                      contains(e["detail_text"].get<std::string>(),
+                                               "reclaiming the chips project 'ml' borrowed"));
+  }
+  CHECK(reclaim_event);
   auto infra = env.run_json({"events", "--project", "infra"});
   REQUIRE(!infra.empty());
   for (const auto& e : infra) {
