@@ -2,9 +2,11 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <fcntl.h>
 #include <mutex>
 #include <set>
 #include <string>
+#include <unistd.h>
 
 #include "util/strings.hpp"
 
@@ -33,6 +35,15 @@ void failpoint(std::string_view name) {
     if (!fired.insert(std::string(name)).second) {
       return;
     }
+  }
+  if (auto at = action.find('@'); at != std::string::npos) { // once, among every process
+    const std::string marker = action.substr(at + 1);
+    action.resize(at);
+    const int fd = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      return; // another process fired it already
+    }
+    ::close(fd);
   }
   if (action == "sigint") {
     std::raise(SIGINT);

@@ -7,6 +7,9 @@
 //              sigint raise SIGINT once, as Ctrl-C would (the process's handler runs)
 //              stop   SIGSTOP this process, until the test sends SIGCONT (say, after filling
 //                     the disk the state store is on)
+//     An action may end in `@FILE`: the point then fires in the first process that creates FILE
+//     (O_EXCL) only, whichever of the processes carrying the variable gets there first (a test
+//     gives it to every command, so the detached process that takes a step over fires too).
 //
 // The points (see where failpoint() is called): provision.claimed (hosts claimed, lease taken,
 // nothing pushed yet), provision.push, provision.probe, provision.startup and provision.preflight

@@ -164,5 +164,11 @@ TEST_CASE("secrets: --env-secret reaches the workload, ssh and the startup scrip
   // is etcd's, elsewhere.
   auto files = files_with(env.dir.path(), secret);
   CHECK_MESSAGE(files.empty(), (files.empty() ? std::string() : files.front()));
+  // A workload is charged to its cluster's project: another --project is one line, nothing made.
+  auto other = run({"workload", "create", "--workload", "x", "--cluster", "c", "--project",
+                    "other", "--command", "true"});
+  CHECK(other.exit_code == 2);
+  CHECK(contains(other.err, "cluster 'c' is charged to project 'default', not 'other'"));
+  CHECK(run({"workload", "describe", "x"}).exit_code == 4);
   REQUIRE(run({"cluster", "delete", "--cluster", "c", "--force"}).exit_code == 0);
 }

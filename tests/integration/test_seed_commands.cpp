@@ -8,12 +8,14 @@
 // their exit statuses, are a golden transcript (tests/golden/seeds/commands.txt), and so is the
 // command worker 0 runs for the image (tests/golden/seeds/container_worker0.txt): what a
 // container host would add is only the container actually starting.
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <pwd.h>
 #include <regex>
 #include <set>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <doctest/doctest.h>
@@ -110,24 +112,47 @@ struct Shell {
 
 // The single-worker user's file the tpu-vm ssh command runs, in the workers' login directory
 // (the local pool's hosts log in as this user); removed afterwards unless it was there before.
+// The seed runs `python3 my_parallel_tutorial.py` in each worker's login directory, which on a
+// local pool is this user's real home, shared by every copy of the suite running on the machine
+// (two CI jobs, bench/suite_under_load.sh). Each copy holds a shared lock on it while it runs;
+// the file is written once, marked as the tests', and removed by the last copy to leave, never
+// while another still needs it, and never when it was the user's own file.
 struct TutorialFile {
+  static constexpr const char* k_marker = "# written by tpuctl's tests; removed by them\n";
   fs::path path;
-  bool made = false;
+  int lock = -1;
+  bool made = false; // the tests' file (the marker), not the user's own
   TutorialFile() {
     const passwd* pw = ::getpwuid(::getuid());
     path = fs::path(pw ? pw->pw_dir : "/root") / "my_parallel_tutorial.py";
-    if (!fs::exists(path)) {
-      std::ofstream(path) << "import os\nprint('tutorial on worker', os.environ['TPU_WORKER_ID'],"
-                             " 'of', len(os.environ['TPU_WORKER_HOSTNAMES'].split(',')))\n";
-      made = true;
+    const std::string lock_path = "/tmp/tpuctl-tests-my_parallel_tutorial.lock";
+    lock = ::open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    if (lock >= 0) {
+      ::flock(lock, LOCK_SH); // waits only while a last copy removes the file
     }
+    const int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      const std::string text = std::string(k_marker) +
+                               "import os\nprint('tutorial on worker', "
+                               "os.environ['TPU_WORKER_ID'], 'of', "
+                               "len(os.environ['TPU_WORKER_HOSTNAMES'].split(',')))\n";
+      (void)!::write(fd, text.data(), text.size());
+      ::close(fd);
+    }
+    made = tpuctl::test::read_file(path).rfind(k_marker, 0) == 0;
   }
   ~TutorialFile() {
-    if (made) {
+    // The last copy to leave (no other holds the shared lock) removes the tests' file.
+    if (lock >= 0 && ::flock(lock, LOCK_EX | LOCK_NB) == 0 && made) {
       std::error_code ec;
       fs::remove(path, ec);
     }
+    if (lock >= 0) {
+      ::close(lock);
+    }
   }
+  TutorialFile(const TutorialFile&) = delete;
+  TutorialFile& operator=(const TutorialFile&) = delete;
 };
 
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {

@@ -242,9 +242,13 @@ TEST_CASE("repair: a requeue cluster preempted by a reserved request resumes its
 TEST_CASE("chaos: the monitor killed in the middle of a repair (hosts drained, the slice not yet "
           "requeued): the next command finishes the repair and nothing leaks") {
   RepairEnv env(8, "127.0.203.2");
-  // The detached monitor inherits the failpoint: it dies (SIGKILL) right after draining.
-  const auto [uid, before] = env.start_long("sleep 300", {"--max-restarts", "1"},
-                                            {{"TPUCTL_FAILPOINT", "workload.repair"}});
+  // Every command carries the failpoint, and so every monitor they start: whichever monitor
+  // drains the lost host first dies (SIGKILL) right after, once (the marker file), and another
+  // finishes the repair. (A monitor that a command starts to take over from a slow one must
+  // carry it too, or on a loaded machine the repair may never meet it.)
+  env.vars["TPUCTL_FAILPOINT"] =
+      "workload.repair:kill@" + (env.dir.path() / "repair-failpoint-fired").string();
+  const auto [uid, before] = env.start_long("sleep 300", {"--max-restarts", "1"});
   const std::string dead = before["workers"][2]["host"];
   env.kill_worker_host(uid, dead, 2);
   // The commands that follow (describe restarts a monitor that is gone) finish the repair.
@@ -253,6 +257,7 @@ TEST_CASE("chaos: the monitor killed in the middle of a repair (hosts drained, t
   const std::string log = env.monitor_log("long");
   INFO(log);
   REQUIRE(all_running_attempt(after, 1));
+  CHECK(std::filesystem::exists(env.dir.path() / "repair-failpoint-fired"));
   // Two monitors said they were repairing: the one killed at the failpoint, and the next.
   std::set<std::string> repairers;
   for (size_t at = log.find("repairing: draining"); at != std::string::npos;
