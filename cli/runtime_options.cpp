@@ -45,6 +45,7 @@ provision::Launcher launcher(const Context& ctx, const SshFlags& flags) {
   }
   l.strict = flags.strict;
   l.ssh_config = flags.ssh_config;
+  l.passphrase_file = flags.passphrase_file;
   return l;
 }
 

@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "cli/config.hpp"
+#include "cli/passphrase.hpp"
 #include "cli/values.hpp"
 #include "remote/fanout.hpp"
 #include "util/strings.hpp"
@@ -31,6 +32,11 @@ void add_ssh_policy_flags(CLI::App& app, SshFlags& f) {
       ->type_name("POLICY")
       ->group(group);
   app.add_option("--ssh-config", f.ssh_config, "an ssh_config to read instead of ~/.ssh/config")
+      ->type_name("FILE")
+      ->group(group);
+  app.add_option("--identity-passphrase-file", f.passphrase_file,
+                 "the passphrase of an encrypted identity file, its first line (else ssh-agent, "
+                 "SSH_ASKPASS or a prompt)")
       ->type_name("FILE")
       ->group(group);
 }
@@ -97,6 +103,7 @@ Expected<remote::SshOptions> ssh_options(const SshFlags& f) {
     o.config_file = f.ssh_config;
   }
   o.tty = f.tty;
+  o.passphrase_source = passphrase_source(f.passphrase_file);
   if (!problems.empty()) {
     return problems.combined();
   }

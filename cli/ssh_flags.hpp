@@ -21,7 +21,8 @@ struct SshFlags {
   std::string output = "prefixed";
   bool stdin_broadcast = false;
   bool tty = false;
-  std::string ssh_config; // empty: ~/.ssh/config
+  std::string ssh_config;      // empty: ~/.ssh/config
+  std::string passphrase_file; // --identity-passphrase-file (cli/passphrase.hpp)
 };
 
 // Declares --batch-size, --connect-timeout, --timeout, --strict-host-key-checking, and (when

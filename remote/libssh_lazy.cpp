@@ -146,6 +146,8 @@ TPUCTL_LIBSSH(void, ssh_string_free_char, (char* s), (s))
 TPUCTL_LIBSSH(int, ssh_userauth_publickey,
               (ssh_session session, const char* username, const ssh_key privkey),
               (session, username, privkey))
+TPUCTL_LIBSSH(int, ssh_userauth_agent, (ssh_session session, const char* username),
+              (session, username))
 TPUCTL_LIBSSH(int, ssh_userauth_publickey_auto,
               (ssh_session session, const char* username, const char* passphrase),
               (session, username, passphrase))

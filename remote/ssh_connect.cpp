@@ -11,6 +11,7 @@
 //   5. Public-key authentication: the run's pre-decrypted key when the target names one (and
 //      then never the agent: 0.10 ignores IdentitiesOnly), else agent + default keys.
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
@@ -175,8 +176,42 @@ void install_thread_logging() {
 
 // ---- IdentityStore / ThreadKeys / WorkerSlot ----
 
+namespace {
+
+// What libssh's passphrase callback learnt about one identity file.
+struct PassphraseAsk {
+  const PassphraseSource* source = nullptr;
+  std::string path;
+  bool asked = false;        // libssh asked: the file is encrypted
+  std::optional<Error> none; // the source gave none, and why
+};
+
+int ask_passphrase(const char* /*prompt*/, char* buf, size_t len, int /*echo*/, int /*verify*/,
+                   void* userdata) {
+  auto* ask = static_cast<PassphraseAsk*>(userdata);
+  ask->asked = true;
+  if (ask->source == nullptr || !*ask->source) {
+    ask->none = Error{ErrorKind::auth, "no passphrase was given"};
+    return -1;
+  }
+  auto passphrase = (*ask->source)(ask->path);
+  if (!passphrase) {
+    ask->none = passphrase.error();
+    return -1;
+  }
+  if (passphrase->size() + 1 > len) {
+    ask->none = Error{ErrorKind::auth, "the passphrase is longer than libssh takes"};
+    return -1;
+  }
+  std::memcpy(buf, passphrase->c_str(), passphrase->size() + 1);
+  return 0;
+}
+
+} // namespace
+
 Expected<IdentityStore> IdentityStore::load(const std::vector<const SshTarget*>& targets,
-                                            const std::string& passphrase) {
+                                            const std::string& passphrase,
+                                            const PassphraseSource& source, bool agent) {
   install_thread_logging();
   IdentityStore store;
   for (const SshTarget* t : targets) {
@@ -190,15 +225,31 @@ Expected<IdentityStore> IdentityStore::load(const std::vector<const SshTarget*>&
                                         " (check the path, or omit it to use ssh-agent)"};
     }
     ssh_key key = nullptr;
-    int rc = ssh_pki_import_privkey_file(
-        path.c_str(), passphrase.empty() ? nullptr : passphrase.c_str(), nullptr, nullptr, &key);
+    PassphraseAsk ask{&source, path, false, std::nullopt};
+    int rc =
+        ssh_pki_import_privkey_file(path.c_str(), passphrase.empty() ? nullptr : passphrase.c_str(),
+                                    passphrase.empty() ? &ask_passphrase : nullptr, &ask, &key);
     if (rc != SSH_OK || key == nullptr) {
-      return Error{ErrorKind::auth,
-                   "identity file '" + path +
-                       "' could not be loaded: it is not a private key, or it is encrypted and "
-                       "the passphrase is missing or wrong (add the key to ssh-agent with "
-                       "'ssh-add " +
-                       path + "' and omit the identity file)"};
+      const char* sock = std::getenv("SSH_AUTH_SOCK");
+      if (ask.none && agent && sock != nullptr && *sock != '\0') {
+        store.m_agent.insert(path); // encrypted, no passphrase here: ssh-agent may hold it
+        continue;
+      }
+      const std::string ways = "give its passphrase with --identity-passphrase-file FILE, "
+                               "SSH_ASKPASS (with SSH_ASKPASS_REQUIRE=force) or on a terminal, "
+                               "or add it to ssh-agent ('ssh-add " +
+                               path + "')";
+      if (ask.none) {
+        return Error{ErrorKind::auth, "identity file '" + path + "' is encrypted and " +
+                                          ask.none->message + ": " + ways};
+      }
+      if (ask.asked || !passphrase.empty()) {
+        return Error{ErrorKind::auth,
+                     "the passphrase of identity file '" + path + "' is wrong: " + ways};
+      }
+      return Error{ErrorKind::auth, "identity file '" + path +
+                                        "' could not be loaded: it is not a private key (or "
+                                        "its format is one libssh does not read)"};
     }
     char* b64 = nullptr;
     rc = ssh_pki_export_privkey_base64(key, nullptr, nullptr, nullptr, &b64);
@@ -549,7 +600,13 @@ std::optional<Failure> SshSession::authenticate(const SshTarget& target) {
   std::string user = get_option(m_session, SSH_OPTIONS_USER);
   int rc = SSH_AUTH_ERROR;
   std::string offered;
-  if (!target.identity_file.empty()) {
+  if (!target.identity_file.empty() && m_ctx.identities.through_agent(target.identity_file)) {
+    offered = "ssh-agent (the identity file '" + target.identity_file +
+              "' is encrypted and no passphrase was given: the agent does not hold it; give "
+              "it with --identity-passphrase-file FILE or 'ssh-add " +
+              target.identity_file + "')";
+    rc = ssh_userauth_agent(m_session, nullptr);
+  } else if (!target.identity_file.empty()) {
     ssh_key key = m_ctx.keys.get(m_ctx.identities, target.identity_file);
     if (key == nullptr) {
       return Failure{Outcome::auth,

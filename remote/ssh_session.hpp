@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "remote/ssh_types.hpp"
@@ -24,14 +25,21 @@ namespace tpuctl::remote::detail {
 // worker thread imports its own ssh_key object: no key object is shared between threads.
 class IdentityStore {
 public:
-  // Loads every distinct identity file named by `targets`. Errors (auth): a file that cannot
-  // be read, is not a private key, or is encrypted and `passphrase` is empty or wrong.
+  // Loads every distinct identity file named by `targets`. An encrypted one is opened with
+  // `passphrase`, else with what `source` gives; when neither gives one and `agent` (ssh-agent
+  // allowed, SSH_AUTH_SOCK set), authentication for it goes through the agent. Errors (auth),
+  // each naming the file: it cannot be read, is not a private key, its passphrase is wrong, or
+  // it is encrypted and nothing gives its passphrase (saying how to give one).
   static Expected<IdentityStore> load(const std::vector<const SshTarget*>& targets,
-                                      const std::string& passphrase);
+                                      const std::string& passphrase,
+                                      const PassphraseSource& source = {}, bool agent = true);
   const std::string* base64(const std::string& path) const;
+  // True when `path` is encrypted and left to ssh-agent.
+  bool through_agent(const std::string& path) const { return m_agent.count(path) > 0; }
 
 private:
   std::map<std::string, std::string> m_base64;
+  std::set<std::string> m_agent;
 };
 
 // A worker thread's own copies of the identity keys.

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "util/expected.hpp"
+
 namespace tpuctl::remote {
 
 // One host to reach over SSH.
@@ -35,6 +37,10 @@ struct SshTarget {
 // connects to them without recording them. A changed key is refused under every policy.
 enum class HostKeyPolicy { yes, accept_new, no };
 
+// The passphrase of the encrypted identity file `path`, asked once per file and run. Errors
+// (auth): why none can be had ("no passphrase was given").
+using PassphraseSource = std::function<Expected<std::string>(const std::string& path)>;
+
 struct SshOptions {
   HostKeyPolicy host_key_policy = HostKeyPolicy::yes;
   std::chrono::milliseconds connect_timeout{10000}; // TCP connect + banner + key exchange
@@ -53,8 +59,11 @@ struct SshOptions {
   bool process_config = true;      // read ~/.ssh/config and /etc/ssh/ssh_config
   std::string config_file;         // a specific ssh_config instead (when process_config)
   std::string identity_passphrase; // for encrypted identity files (asked once by cli/)
-  bool tty = false;                // request a PTY (merges stderr; remote dies on hang-up)
-  bool keep_output = true;         // collect stdout/stderr into HostResult (grouped, jsonl)
+  // Asks for the passphrase of an encrypted identity file (cli/passphrase.hpp); unset: none
+  // (an encrypted file then goes to ssh-agent when there is one, else fails naming the ways out).
+  PassphraseSource passphrase_source;
+  bool tty = false;        // request a PTY (merges stderr; remote dies on hang-up)
+  bool keep_output = true; // collect stdout/stderr into HostResult (grouped, jsonl)
   // --stdin: the same bytes go to every host, then EOF. Null: EOF at once.
   std::shared_ptr<const std::string> stdin_data;
 };

@@ -102,7 +102,8 @@ Expected<IdentityStore> prepare_run(const std::vector<const SshTarget*>& targets
   if (!problems.empty()) {
     return problems.combined();
   }
-  return IdentityStore::load(targets, options.identity_passphrase);
+  return IdentityStore::load(targets, options.identity_passphrase, options.passphrase_source,
+                             options.use_agent);
 }
 
 HostResult run_host(size_t index, const SshTarget& target, const SshOptions& options,

@@ -17,6 +17,7 @@ Launcher Launcher::with_default_ssh() const {
   Launcher plain = *this;
   plain.strict = Launcher{}.strict;
   plain.ssh_config.clear();
+  plain.passphrase_file.clear();
   return plain;
 }
 
@@ -55,6 +56,9 @@ void spawn_detached(const Launcher& launcher, const std::string& pool,
   args.insert(args.end(), {"--strict-host-key-checking", launcher.strict});
   if (!launcher.ssh_config.empty()) {
     args.insert(args.end(), {"--ssh-config", launcher.ssh_config});
+  }
+  if (!launcher.passphrase_file.empty()) {
+    args.insert(args.end(), {"--identity-passphrase-file", launcher.passphrase_file});
   }
   std::vector<char*> argv;
   for (auto& a : args) {

@@ -20,6 +20,7 @@ struct Launcher {
   std::string log_dir;                 // <state dir>/logs; empty: the children log nowhere
   std::string strict = "yes";          // their --strict-host-key-checking
   std::string ssh_config;              // their --ssh-config; empty: ~/.ssh/config
+  std::string passphrase_file;         // their --identity-passphrase-file (a path, never its text)
   // The elected controller starting its own monitors: they get TPUCTL_CONTROLLER_LEADER (its
   // leadership's id), which makes them the controller's (leadership.hpp); false: a command's.
   bool as_controller = false;
