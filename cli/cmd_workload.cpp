@@ -54,6 +54,7 @@ struct WorkloadFlags {
   std::string worker = "all";
   std::string node = "all";
   bool follow = false;
+  int64_t tail_lines = 0; // logs --tail N: each worker's last N lines first
   bool force = false;
   bool override_owner = false;
   bool async = false;         // delete: return once it is marked; a detached tpuctl stops it
@@ -308,7 +309,8 @@ Expected<int> run_logs(Context& ctx, const WorkloadFlags& given) {
       auto now = provision::load_workload(*store, pool, f.name);
       finished = !now || provision::is_terminal(now->state);
     }
-    TPUCTL_TRY_ASSIGN(auto results, provision::read_logs(wl, plans, offsets, options));
+    TPUCTL_TRY_ASSIGN(auto results,
+                      provision::read_logs(wl, plans, offsets, options, f.tail_lines));
     for (const auto& r : results) {
       const auto& p = plans[r.index];
       if (!r.succeeded()) {
@@ -319,7 +321,6 @@ Expected<int> run_logs(Context& ctx, const WorkloadFlags& given) {
         }
         continue;
       }
-      offsets[r.index] += r.out.size();
       print_log_chunk(partial[r.index], r.out, finished, [&](std::string_view line) {
         print_log_line(ctx, mode, p, plans.size() > 1, line);
       });
@@ -707,6 +708,10 @@ void setup_workload(CLI::App& group, Registry& registry) {
       ->type_name("W");
   logs->add_option("--node", g->node, "all (default) or one slice's node id")->type_name("ID");
   logs->add_flag("--follow,-f", g->follow, "keep printing until the workload has ended");
+  logs->add_option("--tail", g->tail_lines,
+                   "each worker's last N lines only (then, with --follow, what comes)")
+      ->type_name("N")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
   logs->add_option("--output", g->ssh.output,
                    "prefixed (default: [NODE/WORKER@HOST] line when several workers) or jsonl "
                    "(one object a line: node, slice, worker, host, line)")

@@ -1,6 +1,7 @@
 #include "provision/workload/workload_remote.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <iterator>
 #include <set>
 
@@ -302,19 +303,58 @@ remove_workload_files(const Workload& wl, const std::vector<WorkerPlan>& plans,
                             control_options(ssh, hosts.size(), std::chrono::seconds(30)));
 }
 
-Expected<std::vector<remote::HostResult>> read_logs(const Workload& wl,
-                                                    const std::vector<WorkerPlan>& plans,
-                                                    const std::vector<uint64_t>& offsets,
-                                                    const remote::SshOptions& ssh) {
+Expected<std::vector<remote::HostResult>>
+read_logs(const Workload& wl, const std::vector<WorkerPlan>& plans, std::vector<uint64_t>& offsets,
+          const remote::SshOptions& ssh, int64_t tail_lines) {
+  offsets.resize(plans.size(), 0);
   std::vector<std::string> commands;
+  std::vector<bool> tailed(plans.size(), false);
   for (size_t i = 0; i < plans.size(); ++i) {
-    const uint64_t from = i < offsets.size() ? offsets[i] : 0;
     const std::string log = util::shell_quote_path(dir_of(wl, plans[i]) + "/log");
-    commands.push_back("[ ! -f " + log + " ] || tail -c +" + std::to_string(from + 1) + " -- " +
-                       log);
+    if (tail_lines > 0 && offsets[i] == 0) {
+      // The log's size now, its last lines up to there, then the size after a newline: one
+      // consistent cut, whatever the job writes meanwhile.
+      tailed[i] = true;
+      commands.push_back("[ ! -f " + log + " ] || { s=$(wc -c < " + log + "); head -c \"$s\" -- " +
+                         log + " | tail -n " + std::to_string(tail_lines) +
+                         "; printf '\\n%s\\n' \"$s\"; }");
+    } else {
+      commands.push_back("[ ! -f " + log + " ] || tail -c +" + std::to_string(offsets[i] + 1) +
+                         " -- " + log);
+    }
   }
-  return remote::run_fanout(jobs_for(plans, commands),
-                            control_options(ssh, plans.size(), std::chrono::seconds(60)));
+  TPUCTL_TRY_ASSIGN(auto results, remote::run_fanout(jobs_for(plans, commands),
+                                                     control_options(ssh, plans.size(),
+                                                                     std::chrono::seconds(60))));
+  for (auto& r : results) {
+    if (!r.succeeded() || r.index >= plans.size()) {
+      continue;
+    }
+    if (!tailed[r.index]) {
+      offsets[r.index] += r.out.size();
+      continue;
+    }
+    // "<lines>\n<size>\n", or nothing when there is no log yet.
+    if (r.out.size() < 2 || r.out.back() != '\n') {
+      r.out.clear();
+      continue;
+    }
+    const size_t cut = r.out.rfind('\n', r.out.size() - 2);
+    if (cut == std::string::npos) {
+      r.out.clear();
+      continue;
+    }
+    uint64_t size = 0;
+    const char* first = r.out.data() + cut + 1;
+    const char* last = r.out.data() + r.out.size() - 1;
+    if (std::from_chars(first, last, size).ptr != last) {
+      r.out.clear(); // not what the command prints: read nothing rather than a wrong cut
+      continue;
+    }
+    offsets[r.index] = size;
+    r.out.resize(cut);
+  }
+  return results;
 }
 
 } // namespace tpuctl::provision

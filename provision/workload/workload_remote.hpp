@@ -76,10 +76,12 @@ remove_workload_files(const Workload& workload, const std::vector<WorkerPlan>& p
                       const remote::SshOptions& ssh);
 
 // The log bytes of each worker from `offsets[i]` on (one entry per plan; missing logs are
-// empty). Output in HostResult::out.
-Expected<std::vector<remote::HostResult>> read_logs(const Workload& workload,
-                                                    const std::vector<WorkerPlan>& plans,
-                                                    const std::vector<uint64_t>& offsets,
-                                                    const remote::SshOptions& ssh);
+// empty), in HostResult::out; `offsets[i]` advances past what was read. With `tail_lines` > 0,
+// a worker not read before (offset 0) gives only the last `tail_lines` lines of what its log
+// holds now, and its offset moves to the log's end, so a follow-up read goes on from there:
+// a long log is never pulled whole.
+Expected<std::vector<remote::HostResult>>
+read_logs(const Workload& workload, const std::vector<WorkerPlan>& plans,
+          std::vector<uint64_t>& offsets, const remote::SshOptions& ssh, int64_t tail_lines = 0);
 
 } // namespace tpuctl::provision

@@ -84,6 +84,19 @@ TEST_CASE("workload: runs on every worker with the worker environment and SUCCEE
   REQUIRE(list.size() == 1);
   CHECK(list[0]["state"] == "SUCCEEDED");
   CHECK(env.run_json({"cluster", "list"})[0]["running_workloads"] == 0);
+  // --tail: each worker's last lines only, never the whole log.
+  env.create("lines", "seq 1 1000; echo \"last of $TPU_WORKER_ID\"");
+  REQUIRE(env.run({"workload", "wait", "lines", "--timeout", "60s"}).exit_code == 0);
+  auto tail = env.run({"workload", "logs", "lines", "--worker", "1", "--tail", "2"});
+  REQUIRE_MESSAGE(tail.exit_code == 0, tail.err);
+  CHECK(tail.out == "1000\nlast of 1\n");
+  auto tails = env.run({"workload", "logs", "lines", "--tail", "1"});
+  for (int i = 0; i < 4; ++i) {
+    CHECK(tails.out.find(env.prefix(0, i) + "last of " + std::to_string(i) + "\n") !=
+          std::string::npos);
+  }
+  CHECK(tails.out.find("1000") == std::string::npos);
+  CHECK(env.run({"workload", "logs", "lines", "--tail", "0"}).exit_code == 2);
 }
 
 TEST_CASE("workload: one worker exiting 3 FAILS it, naming the worker; the others are stopped") {
