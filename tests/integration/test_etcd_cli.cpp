@@ -224,13 +224,14 @@ TEST_CASE("etcd cli: state migrate copies a populated SQLite store and refuses a
                                      "PROVISIONING",
                                      "ACTIVE",
                                      Initiator::service,
-                                     {{"reason", "ready"}}}}}));
+                                     {{"reason", "ready"}},
+                                     ""}}}));
     REQUIRE(st.claim_hosts("p", {"h4"}, "drain:disk"));
     REQUIRE(st.commit({ClaimOp{"p", {"h3"}, "qr-b", std::chrono::seconds(600)}}));
     REQUIRE(st.create(record_key(Kind::cluster, "p", "c1"), {{"nodes", 2}}));
     REQUIRE(st.create(record_key(Kind::workload, "p", "w1"), {{"cluster", "c1"}}));
     REQUIRE(st.commit({EventOp{Event{0, 222, "q", Kind::pool, "q", "HOSTS_ADDED", "", "",
-                                     Initiator::user, Json::object()}}}));
+                                     Initiator::user, Json::object(), ""}}}));
   }
   std::string url = cluster().url(unique_prefix());
   auto r = m.run({"state", "migrate", "--from", db, "--to", url, "--format", "json"});
