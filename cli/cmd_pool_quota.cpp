@@ -42,9 +42,9 @@ void add_set(CLI::App& group, Registry& registry) {
         TPUCTL_TRY_ASSIGN(const int64_t chips, util::parse_int(f->chips, "--chips"));
         TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
         TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
-        TPUCTL_TRY_ASSIGN(auto before, provision::load_pool(*store, pool));
-        const Json previous = quota_json(provision::quota_of(before.info.quotas, f->project));
-        TPUCTL_TRY(provision::set_project_quota(*store, pool, f->project, chips));
+        TPUCTL_TRY_ASSIGN(auto change,
+                          provision::set_project_quota(*store, pool, f->project, chips));
+        const Json previous = quota_json(change.previous);
         const Json out{
             {"pool", pool}, {"project", f->project}, {"quota", chips}, {"previous", previous}};
         TPUCTL_TRY(emit(ctx, out, [&](std::ostream& os, const Json&) {
@@ -109,9 +109,8 @@ void add_unset(CLI::App& group, Registry& registry) {
       [project](Context& ctx) -> Expected<int> {
         TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
         TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
-        TPUCTL_TRY_ASSIGN(auto before, provision::load_pool(*store, pool));
-        const Json previous = quota_json(provision::quota_of(before.info.quotas, *project));
-        TPUCTL_TRY(provision::unset_project_quota(*store, pool, *project));
+        TPUCTL_TRY_ASSIGN(auto change, provision::unset_project_quota(*store, pool, *project));
+        const Json previous = quota_json(change.previous);
         const Json out{
             {"pool", pool}, {"project", *project}, {"quota", nullptr}, {"previous", previous}};
         TPUCTL_TRY(emit(ctx, out, [&](std::ostream& os, const Json&) {

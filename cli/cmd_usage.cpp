@@ -78,17 +78,8 @@ Expected<int> run_usage(Context& ctx, const UsageFlags& f) {
                               {"until", ""}}));
     return 0;
   }
-  auto workloads = provision::workload_usage(events, from, until);
-  const std::string& project = ctx.globals.project; // --project: that project's usage only
-  auto requests = usage;
-  if (!project.empty()) {
-    std::erase_if(requests, [&](const auto& u) { return u.project != project; });
-    std::erase_if(workloads, [&](const auto& w) { return w.project != project; });
-  }
-  for (auto s : provision::summarize_usage(requests, workloads, *group)) {
-    if (!project.empty()) {
-      s.project = project; // a row per owner is that project's too
-    }
+  const auto workloads = provision::workload_usage(events, from, until);
+  for (const auto& s : provision::summarize_usage(usage, workloads, *group, ctx.globals.project)) {
     Json row{{"project", s.project},
              {"owner", s.owner},
              {"requests", s.requests},

@@ -26,10 +26,6 @@ std::string holders_text(const std::vector<std::pair<std::string, int>>& holders
   return util::join(parts, ", ");
 }
 
-int pool_chips_of(const PoolInfo& pool) {
-  return pool.layout.capacity() * pool.layout.chips_per_host;
-}
-
 } // namespace
 
 QuotaBook::QuotaBook(ProjectQuotas quotas, int pool_chips)
@@ -79,11 +75,14 @@ std::optional<std::string> QuotaBook::over_quota(const QueuedResource& qr, int c
            ": it waits until a pool admin raises the quota (tpuctl pool quota set " + qr.project +
            " --chips " + std::to_string(chips) + ")";
   }
-  auto it = m_holders.find(qr.project);
   return why + ", of which " + std::to_string(used) + " are in use (" +
-         (it == m_holders.end() ? std::string() : holders_text(it->second)) +
-         "); this request needs " + std::to_string(chips) +
+         holders_text(holders(qr.project)) + "); this request needs " + std::to_string(chips) +
          " (spot requests may borrow idle chips beyond the quota)";
+}
+
+std::vector<std::pair<std::string, int>> QuotaBook::holders(const std::string& project) const {
+  auto it = m_holders.find(project);
+  return it == m_holders.end() ? std::vector<std::pair<std::string, int>>{} : it->second;
 }
 
 bool QuotaBook::within_quota(const std::string& project, int chips) const {
@@ -91,9 +90,8 @@ bool QuotaBook::within_quota(const std::string& project, int chips) const {
   return quota && held(project) + chips <= *quota;
 }
 
-QuotaBook quota_book(const std::vector<QueuedResource>& qrs, const ProjectQuotas& quotas,
-                     int pool_chips) {
-  QuotaBook book(quotas, pool_chips);
+QuotaBook quota_book(const std::vector<QueuedResource>& qrs, const PoolInfo& pool) {
+  QuotaBook book(pool.quotas, pool.layout.capacity() * pool.layout.chips_per_host);
   for (const auto& qr : qrs) {
     if (holds_hosts(qr.state)) {
       book.hold(qr);
@@ -159,7 +157,7 @@ Status check_quota_can_fit(const PoolInfo& pool, const QueuedResource& asked) {
 Expected<std::vector<QuotaRow>> quota_rows(state::StateStore& store, const std::string& pool) {
   TPUCTL_TRY_ASSIGN(PoolView view, load_pool(store, pool));
   TPUCTL_TRY_ASSIGN(auto qrs, list_queued_resources(store, pool));
-  const QuotaBook book = quota_book(qrs, view.info.quotas, pool_chips_of(view.info));
+  const QuotaBook book = quota_book(qrs, view.info);
   const auto borrowers = borrowing(qrs, view.info.quotas);
   std::map<std::string, QuotaRow> rows;
   for (const auto& [project, chips] : view.info.quotas) {
@@ -184,8 +182,8 @@ Expected<std::vector<QuotaRow>> quota_rows(state::StateStore& store, const std::
   return out;
 }
 
-Expected<PoolInfo> set_project_quota(state::StateStore& store, const std::string& pool,
-                                     const std::string& project, int64_t chips) {
+Expected<QuotaChange> set_project_quota(state::StateStore& store, const std::string& pool,
+                                        const std::string& project, int64_t chips) {
   TPUCTL_TRY(validate_project_id(project));
   if (chips < 0) {
     return Error(ErrorKind::usage, "quota " + std::to_string(chips) + " for project '" + project +
@@ -198,38 +196,39 @@ Expected<PoolInfo> set_project_quota(state::StateStore& store, const std::string
                                        "(tpuctl pool quota unset " +
                                        project + ") for no limit");
   }
-  return change_pool(
+  QuotaChange change;
+  auto changed = change_pool(
       store, pool, "set the quotas of",
       [&](state::StateStore& s, PoolInfo& p, Json& detail) -> Status {
         TPUCTL_TRY_ASSIGN(auto qrs, list_queued_resources(s, pool));
-        const QuotaBook book = quota_book(qrs, p.quotas, pool_chips_of(p));
+        const QuotaBook book = quota_book(qrs, p);
         const int used = book.guaranteed(project);
         if (used > chips) {
-          std::vector<std::pair<std::string, int>> holders;
-          for (const auto& qr : qrs) {
-            if (qr.project == project && holds_hosts(qr.state) && !preemptible(qr.tier)) {
-              holders.emplace_back(qr.id, request_chips(qr));
-            }
-          }
           return Error(ErrorKind::usage,
                        "a quota of " + std::to_string(chips) + " for project '" + project +
                            "' is below the " + std::to_string(used) +
                            " chips its reserved and standard slices hold in pool '" + pool + "' (" +
-                           holders_text(holders) + "): delete some first, or set --chips " +
-                           std::to_string(used) + " or more");
+                           holders_text(book.holders(project)) +
+                           "): delete some first, or set --chips " + std::to_string(used) +
+                           " or more");
         }
-        auto previous = quota_of(p.quotas, project);
-        detail["previous"] = previous ? Json(*previous) : Json(nullptr);
+        change.previous = quota_of(p.quotas, project);
+        detail["previous"] = change.previous ? Json(*change.previous) : Json(nullptr);
         p.quotas[project] = static_cast<int>(chips);
         return ok();
       },
       "QUOTA_SET", Json{{"project", project}, {"chips", chips}});
+  if (!changed) {
+    return changed.error();
+  }
+  return change;
 }
 
-Expected<PoolInfo> unset_project_quota(state::StateStore& store, const std::string& pool,
-                                       const std::string& project) {
+Expected<QuotaChange> unset_project_quota(state::StateStore& store, const std::string& pool,
+                                          const std::string& project) {
   TPUCTL_TRY(validate_project_id(project));
-  return change_pool(
+  QuotaChange change;
+  auto changed = change_pool(
       store, pool, "set the quotas of",
       [&](state::StateStore&, PoolInfo& p, Json& detail) -> Status {
         if (!p.quotas.count(project)) {
@@ -243,11 +242,16 @@ Expected<PoolInfo> unset_project_quota(state::StateStore& store, const std::stri
                                           : "projects with one: " + util::join(names, ", ")) +
                            ")");
         }
-        detail["previous"] = p.quotas.at(project);
+        change.previous = p.quotas.at(project);
+        detail["previous"] = *change.previous;
         p.quotas.erase(project);
         return ok();
       },
       "QUOTA_UNSET", Json{{"project", project}});
+  if (!changed) {
+    return changed.error();
+  }
+  return change;
 }
 
 } // namespace tpuctl::provision

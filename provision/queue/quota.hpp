@@ -47,6 +47,8 @@ public:
 
   int guaranteed(const std::string& project) const; // chips held by guaranteed tiers
   int held(const std::string& project) const;       // all chips held
+  // The project's guaranteed slices holding chips: (id, chips), in the order held.
+  std::vector<std::pair<std::string, int>> holders(const std::string& project) const;
   // held / quota (or / the pool's chips); a zero quota with any use: a very large share.
   double share(const std::string& project) const;
   // Why a guaranteed request cannot be placed under its project's quota now, nothing when it
@@ -64,9 +66,8 @@ private:
   std::map<std::string, std::vector<std::pair<std::string, int>>> m_holders; // project -> id, chips
 };
 
-// A book of what `qrs` (one pool's requests) hold now.
-QuotaBook quota_book(const std::vector<QueuedResource>& qrs, const ProjectQuotas& quotas,
-                     int pool_chips);
+// A book of what `qrs` (the requests of `pool`) hold now, under the pool's quotas.
+QuotaBook quota_book(const std::vector<QueuedResource>& qrs, const PoolInfo& pool);
 
 // The ids of the slices that are borrowing: spot or best-effort slices beyond their project's
 // quota, its slices counted guaranteed first, then by arrival.
@@ -93,14 +94,18 @@ struct QuotaRow {
 // Every project with a quota in `pool` or a request there, by name.
 Expected<std::vector<QuotaRow>> quota_rows(state::StateStore& store, const std::string& pool);
 
+// A quota change: the quota before it (nullopt: unlimited), read in its transaction.
+struct QuotaChange {
+  std::optional<int> previous;
+};
 // Sets `project`'s quota in `pool` to `chips`, by a pool admin, recorded as QUOTA_SET with the
 // previous value. Errors: usage (an invalid project id, negative chips, a quota below the chips
 // the project's guaranteed slices hold: naming them), auth, not_found, the store's.
-Expected<PoolInfo> set_project_quota(state::StateStore& store, const std::string& pool,
-                                     const std::string& project, int64_t chips);
+Expected<QuotaChange> set_project_quota(state::StateStore& store, const std::string& pool,
+                                        const std::string& project, int64_t chips);
 // Removes `project`'s quota (unlimited again), recorded as QUOTA_UNSET. Errors: not_found when
 // it has none (naming those that do), auth, the store's.
-Expected<PoolInfo> unset_project_quota(state::StateStore& store, const std::string& pool,
-                                       const std::string& project);
+Expected<QuotaChange> unset_project_quota(state::StateStore& store, const std::string& pool,
+                                          const std::string& project);
 
 } // namespace tpuctl::provision

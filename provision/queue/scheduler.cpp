@@ -197,8 +197,7 @@ SchedulePlan schedule(const PoolView& view, const std::vector<QueuedResource>& q
     }
   }
   const ProjectQuotas& quotas = view.info.quotas;
-  QuotaBook book =
-      quota_book(work, quotas, view.info.layout.capacity() * view.info.layout.chips_per_host);
+  QuotaBook book = quota_book(work, view.info);
   const std::set<std::string> borrowers = borrowing(work, quotas);
 
   HostGrid grid = view.grid;

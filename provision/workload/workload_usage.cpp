@@ -113,10 +113,10 @@ Expected<UsageGroup> parse_usage_group(const std::string& text) {
 
 std::vector<UsageSummary> summarize_usage(const std::vector<RequestUsage>& requests,
                                           const std::vector<WorkloadUsage>& workloads,
-                                          UsageGroup group) {
+                                          UsageGroup group, const std::string& only) {
   std::map<std::pair<std::string, std::string>, UsageSummary> rows;
   auto row = [&](const std::string& project, const std::string& owner) -> UsageSummary& {
-    const std::string p = group == UsageGroup::owner ? "" : project;
+    const std::string p = group == UsageGroup::owner && only.empty() ? "" : project;
     const std::string o = group == UsageGroup::project ? "" : owner;
     UsageSummary& s = rows[{p, o}];
     s.project = p;
@@ -124,11 +124,17 @@ std::vector<UsageSummary> summarize_usage(const std::vector<RequestUsage>& reque
     return s;
   };
   for (const auto& r : requests) {
+    if (!only.empty() && r.project != only) {
+      continue;
+    }
     UsageSummary& s = row(r.project, r.owner);
     s.requests += 1;
     s.chip_ms += r.chip_ms;
   }
   for (const auto& w : workloads) {
+    if (!only.empty() && w.project != only) {
+      continue;
+    }
     UsageSummary& s = row(w.project, w.owner);
     s.workloads += 1;
     s.wall_ms += w.wall_ms;

@@ -57,9 +57,10 @@ struct UsageSummary {
   }
 };
 
-// The requests' and workloads' usage summed per group, ordered by its keys.
+// The requests' and workloads' usage summed per group, ordered by its keys; with `project`
+// (not empty), that project's only (a row per owner then names it too).
 std::vector<UsageSummary> summarize_usage(const std::vector<RequestUsage>& requests,
                                           const std::vector<WorkloadUsage>& workloads,
-                                          UsageGroup group);
+                                          UsageGroup group, const std::string& project = "");
 
 } // namespace tpuctl::provision

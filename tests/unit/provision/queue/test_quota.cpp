@@ -112,7 +112,8 @@ TEST_CASE("quota: spot borrows idle chips beyond its quota; a guaranteed request
       preempted.push_back(q.id);
       CHECK(contains(q.history.back().reason, "preempted by 'need'"));
       CHECK(contains(q.history.back().reason, "borrowed beyond its quota"));
-      CHECK(contains(sim.get("need").pending_reason, "'" + q.id + "' (borrowing)"));
+      CHECK(contains(sim.get("need").pending_reason,
+                     std::string(1, '\'').append(q.id).append("' (borrowing)")));
     }
   }
   REQUIRE(preempted.size() == 1);
