@@ -255,7 +255,9 @@ SchedulePlan schedule(const PoolView& view, const std::vector<QueuedResource>& q
     return true;
   };
 
-  for (auto& [rank, tier] : tiers) {
+  for (auto& [tier_key, tier] : tiers) {
+    const int rank = tier_key;  // a plain variable: lambdas below capture it (C++20 forbids
+                                // capturing a structured binding; clang refuses it)
     tier.sort();
     bool head_seen = false;
     while (QueuedResource* qp = tier.next(book)) {
