@@ -66,6 +66,22 @@ std::string signal_name(int sig) {
   const std::string log_path = o.dir + "/log";
   const std::string status_path = o.dir + "/status.json";
   const std::string heartbeat_path = o.dir + "/heartbeat";
+  // "<unix ms> <log size>" whenever the log grew since the last beat: where `workload logs
+  // --since` starts reading (the size at the last entry not after its time).
+  const std::string index_path = o.dir + "/log.index";
+  int64_t indexed = -1;
+  auto index_log = [&]() {
+    struct stat st {};
+    if (::stat(log_path.c_str(), &st) != 0 || st.st_size == indexed) {
+      return;
+    }
+    indexed = st.st_size;
+    int fd = ::open(index_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      util::write_all(fd, std::to_string(now_ms()) + " " + std::to_string(indexed) + "\n");
+      ::close(fd);
+    }
+  };
   auto fail = [&](const std::string& what) {
     util::write_all(ready, "error " + what + ": " + std::strerror(errno) + "\n");
     ::_exit(1);
@@ -120,6 +136,7 @@ std::string signal_name(int sig) {
               {"started_ms", started}};
   write_atomically(status_path, status.dump() + "\n");
   write_atomically(heartbeat_path, std::to_string(now_ms()) + "\n");
+  index_log();
   util::write_all(ready, "ok " + std::to_string(self) + " " + std::to_string(child) + "\n");
   ::close(ready);
 
@@ -158,6 +175,7 @@ std::string signal_name(int sig) {
     }
     if (now >= next_beat) {
       write_atomically(heartbeat_path, std::to_string(now_ms()) + "\n");
+      index_log();
       next_beat = now + o.heartbeat_interval;
     }
     if (now >= kill_at && !killed) {
@@ -193,6 +211,7 @@ std::string signal_name(int sig) {
     status["signal"] = signal_name(WTERMSIG(wait_status));
   }
   write_atomically(heartbeat_path, std::to_string(now_ms()) + "\n");
+  index_log();
   write_atomically(status_path, status.dump() + "\n");
   ::_exit(0);
 }

@@ -168,6 +168,7 @@ Expected<int> run_create(Context& ctx, const ClusterFlags& f) {
   req.tpu_type = f.tpu_type;
   req.num_slices = f.num_slices;
   req.tier = tier;
+  req.ssh = ssh_settings(f.ssh);
   TPUCTL_TRY_ASSIGN(req.project, charged_project(ctx.globals));
   TPUCTL_TRY_ASSIGN(req.on_preemption, provision::parse_on_preemption(f.on_preemption));
   const auto clock = state::system_clock();

@@ -246,7 +246,9 @@ void add_add_hosts(CLI::App& group, Registry& registry) {
   o->identity_file = active_config().get("ssh.identity_file").value_or("");
   cmd->add_option("--user", o->user, "login user (default: config ssh.user, else the current user)")
       ->type_name("U");
-  cmd->add_option("--port", o->port, "SSH port (default 22)")->type_name("N")->check(port_number());
+  cmd->add_option("--port", o->port, "SSH port (default: ssh_config's Port for the host, else 22)")
+      ->type_name("N")
+      ->check(port_number());
   cmd->add_option("--identity-file", o->identity_file, "private key for these hosts")
       ->type_name("FILE");
   cmd->add_option("--workdir", o->workdir, "where tpuctl writes on the hosts (default ~/.tpuctl)")

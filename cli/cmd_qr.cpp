@@ -217,6 +217,7 @@ Expected<int> run_create(Context& ctx, const CreateFlags& f) {
   TPUCTL_TRY_ASSIGN(request.project, charged_project(ctx.globals));
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   TPUCTL_TRY_ASSIGN(auto drive, drive_options(ctx, f.ssh));
+  request.ssh = ssh_settings(f.ssh);
   TPUCTL_TRY_ASSIGN(auto outcome,
                     provision::create_queued_resource(*store, request, clock, f.dry_run));
   if (f.dry_run) {

@@ -173,7 +173,7 @@ Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
     return remote::run_interactive(jobs.front().target, options, jobs.front().command);
   }
   if (!secrets.empty()) { // the values on stdin, read first; never in the command
-    options.stdin_data = std::make_shared<const std::string>(provision::secret_input(secrets));
+    options.stdin_data = remote::InputBytes::of(provision::secret_input(secrets));
   }
   if (!f.output_directory.empty()) {
     return run_into_files(ctx, plans, std::move(jobs), options, f.output_directory);

@@ -55,6 +55,7 @@ struct WorkloadFlags {
   std::string node = "all";
   bool follow = false;
   int64_t tail_lines = 0; // logs --tail N: each worker's last N lines first
+  std::string since;      // logs --since D: only what was written in the last D
   bool force = false;
   bool override_owner = false;
   bool async = false;         // delete: return once it is marked; a detached tpuctl stops it
@@ -168,6 +169,7 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   r.timeout_ms = timeout.count();
   TPUCTL_TRY_ASSIGN(auto options, monitor_options(ctx, f.ssh));
+  r.ssh = ssh_settings(f.ssh);
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(r.pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto before, store->find(provision::workload_key(r.pool, r.name)));
@@ -235,23 +237,6 @@ Expected<int> run_describe(Context& ctx, const WorkloadFlags& f) {
   return 0;
 }
 
-// Prints the complete lines of `text` (the rest stays in `partial`; all of it when `flush`)
-// through `print`.
-void print_log_chunk(std::string& partial, const std::string& text, bool flush,
-                     const std::function<void(std::string_view)>& print) {
-  partial += text;
-  size_t start = 0;
-  for (size_t nl = partial.find('\n'); nl != std::string::npos; nl = partial.find('\n', start)) {
-    print(std::string_view(partial).substr(start, nl - start));
-    start = nl + 1;
-  }
-  partial.erase(0, start);
-  if (flush && !partial.empty()) {
-    print(partial);
-    partial.clear();
-  }
-}
-
 // One log line as --output wants it: prefixed "[NODE/WORKER@HOST] line" (no prefix when one
 // worker is shown), or jsonl {node, slice, worker, host, line}.
 void print_log_line(Context& ctx, FanoutOutput mode, const provision::WorkerPlan& p, bool prefix,
@@ -275,6 +260,12 @@ Expected<int> run_logs(Context& ctx, const WorkloadFlags& given) {
   if (mode == FanoutOutput::grouped) {
     return usage_error("--output grouped is for ssh; workload logs prints prefixed (default) or "
                        "jsonl");
+  }
+  provision::LogStart start;
+  start.tail_lines = f.tail_lines;
+  if (!f.since.empty()) {
+    TPUCTL_TRY_ASSIGN(auto d, util::parse_duration(f.since, "--since"));
+    start.since_ms = state::to_unix_ms(state::system_clock()()) - d.count();
   }
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
@@ -300,17 +291,33 @@ Expected<int> run_logs(Context& ctx, const WorkloadFlags& given) {
     provision::ensure_monitor(launcher(ctx, f.ssh), *store, wl);
   }
   std::vector<uint64_t> offsets(plans.size(), 0);
+  // A line not finished yet (the job is writing it) waits here for its end, a later read's.
   std::vector<std::string> partial(plans.size());
+  constexpr size_t k_max_held = 1 << 20; // a longer line is printed in pieces
   remote::CancelToken cancel;
   InterruptGuard guard(cancel);
+  const bool prefix = plans.size() > 1;
   for (;;) {
     bool finished = !f.follow;
     if (f.follow) {
       auto now = provision::load_workload(*store, pool, f.name);
       finished = !now || provision::is_terminal(now->state);
     }
+    // Lines print as they arrive: a log of any size streams through.
     TPUCTL_TRY_ASSIGN(auto results,
-                      provision::read_logs(wl, plans, offsets, options, f.tail_lines));
+                      provision::read_logs(wl, plans, offsets, options, start,
+                                           [&](size_t i, std::string_view text, bool complete) {
+                                             std::string& held = partial[i];
+                                             if (complete && held.empty()) {
+                                               print_log_line(ctx, mode, plans[i], prefix, text);
+                                               return;
+                                             }
+                                             held.append(text);
+                                             if (complete || held.size() >= k_max_held) {
+                                               print_log_line(ctx, mode, plans[i], prefix, held);
+                                               held.clear();
+                                             }
+                                           }));
     for (const auto& r : results) {
       const auto& p = plans[r.index];
       if (!r.succeeded()) {
@@ -321,11 +328,12 @@ Expected<int> run_logs(Context& ctx, const WorkloadFlags& given) {
         }
         continue;
       }
-      print_log_chunk(partial[r.index], r.out, finished, [&](std::string_view line) {
-        print_log_line(ctx, mode, p, plans.size() > 1, line);
-      });
-      ctx.out->flush();
+      if (finished && !partial[r.index].empty()) { // the last line, never ended by a newline
+        print_log_line(ctx, mode, p, prefix, partial[r.index]);
+        partial[r.index].clear();
+      }
     }
+    ctx.out->flush();
     if (finished || cancel.cancelled()) {
       break;
     }
@@ -712,6 +720,9 @@ void setup_workload(CLI::App& group, Registry& registry) {
                    "each worker's last N lines only (then, with --follow, what comes)")
       ->type_name("N")
       ->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
+  logs->add_option("--since", g->since,
+                   "only what was written in the last D (5m, 2h; to within 2 s), as kubectl")
+      ->type_name("D");
   logs->add_option("--output", g->ssh.output,
                    "prefixed (default: [NODE/WORKER@HOST] line when several workers) or jsonl "
                    "(one object a line: node, slice, worker, host, line)")

@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <map>
 #include <ostream>
+#include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.hpp"
 #include "cli/output.hpp"
 #include "remote/grouping.hpp"
+#include "remote/spool.hpp"
+#include "util/json_string.hpp"
 
 namespace tpuctl::cli {
 
@@ -61,8 +65,8 @@ Json identity_json(const JobIdentity* id, const std::string& host) {
               {"host", id != nullptr && !id->host.empty() ? id->host : host}};
 }
 
-std::string jsonl_record(const remote::HostResult& r, const JobIdentity* id,
-                         const nlohmann::ordered_json* extra) {
+void write_jsonl_record(std::ostream& os, const remote::HostResult& r, const JobIdentity* id,
+                        const nlohmann::ordered_json* extra) {
   Json j = identity_json(id, r.host);
   j["index"] = r.index;
   const std::string outcome(remote::to_string(r.outcome));
@@ -72,25 +76,63 @@ std::string jsonl_record(const remote::HostResult& r, const JobIdentity* id,
   j["signal"] = r.signal_name.empty() ? Json() : Json(r.signal_name);
   j["error"] = error_json(outcome, r.error);
   j["duration_ms"] = r.duration_ms;
-  j["stdout"] = r.out;
-  j["stderr"] = r.err;
-  if (extra != nullptr && extra->is_object()) {
-    j.update(*extra);
+  // The fields so far, then stdout and stderr streamed (a spooled output may be gigabytes),
+  // then the extra fields: the same text one dump() of the whole object would give.
+  std::string head = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  head.pop_back(); // '}'
+  os << head;
+  for (auto [name, text, spool] :
+       {std::tuple{"stdout", &r.out, r.out_spool.get()}, {"stderr", &r.err, r.err_spool.get()}}) {
+    os << ",\"" << name << "\":";
+    util::JsonStringWriter value(os);
+    value.feed(*text);
+    if (spool != nullptr) {
+      (void)spool->for_each([&](std::string_view piece) { value.feed(piece); });
+    }
+    value.finish();
   }
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (extra != nullptr && extra->is_object() && !extra->empty()) {
+    std::string more = extra->dump(-1, ' ', false, Json::error_handler_t::replace);
+    more.front() = ',';
+    os << more;
+  } else {
+    os << '}';
+  }
 }
 
-std::string grouped_text(const std::vector<remote::HostResult>& results, remote::Stream stream) {
-  std::string out;
+std::string jsonl_record(const remote::HostResult& r, const JobIdentity* id,
+                         const nlohmann::ordered_json* extra) {
+  std::ostringstream os;
+  write_jsonl_record(os, r, id, extra);
+  return os.str();
+}
+
+void write_grouped(std::ostream& os, const std::vector<remote::HostResult>& results,
+                   remote::Stream stream) {
   for (const auto& g : remote::group_outputs(results, stream)) {
     std::string header = remote::fold_hosts(g.hosts) + " (" + std::to_string(g.hosts.size()) + ")" +
                          (stream == remote::Stream::err ? " stderr" : "");
-    out += "---------------\n" + header + "\n---------------\n" + g.text;
-    if (g.text.back() != '\n') {
-      out += '\n';
+    os << "---------------\n" << header << "\n---------------\n" << g.text;
+    char last = g.text.empty() ? '\n' : g.text.back();
+    if (g.spool != nullptr) {
+      auto read = g.spool->for_each([&](std::string_view piece) { os << piece; });
+      last = g.spool->last_byte();
+      if (!read || !g.spool->error().empty()) {
+        os << (last == '\n' ? "" : "\n")
+           << "tpuctl: " << (read ? g.spool->error() : read.error().message) << "\n";
+        last = '\n';
+      }
+    }
+    if (last != '\n') {
+      os << '\n';
     }
   }
-  return out;
+}
+
+std::string grouped_text(const std::vector<remote::HostResult>& results, remote::Stream stream) {
+  std::ostringstream os;
+  write_grouped(os, results, stream);
+  return os.str();
 }
 
 int host_exit_status(const remote::HostResult& r) {
@@ -179,8 +221,25 @@ remote::FanoutCallbacks FanoutPrinter::callbacks() {
     };
   } else if (m_mode == FanoutOutput::jsonl) {
     cb.on_host_done = [this](const remote::HostResult& r) {
-      m_out << jsonl_record(r, identity(r.index), m_extra.is_null() ? nullptr : &m_extra) << '\n';
+      write_jsonl_record(m_out, r, identity(r.index), m_extra.is_null() ? nullptr : &m_extra);
+      m_out << '\n';
+      for (auto* spool : {r.out_spool.get(), r.err_spool.get()}) {
+        if (spool != nullptr) {
+          spool->drop_content(); // printed: its temporary file goes now, not at the end
+        }
+      }
       m_out.flush();
+    };
+  } else {
+    // Grouped: one copy of each distinct output is kept until the end; a host whose output
+    // equals one already kept frees its own as it ends (its digest and size stay).
+    cb.on_host_done = [this](const remote::HostResult& r) {
+      for (auto [stream, spool] : {std::pair{0, r.out_spool.get()}, {1, r.err_spool.get()}}) {
+        if (spool != nullptr && !spool->empty() &&
+            !m_kept.emplace(stream, spool->digest(), spool->size()).second) {
+          spool->drop_content();
+        }
+      }
     };
   }
   return cb;
@@ -188,9 +247,9 @@ remote::FanoutCallbacks FanoutPrinter::callbacks() {
 
 void FanoutPrinter::finish(const std::vector<remote::HostResult>& results) {
   if (m_mode == FanoutOutput::grouped) {
-    m_out << grouped_text(results, remote::Stream::out);
+    write_grouped(m_out, results, remote::Stream::out);
     m_out.flush();
-    m_err << grouped_text(results, remote::Stream::err);
+    write_grouped(m_err, results, remote::Stream::err);
   }
   m_err << failure_report(results, m_ids.empty() ? "hosts" : "workers");
   m_err.flush();

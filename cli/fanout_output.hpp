@@ -5,9 +5,12 @@
 // of a broadcast is chosen here too.
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
+#include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -47,10 +50,19 @@ nlohmann::ordered_json identity_json(const JobIdentity* identity, const std::str
 // `extra` (scp: source, destination). Bytes that are not UTF-8 become U+FFFD. Never fails.
 std::string jsonl_record(const remote::HostResult& result, const JobIdentity* identity = nullptr,
                          const nlohmann::ordered_json* extra = nullptr);
+// The same record written to `os` as it is made: stdout and stderr (HostResult::out/err, then
+// what their spools hold) stream through, in bounded memory whatever their size.
+void write_jsonl_record(std::ostream& os, const remote::HostResult& result,
+                        const JobIdentity* identity = nullptr,
+                        const nlohmann::ordered_json* extra = nullptr);
 
 // The grouped text of one stream: per distinct output a header with the folded host list and
 // count, then the output. Empty when no host wrote to that stream. Never fails.
 std::string grouped_text(const std::vector<remote::HostResult>& results, remote::Stream stream);
+// The same written to `os`, spooled outputs streamed from their spools (a spool that lost bytes,
+// the disk full, says so after its output).
+void write_grouped(std::ostream& os, const std::vector<remote::HostResult>& results,
+                   remote::Stream stream);
 
 // The stderr report after a broadcast: one "tpuctl: HOST: error" line per failed host that has
 // an error text (at most 20, then a count), then "tpuctl: N of M hosts failed: HOSTS (why), ...".
@@ -90,6 +102,8 @@ private:
   std::ostream& m_err;
   std::vector<JobIdentity> m_ids;
   nlohmann::ordered_json m_extra;
+  // grouped: (stream, digest, size) of the outputs kept so far
+  std::set<std::tuple<int, std::string, uint64_t>> m_kept;
 };
 
 } // namespace tpuctl::cli

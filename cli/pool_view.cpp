@@ -39,7 +39,7 @@ Json host_json(const provision::HostEntry& h, const std::string& claimed_by) {
       !claimed_by.empty() ? "claimed" : (h.drain_reason.empty() ? "free" : "drained");
   return Json{{"name", h.name},
               {"address", h.address},
-              {"port", h.port},
+              {"port", h.port > 0 ? Json(h.port) : Json(nullptr)}, // null: ssh_config's, else 22
               {"user", h.user},
               {"identity_file", h.identity_file},
               {"workdir", h.workdir},

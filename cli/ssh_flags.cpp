@@ -2,13 +2,15 @@
 
 #include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <iostream>
-#include <iterator>
+#include <unistd.h>
 
 #include "cli/config.hpp"
-#include "cli/passphrase.hpp"
 #include "cli/values.hpp"
 #include "remote/fanout.hpp"
+#include "remote/passphrase.hpp"
+#include "remote/ssh_settings.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::cli {
@@ -85,29 +87,35 @@ Expected<remote::SshOptions> ssh_options(const SshFlags& f) {
   }
   // gcloud's "ask" is "yes" here: tpuctl never prompts, and an unknown key is refused with how
   // to accept it (pool add-hosts, or --strict-host-key-checking=accept-new).
-  const std::string strict = util::to_lower(f.strict);
-  if (strict == "yes" || strict == "ask") {
-    o.host_key_policy = remote::HostKeyPolicy::yes;
-  } else if (strict == "accept-new") {
-    o.host_key_policy = remote::HostKeyPolicy::accept_new;
-  } else if (strict == "no") {
-    o.host_key_policy = remote::HostKeyPolicy::no;
-  } else {
-    problems.add(usage_error("--strict-host-key-checking: '" + f.strict +
-                             "' is not a policy (use yes, accept-new or no; ask is yes)"));
+  if (auto policy = remote::parse_host_key_policy(f.strict); !policy) {
+    problems.add(policy.error());
   }
   if (auto mode = parse_fanout_output(f.output); !mode) {
     problems.add(mode.error());
   }
-  if (!f.ssh_config.empty()) {
-    o.config_file = f.ssh_config;
-  }
   o.tty = f.tty;
-  o.passphrase_source = passphrase_source(f.passphrase_file);
+  o.passphrase_source = remote::passphrase_source("");
   if (!problems.empty()) {
     return problems.combined();
   }
-  return o;
+  return remote::with_settings(std::move(o), ssh_settings(f));
+}
+
+remote::SshSettings ssh_settings(const SshFlags& f) {
+  // Absolute paths: whoever reads them later (a detached driver, a monitor) may run elsewhere.
+  auto absolute = [](const std::string& path) {
+    std::error_code ec;
+    auto p = path.empty() ? std::filesystem::path() : std::filesystem::absolute(path, ec);
+    return ec ? path : p.lexically_normal().string();
+  };
+  remote::SshSettings s;
+  s.strict = f.strict;
+  s.config_file = absolute(f.ssh_config);
+  s.passphrase_file = absolute(f.passphrase_file);
+  if (auto d = util::parse_duration(f.connect_timeout, "--connect-timeout")) {
+    s.connect_timeout_ms = d->count();
+  }
+  return s;
 }
 
 namespace {
@@ -160,12 +168,17 @@ int interrupted_exit_status() {
 Expected<int> run_broadcast(Context& ctx, const std::vector<remote::Job>& jobs,
                             remote::SshOptions options, FanoutOutput mode, bool stdin_broadcast,
                             std::vector<JobIdentity> identities) {
-  if (stdin_broadcast) { // after what the caller put first (secrets)
-    std::string data = options.stdin_data ? *options.stdin_data : std::string();
-    data.append(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    options.stdin_data = std::make_shared<const std::string>(std::move(data));
+  if (stdin_broadcast) { // after what the caller put first (secrets); spooled, any size
+    std::string first;
+    std::string buffer;
+    if (options.stdin_data) {
+      first = std::string(options.stdin_data->read(0, options.stdin_data->size(), buffer));
+    }
+    TPUCTL_TRY_ASSIGN(options.stdin_data, remote::InputBytes::spool(first, STDIN_FILENO));
   }
-  options.keep_output = mode != FanoutOutput::prefixed;
+  // Grouped and jsonl print after a host ends: its output waits in spools (bounded memory).
+  options.keep_output = false;
+  options.spool_output = mode != FanoutOutput::prefixed;
   remote::CancelToken token;
   InterruptGuard guard(token);
   FanoutPrinter printer(mode, ctx.stdout_stream(), ctx.stderr_stream(), std::move(identities));

@@ -9,6 +9,7 @@
 #include "cli/context.hpp"
 #include "cli/fanout_output.hpp"
 #include "provision/pool/pools.hpp"
+#include "remote/ssh_settings.hpp"
 #include "remote/ssh_types.hpp"
 
 namespace tpuctl::cli {
@@ -22,7 +23,7 @@ struct SshFlags {
   bool stdin_broadcast = false;
   bool tty = false;
   std::string ssh_config;      // empty: ~/.ssh/config
-  std::string passphrase_file; // --identity-passphrase-file (cli/passphrase.hpp)
+  std::string passphrase_file; // --identity-passphrase-file (remote/passphrase.hpp)
 };
 
 // Declares --batch-size, --connect-timeout, --timeout, --strict-host-key-checking, and (when
@@ -34,6 +35,9 @@ void add_ssh_policy_flags(CLI::App& app, SshFlags& flags);
 
 // Checks the flags (every problem reported) and builds the engine's options.
 Expected<remote::SshOptions> ssh_options(const SshFlags& flags);
+// What a request made with these flags records of them (remote/ssh_settings.hpp), paths made
+// absolute, for the processes that carry it on later.
+remote::SshSettings ssh_settings(const SshFlags& flags);
 
 // Runs a user's command broadcast (`pool ssh`, `tpuctl ssh`) with the options and output mode
 // the caller parsed from its flags: reads stdin first when `stdin_broadcast`, prints live, then

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "remote/line_splitter.hpp"
+#include "remote/spool.hpp"
 #include "remote/ssh_session.hpp"
 #include "remote/worker_pool.hpp"
 
@@ -58,6 +59,9 @@ void exec_on(SshSession& session, const ExecRequest& request, bool keep_output,
     }
     if (keep_output) {
       (stream == Stream::out ? r.out : r.err).append(data, size);
+    }
+    if (Spool* spool = (stream == Stream::out ? r.out_spool : r.err_spool).get()) {
+      spool->append(std::string_view(data, size));
     }
     if (out.events->wants_lines()) {
       if (stream == Stream::out) {
@@ -120,6 +124,10 @@ Expected<std::vector<HostResult>> run_jobs(const std::vector<Job>& jobs, const S
             [&](detail::SshSession& session, HostResult& r, Clock::time_point t0) {
               detail::ExecRequest request(job.command, options.stdin_data, options.command_timeout,
                                           !stream);
+              if (options.spool_output && !stream) {
+                r.out_spool = std::make_shared<Spool>();
+                r.err_spool = std::make_shared<Spool>();
+              }
               if (stream) {
                 request.stream = true;
                 request.poll_slice = std::chrono::milliseconds(10000); // a cancel cuts the socket

@@ -11,6 +11,8 @@
 #include <tuple>
 #include <variant>
 
+#include "remote/spool.hpp"
+
 namespace tpuctl::remote {
 
 namespace {
@@ -125,18 +127,31 @@ std::vector<OutputGroup> group_outputs(const std::vector<HostResult>& results, S
                    [](const HostResult* a, const HostResult* b) { return a->index < b->index; });
   std::vector<OutputGroup> groups;
   std::map<std::string_view, size_t> group_of;
+  std::map<std::pair<std::string, uint64_t>, size_t> spooled_group_of;
   for (const HostResult* r : sorted) {
     const std::string& text = stream == Stream::out ? r->out : r->err;
-    if (text.empty()) {
+    Spool* spool = (stream == Stream::out ? r->out_spool : r->err_spool).get();
+    size_t group = 0;
+    if (spool != nullptr && !spool->empty()) {
+      auto [it, added] =
+          spooled_group_of.emplace(std::make_pair(spool->digest(), spool->size()), groups.size());
+      group = it->second;
+      if (added) {
+        groups.push_back(OutputGroup{"", spool, {}, {}});
+      } else if (!groups[group].spool->has_content() && spool->has_content()) {
+        groups[group].spool = spool; // the one copy kept (the others were freed as they came)
+      }
+    } else if (!text.empty()) {
+      auto [it, added] = group_of.emplace(text, groups.size());
+      group = it->second;
+      if (added) {
+        groups.push_back(OutputGroup{text, nullptr, {}, {}});
+      }
+    } else {
       continue;
     }
-    auto found = group_of.find(text);
-    if (found == group_of.end()) {
-      found = group_of.emplace(text, groups.size()).first;
-      groups.push_back(OutputGroup{text, {}, {}});
-    }
-    groups[found->second].indices.push_back(r->index);
-    groups[found->second].hosts.push_back(r->host);
+    groups[group].indices.push_back(r->index);
+    groups[group].hosts.push_back(r->host);
   }
   return groups;
 }

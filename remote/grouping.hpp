@@ -15,13 +15,16 @@ namespace tpuctl::remote {
 std::string fold_hosts(const std::vector<std::string>& names);
 
 struct OutputGroup {
-  std::string text;               // the shared output
+  std::string text;               // the shared output, when it was kept in HostResult::out/err
+  const Spool* spool = nullptr;   // else a spool (spool_output) that holds it: the first
+                                  // host's that still has its content
   std::vector<size_t> indices;    // job indices of the hosts, ascending
   std::vector<std::string> hosts; // their display names, same order
 };
 
 // Hosts whose `stream` output is byte-identical, one group per distinct non-empty output,
-// ordered by the first host of each group. Hosts with empty output are left out. Never fails.
+// ordered by the first host of each group. Hosts with empty output are left out. Spooled
+// outputs are the same when their size and SHA-256 are. Never fails.
 std::vector<OutputGroup> group_outputs(const std::vector<HostResult>& results, Stream stream);
 
 // A short reason for a failed host: "exit 3", "signal KILL", "timed out", "connection refused",

@@ -105,7 +105,7 @@ void push_on(SshSession& session, const std::string& remote_path, const PushPayl
   ExecRequest upload;
   upload.command = push_upload_script(remote_path, payload.sha256, payload.mode, random_suffix(),
                                       push.make_parents, push.stamp);
-  upload.stdin_data = payload.content;
+  upload.stdin_data = InputBytes::of(payload.content);
   upload.timeout = timeout;
   upload.reap = false;
   ExecResult e = session.exec(upload, sink);

@@ -29,7 +29,7 @@ struct Step {
   // One command per target ("" runs nothing on that host: its result is ok with no output),
   // with `stdin_data` on every one. Ignored when `push` is set.
   std::vector<std::string> commands;
-  std::shared_ptr<const std::string> stdin_data;
+  std::shared_ptr<const InputBytes> stdin_data;
   std::optional<StepPush> push; // push_file's check and upload instead of a command
   // Decided when the step starts, after `proceed` saw the step before (so they may depend on
   // it): the command of a host, instead of `commands` (null: use `commands`), and whether a

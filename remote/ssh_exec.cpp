@@ -283,10 +283,11 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
     cleanup();
     return result;
   }
-  const std::string* input = request.stdin_data.get();
-  size_t input_off = 0;
+  const InputBytes* input = request.stdin_data.get();
+  uint64_t input_off = 0;
+  std::string input_buffer; // a piece of a spooled input, read from its file
   bool input_done = input == nullptr || input->empty();
-  std::string held_input; // the answer to the hold, written to stdin instead
+  std::shared_ptr<const InputBytes> held_input; // the answer to the hold, written instead
   if (held) {
     input = nullptr;
     input_done = true; // stdin stays open: the first part's end is answered on it
@@ -377,14 +378,14 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
       // The first part is done: the caller decides what comes next (this may wait for others).
       HoldAnswer answer = request.on_hold(*st.held_status);
       hold_answered = true;
-      held_input = std::move(answer.input);
-      input = &held_input;
+      held_input = InputBytes::of(std::move(answer.input));
+      input = held_input.get();
       input_off = 0;
       now = Clock::now();
       timeout = answer.timeout;
       deadline = timeout.count() > 0 ? now + timeout : Clock::time_point::max();
       last_activity = now;
-      input_done = held_input.empty();
+      input_done = held_input->empty();
       if (input_done) {
         ssh_channel_send_eof(ch);
       }
@@ -392,12 +393,20 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
     if (!input_done && kill_phase == Kill::none && !st.closed) {
       uint32_t window = ssh_channel_window_size(ch);
       if (window > 0) {
-        size_t n = std::min<size_t>({window, input->size() - input_off, size_t{256} << 10});
-        int w = ssh_channel_write(ch, input->data() + input_off, static_cast<uint32_t>(n));
-        if (w < 0) {
+        std::string unread;
+        const std::string_view piece = input->read(
+            input_off, std::min<size_t>(window, size_t{256} << 10), input_buffer, &unread);
+        const int w = piece.empty() ? 0
+                                    : ssh_channel_write(ch, piece.data(),
+                                                        static_cast<uint32_t>(piece.size()));
+        if (piece.empty()) { // the spool could not be read: the command's stdin ends here
+          spdlog::warn("{}: {}; the command's stdin ends there", m_label, unread);
+          input_done = true;
+          ssh_channel_send_eof(ch);
+        } else if (w < 0) {
           input_done = true; // the remote closed its stdin; the exit status will tell
         } else {
-          input_off += static_cast<size_t>(w);
+          input_off += static_cast<uint64_t>(w);
           if (input_off >= input->size()) {
             input_done = true;
             ssh_channel_send_eof(ch);

@@ -96,14 +96,14 @@ struct HoldAnswer {
 
 struct ExecRequest {
   ExecRequest() = default;
-  ExecRequest(std::string command_, std::shared_ptr<const std::string> stdin_data_,
+  ExecRequest(std::string command_, std::shared_ptr<const InputBytes> stdin_data_,
               std::chrono::milliseconds timeout_, bool reap_ = true)
       : command(std::move(command_)), stdin_data(std::move(stdin_data_)), timeout(timeout_),
         reap(reap_) {}
 
   std::string command;
-  std::shared_ptr<const std::string> stdin_data; // null: EOF at once
-  std::chrono::milliseconds timeout{0};          // 0: none
+  std::shared_ptr<const InputBytes> stdin_data; // null: EOF at once
+  std::chrono::milliseconds timeout{0};         // 0: none
   // Start the reaper that kills the command if the connection is lost. A command that ends by
   // itself in bounded time whatever happens to the connection (push's scripts, an agent with a
   // --timeout) goes without: three processes fewer per command on the host.

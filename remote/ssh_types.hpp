@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "remote/input_bytes.hpp"
 #include "util/expected.hpp"
 
 namespace tpuctl::remote {
@@ -59,16 +60,21 @@ struct SshOptions {
   bool process_config = true;      // read ~/.ssh/config and /etc/ssh/ssh_config
   std::string config_file;         // a specific ssh_config instead (when process_config)
   std::string identity_passphrase; // for encrypted identity files (asked once by cli/)
-  // Asks for the passphrase of an encrypted identity file (cli/passphrase.hpp); unset: none
+  // Asks for the passphrase of an encrypted identity file (remote/passphrase.hpp); unset: none
   // (an encrypted file then goes to ssh-agent when there is one, else fails naming the ways out).
   PassphraseSource passphrase_source;
   bool tty = false;        // request a PTY (merges stderr; remote dies on hang-up)
-  bool keep_output = true; // collect stdout/stderr into HostResult (grouped, jsonl)
+  bool keep_output = true; // collect stdout/stderr into HostResult::out/err
+  // Collect them into HostResult::out_spool/err_spool instead: any size in bounded memory
+  // (remote/spool.hpp), for a broadcast's grouped and jsonl output.
+  bool spool_output = false;
   // --stdin: the same bytes go to every host, then EOF. Null: EOF at once.
-  std::shared_ptr<const std::string> stdin_data;
+  std::shared_ptr<const InputBytes> stdin_data;
 };
 
 enum class Stream { out, err };
+
+class Spool;
 
 class StreamInput;
 
@@ -143,7 +149,9 @@ struct HostResult {
   int64_t first_byte_ms = -1; // first stdout/stderr byte, -1 when none
   std::string out;            // stdout (when SshOptions::keep_output)
   std::string err;            // stderr (when SshOptions::keep_output)
-  bool unchanged = false;     // push_file: the file was already there with the same sha256
+  // stdout and stderr when SshOptions::spool_output (run_fanout only), else null.
+  std::shared_ptr<Spool> out_spool, err_spool;
+  bool unchanged = false; // push_file: the file was already there with the same sha256
 
   bool succeeded() const { return outcome == Outcome::ok; }
 };

@@ -315,7 +315,7 @@ Expected<std::vector<HostEntry>> import_inventory(state::StateStore& store,
       HostEntry e;
       e.name = specs[i].host;
       e.address = specs[i].host;
-      e.port = options[i].port ? options[i].port : (specs[i].port ? specs[i].port : 22);
+      e.port = options[i].port ? options[i].port : specs[i].port; // 0: ssh_config's, else 22
       e.user = options[i].user.empty() ? specs[i].user : options[i].user;
       e.identity_file = options[i].identity_file;
       e.workdir = options[i].workdir.empty() ? k_default_workdir : options[i].workdir;

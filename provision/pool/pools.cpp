@@ -419,7 +419,7 @@ Expected<std::vector<HostEntry>> add_hosts(state::StateStore& store, const std::
     HostEntry e;
     e.name = s.host;
     e.address = s.host;
-    e.port = options.port ? options.port : (s.port ? s.port : 22);
+    e.port = options.port ? options.port : s.port; // 0: ssh_config's Port, else 22
     e.user = s.user.empty() ? options.user : s.user;
     e.identity_file = options.identity_file;
     e.workdir = options.workdir.empty() ? k_default_workdir : options.workdir;

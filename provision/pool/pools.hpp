@@ -49,9 +49,11 @@ struct PoolInfo {
 struct HostEntry {
   std::string name;
   std::string address;
-  int port = 22;
-  std::string user;          // empty: the current user
-  std::string identity_file; // empty: the pool's, else ssh-agent / ~/.ssh defaults
+  // Unset (0, "", ""): the ssh_config's Port, User and IdentityFile for the host, else 22, the
+  // local user and ssh-agent / ~/.ssh defaults (pool/request_ssh.hpp gives the precedence).
+  int port = 0;
+  std::string user;          // empty: ssh_config's User, else the current user
+  std::string identity_file; // empty: the pool's, else ssh_config's, else agent / ~/.ssh keys
   std::string known_hosts;   // empty: the pool's, else ~/.ssh/known_hosts
   std::string workdir;       // where tpuctl writes on the host; relative to the login directory
   Dims coords{0, 0, 0};      // position in the pool's host grid

@@ -9,6 +9,7 @@
 
 #include "provision/pool/ownership.hpp"
 #include "provision/pool/projects.hpp"
+#include "provision/pool/request_ssh.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::provision {
@@ -280,6 +281,7 @@ Json to_json(const QueuedResource& qr) {
               {"request_id", qr.request_id},
               {"owner", qr.owner},
               {"project", qr.project},
+              {"ssh", to_json(qr.ssh)},
               {"state", std::string(to_string(qr.state))},
               {"state_initiator", std::string(state::to_string(qr.state_initiator))},
               {"created_at_ms", qr.created_at_ms},
@@ -321,6 +323,7 @@ Expected<QueuedResource> qr_from_json(const Json& doc) {
     qr.request_id = doc.value("request_id", "");
     qr.owner = doc.value("owner", "");
     qr.project = doc.value("project", std::string(k_default_project));
+    qr.ssh = ssh_settings_from_json(doc.value("ssh", Json()));
     qr.state = state_from(doc.at("state"));
     qr.state_initiator = initiator_from(doc.value("state_initiator", Json("USER")));
     qr.created_at_ms = doc.value("created_at_ms", int64_t{0});

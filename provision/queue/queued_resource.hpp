@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "provision/pool/host_grid.hpp"
+#include "remote/ssh_settings.hpp"
 #include "state/store.hpp"
 #include "util/expected.hpp"
 
@@ -117,6 +118,9 @@ struct QueuedResource {
   // The project its chips are charged to (provision/pool/projects.hpp); "default" when none was
   // named, and for a request made before projects existed.
   std::string project = "default";
+  // The SSH settings it was made with (provision/pool/request_ssh.hpp): its owner's drivers
+  // provision it with them.
+  remote::SshSettings ssh;
 
   QrState state = QrState::accepted;
   state::Initiator state_initiator = state::Initiator::user;

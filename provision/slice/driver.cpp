@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "provision/pool/pools.hpp"
+#include "provision/pool/request_ssh.hpp"
 #include "provision/queue/usage.hpp"
 #include "util/failpoint.hpp"
 
@@ -171,8 +172,9 @@ void kill_processes(const QueuedResource& qr, const PoolView& view, const DriveO
 } // namespace
 
 Expected<DriveResult> drive(state::StateStore& store, const std::string& pool,
-                            const std::string& id, const DriveOptions& options,
+                            const std::string& id, const DriveOptions& given,
                             const remote::CancelToken* cancel) {
+  DriveOptions options = given;
   TPUCTL_TRY_ASSIGN(auto taken, take_lease(store, pool, id, options));
   if (!taken || !taken->waiting_for.empty()) {
     TPUCTL_TRY_ASSIGN(auto found, store.find(state::queued_resource_key(pool, id)));
@@ -186,6 +188,9 @@ Expected<DriveResult> drive(state::StateStore& store, const std::string& pool,
     return r;
   }
   const QueuedResource qr = taken->qr;
+  // Its owner's processes carry it on with the SSH settings it was made with.
+  TPUCTL_TRY_ASSIGN(options.provision.ssh,
+                    request_ssh(given.provision.ssh, qr.ssh, qr.owner, store.actor()));
   TPUCTL_TRY_ASSIGN(PoolView view, load_pool(store, pool));
   TPUCTL_TRY_ASSIGN(auto hosts, held_hosts(store, pool, id));
 

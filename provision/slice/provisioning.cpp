@@ -459,8 +459,7 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     startup.concurrency = ssh.batch_size;
     startup.timeout = options.step_timeout;
     // The secrets first on stdin (read by the shell, secrets.hpp), then the script for bash -s.
-    startup.stdin_data =
-        std::make_shared<const std::string>(secret_input(qr.secrets) + script->second);
+    startup.stdin_data = remote::InputBytes::of(secret_input(qr.secrets) + script->second);
     for (size_t i = 0; i < count; ++i) {
       const auto& w = workers[i];
       TPUCTL_TRY_ASSIGN(SliceEnvInput in, slice_env_input(qr, w.node_index, w.worker, pool));

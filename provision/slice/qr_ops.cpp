@@ -103,6 +103,7 @@ QueuedResource new_record(const CreateRequest& req, const topology::AcceleratorT
   qr.request_id = req.request_id;
   qr.project = req.project;
   qr.secrets = req.secrets;
+  qr.ssh = req.ssh;
   qr.created_at_ms = now;
   transition(qr, QrState::accepted, state::Initiator::user, now, "created");
   return qr;

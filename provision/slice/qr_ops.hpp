@@ -34,6 +34,7 @@ struct CreateRequest {
   std::string request_id;
   std::string project = "default";            // charged to it (provision/pool/projects.hpp)
   std::map<std::string, std::string> secrets; // --env-secret, for the startup script
+  remote::SshSettings ssh; // recorded: its owner's drivers use them (pool/request_ssh.hpp)
   // Committed in the same transaction as the request (a cluster record that owns it): all or
   // nothing. Their failures fail the create.
   std::vector<state::Op> also_commit;

@@ -110,6 +110,7 @@ create_cluster(state::StateStore& store, const ClusterRequest& request, const st
   qr.tier = request.tier;
   qr.project = request.project;
   qr.on_preemption = request.on_preemption;
+  qr.ssh = request.ssh;
   qr.labels[k_cluster_label] = request.name;
   qr.also_commit.push_back(state::CreateOp{
       state::record_key(state::Kind::cluster, request.pool, request.name), to_json(cluster)});

@@ -57,6 +57,7 @@ struct ClusterRequest {
   // for someone to reset it is the babysitter loop users write around gcloud. Requeued, its
   // workloads resume by themselves once it is ACTIVE again.
   OnPreemption on_preemption = OnPreemption::requeue;
+  remote::SshSettings ssh; // recorded in its queued resource (pool/request_ssh.hpp)
 };
 
 // Validates the request (name as a TPU name, a known type, 1..64 slices), then stores the

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "provision/pool/projects.hpp"
+#include "provision/pool/request_ssh.hpp"
 #include "provision/workload/workload_queue.hpp"
 #include "util/strings.hpp"
 
@@ -142,6 +143,7 @@ Json to_json(const Workload& w) {
          {"command", w.command},
          {"env", env},
          {"secrets", to_json(w.secrets)},
+         {"ssh", to_json(w.ssh)},
          {"env_profile", std::string(to_string(w.env_profile))},
          {"fail_policy", std::string(to_string(w.fail_policy))},
          {"max_restarts", w.max_restarts},
@@ -199,6 +201,7 @@ Expected<Workload> workload_from_json(const Json& doc) {
       w.env.emplace_back(e.at("name").get<std::string>(), e.at("value").get<std::string>());
     }
     w.secrets = secrets_from_json(doc.value("secrets", Json::object()));
+    w.ssh = ssh_settings_from_json(doc.value("ssh", Json()));
     auto profile = parse_env_profile(doc.value("env_profile", "none"));
     if (!profile) {
       throw std::runtime_error(profile.error().message);

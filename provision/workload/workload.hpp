@@ -32,6 +32,7 @@
 #include "provision/slice/secrets.hpp"
 #include "provision/slice/worker_env.hpp"
 #include "provision/workload/workload_goodput.hpp"
+#include "remote/ssh_settings.hpp"
 #include "state/store.hpp"
 #include "util/expected.hpp"
 
@@ -132,7 +133,10 @@ struct Workload {
   // "USER@HOST"); "" when made before owners were recorded.
   std::string owner;
   std::string project = "default"; // its cluster's, when it was created
-  int64_t started_at_ms = 0;       // the first attempt's start
+  // The SSH settings it was made with (provision/pool/request_ssh.hpp): its owner's monitors
+  // launch, watch and restart it with them.
+  remote::SshSettings ssh;
+  int64_t started_at_ms = 0; // the first attempt's start
   int64_t attempt_started_ms = 0;
   int64_t finished_at_ms = 0;
   std::string message; // FAILED: which worker, what exit code; SUCCEEDED: a summary

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "provision/pool/pools.hpp"
+#include "provision/pool/request_ssh.hpp"
 #include "provision/queue/reconcile.hpp"
 #include "provision/slice/provisioning.hpp"
 #include "provision/workload/cluster.hpp"
@@ -165,6 +166,7 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   wl.command = r.command;
   wl.env = r.env;
   wl.secrets = r.secrets;
+  wl.ssh = r.ssh;
   wl.env_profile = r.env_profile;
   wl.fail_policy = r.fail_policy;
   wl.max_restarts = r.max_restarts;
@@ -559,9 +561,10 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
 // Takes the monitor lease (evicting_ok: an eviction half done is finished by the next monitor)
 // and carries the workload through the queue and its attempts to its end.
 Expected<std::optional<Workload>> run_monitor(state::StateStore& store, const std::string& pool,
-                                              const std::string& name, const MonitorOptions& o,
+                                              const std::string& name, const MonitorOptions& given,
                                               const remote::CancelToken* cancel) {
   bool taken = false;
+  MonitorOptions o = given;
   {
     // Only whoever the pool lets do the workload's SSH work watches it (pool/ssh_work.hpp).
     TPUCTL_TRY_ASSIGN(auto found, store.find(workload_key(pool, name)));
@@ -573,6 +576,13 @@ Expected<std::optional<Workload>> run_monitor(state::StateStore& store, const st
     if (refusal) {
       spdlog::info("workload '{}': not monitored here: {}", name, *refusal);
       return std::optional<Workload>(current);
+    }
+    // Its owner's monitor launches, watches, restarts and repairs it with the SSH settings it
+    // was made with (pool/request_ssh.hpp).
+    TPUCTL_TRY_ASSIGN(o.ssh, request_ssh(given.ssh, current.ssh, current.owner, store.actor()));
+    if (o.provision) {
+      TPUCTL_TRY_ASSIGN(o.provision->ssh, request_ssh(given.provision->ssh, current.ssh,
+                                                      current.owner, store.actor()));
     }
   }
   TPUCTL_TRY_ASSIGN(auto m,

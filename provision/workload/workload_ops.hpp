@@ -37,6 +37,7 @@ struct WorkloadRequest {
   std::string command;
   EnvVars env;
   Secrets secrets;                           // --env-secret (provision/slice/secrets.hpp)
+  remote::SshSettings ssh;                   // recorded: its monitors use them (request_ssh.hpp)
   EnvProfile env_profile = EnvProfile::none; // torchrun, slurm or skypilot variables too
   FailPolicy fail_policy = FailPolicy::any;
   int max_restarts = 0;

@@ -139,7 +139,7 @@ Expected<std::vector<remote::HostResult>> launch_workers(const Workload& wl,
   }
   remote::SshOptions options = control_options(ssh, plans.size(), std::chrono::seconds(60));
   if (!wl.secrets.empty()) { // on stdin, never in the command (secrets.hpp)
-    options.stdin_data = std::make_shared<const std::string>(secret_input(wl.secrets));
+    options.stdin_data = remote::InputBytes::of(secret_input(wl.secrets));
   }
   return remote::run_fanout(jobs_for(plans, commands), options, callbacks);
 }
@@ -305,56 +305,63 @@ remove_workload_files(const Workload& wl, const std::vector<WorkerPlan>& plans,
 
 Expected<std::vector<remote::HostResult>>
 read_logs(const Workload& wl, const std::vector<WorkerPlan>& plans, std::vector<uint64_t>& offsets,
-          const remote::SshOptions& ssh, int64_t tail_lines) {
+          const remote::SshOptions& ssh, const LogStart& start, const LogLine& on_line) {
   offsets.resize(plans.size(), 0);
   std::vector<std::string> commands;
-  std::vector<bool> tailed(plans.size(), false);
+  // Reads whose first line is the log's size (the offset to go on from), not log text.
+  std::vector<bool> sized(plans.size(), false);
   for (size_t i = 0; i < plans.size(); ++i) {
-    const std::string log = util::shell_quote_path(dir_of(wl, plans[i]) + "/log");
-    if (tail_lines > 0 && offsets[i] == 0) {
-      // The log's size now, its last lines up to there, then the size after a newline: one
-      // consistent cut, whatever the job writes meanwhile.
-      tailed[i] = true;
-      commands.push_back("[ ! -f " + log + " ] || { s=$(wc -c < " + log + "); head -c \"$s\" -- " +
-                         log + " | tail -n " + std::to_string(tail_lines) +
-                         "; printf '\\n%s\\n' \"$s\"; }");
+    const std::string dir = dir_of(wl, plans[i]);
+    const std::string log = util::shell_quote_path(dir + "/log");
+    if (offsets[i] == 0 && (start.tail_lines > 0 || start.since_ms > 0)) {
+      // The size now, then the bytes from where `start` says up to it: one consistent cut,
+      // whatever the job writes meanwhile.
+      sized[i] = true;
+      std::string from = "o=0; ";
+      if (start.since_ms > 0) { // the size at the last index entry not after since_ms
+        from = "o=$(awk -v t=" + std::to_string(start.since_ms) +
+               " '$1 <= t {o = $2} END {print o + 0}' " +
+               util::shell_quote_path(dir + "/log.index") +
+               " 2>/dev/null); [ -n \"$o\" ] && [ \"$o\" -le \"$s\" ] || o=0; ";
+      }
+      std::string cmd = "[ ! -f " + log + " ] || { s=$(wc -c < " + log + "); " + from +
+                        "printf '%s\\n' \"$s\"; tail -c +$((o + 1)) -- " + log +
+                        " | head -c $((s - o))";
+      if (start.tail_lines > 0) {
+        cmd += " | tail -n " + std::to_string(start.tail_lines);
+      }
+      commands.push_back(cmd + "; }");
     } else {
       commands.push_back("[ ! -f " + log + " ] || tail -c +" + std::to_string(offsets[i] + 1) +
                          " -- " + log);
     }
   }
-  TPUCTL_TRY_ASSIGN(auto results, remote::run_fanout(jobs_for(plans, commands),
-                                                     control_options(ssh, plans.size(),
-                                                                     std::chrono::seconds(60))));
-  for (auto& r : results) {
-    if (!r.succeeded() || r.index >= plans.size()) {
-      continue;
+  // No timeout: a log of any size streams through; a lost host is found by the keepalive.
+  remote::SshOptions options = control_options(ssh, plans.size(), std::chrono::seconds(0));
+  options.keep_output = false;
+  std::vector<bool> sized_seen(plans.size(), false);
+  remote::FanoutCallbacks callbacks;
+  callbacks.on_line = [&](const remote::HostLine& line) {
+    const size_t i = line.index;
+    if (i >= plans.size()) {
+      return;
     }
-    if (!tailed[r.index]) {
-      offsets[r.index] += r.out.size();
-      continue;
+    if (sized[i] && !sized_seen[i]) {
+      sized_seen[i] = true;
+      uint64_t size = 0;
+      const auto* first = line.text.data();
+      const auto* last = first + line.text.size();
+      if (line.complete && std::from_chars(first, last, size).ptr == last) {
+        offsets[i] = size;
+      } // else not what the command prints: the offset stays, and the next read starts over
+      return;
     }
-    // "<lines>\n<size>\n", or nothing when there is no log yet.
-    if (r.out.size() < 2 || r.out.back() != '\n') {
-      r.out.clear();
-      continue;
+    if (!sized[i]) {
+      offsets[i] += line.text.size() + (line.complete ? 1 : 0);
     }
-    const size_t cut = r.out.rfind('\n', r.out.size() - 2);
-    if (cut == std::string::npos) {
-      r.out.clear();
-      continue;
-    }
-    uint64_t size = 0;
-    const char* first = r.out.data() + cut + 1;
-    const char* last = r.out.data() + r.out.size() - 1;
-    if (std::from_chars(first, last, size).ptr != last) {
-      r.out.clear(); // not what the command prints: read nothing rather than a wrong cut
-      continue;
-    }
-    offsets[r.index] = size;
-    r.out.resize(cut);
-  }
-  return results;
+    on_line(i, line.text, line.complete);
+  };
+  return remote::run_fanout(jobs_for(plans, commands), options, callbacks);
 }
 
 } // namespace tpuctl::provision

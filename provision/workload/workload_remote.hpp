@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "provision/slice/slice_workers.hpp"
@@ -75,13 +77,29 @@ Expected<std::vector<remote::HostResult>>
 remove_workload_files(const Workload& workload, const std::vector<WorkerPlan>& plans,
                       const remote::SshOptions& ssh);
 
-// The log bytes of each worker from `offsets[i]` on (one entry per plan; missing logs are
-// empty), in HostResult::out; `offsets[i]` advances past what was read. With `tail_lines` > 0,
-// a worker not read before (offset 0) gives only the last `tail_lines` lines of what its log
-// holds now, and its offset moves to the log's end, so a follow-up read goes on from there:
-// a long log is never pulled whole.
-Expected<std::vector<remote::HostResult>>
-read_logs(const Workload& workload, const std::vector<WorkerPlan>& plans,
-          std::vector<uint64_t>& offsets, const remote::SshOptions& ssh, int64_t tail_lines = 0);
+// Where a worker's first log read starts (`workload logs --tail N --since D`).
+struct LogStart {
+  int64_t tail_lines = 0; // > 0: only the last N lines of what is read
+  // > 0: only what was written since this time (Unix ms), to within the supervisor's
+  // heartbeat (2 s): it indexes the log's size as it grows (agent/supervise.hpp, log.index).
+  int64_t since_ms = 0;
+};
+
+// One line of a worker's log (by plan index) as it arrives; `complete` false for a last line
+// with no newline yet, or a piece of a line longer than 1 MiB. Called one at a time.
+using LogLine = std::function<void(size_t plan, std::string_view text, bool complete)>;
+
+// Reads each worker's log from `offsets[i]` on (missing logs give nothing), streaming it to
+// `on_line` as it arrives: a log of any size passes through in bounded memory. `offsets[i]`
+// advances past what was read. A worker read for the first time (offset 0) starts where
+// `start` says: its log as it is now, from the size it had at `since_ms`, cut to its last
+// `tail_lines` lines, in one consistent read (the size first, then the bytes up to it), and its
+// offset moves to that size, so a follow-up read goes on from there. Returns each worker's
+// outcome (no output kept). Errors: the engine's.
+Expected<std::vector<remote::HostResult>> read_logs(const Workload& workload,
+                                                    const std::vector<WorkerPlan>& plans,
+                                                    std::vector<uint64_t>& offsets,
+                                                    const remote::SshOptions& ssh,
+                                                    const LogStart& start, const LogLine& on_line);
 
 } // namespace tpuctl::provision

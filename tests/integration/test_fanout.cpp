@@ -263,7 +263,7 @@ TEST_CASE("remote::run_fanout gives stdin EOF at once, or broadcasts --stdin dat
       data += "line " + std::to_string(i) + " of the broadcast\n";
     }
     auto opts = pool().options();
-    opts.stdin_data = std::make_shared<const std::string>(data);
+    opts.stdin_data = tpuctl::remote::InputBytes::of(data);
     opts.command_timeout = std::chrono::seconds(30);
     auto results = remote::run_fanout(remote::make_jobs(targets, "sha256sum"), opts);
     REQUIRE(results);

@@ -263,7 +263,7 @@ TEST_CASE("remote::run_steps refuses to hold a step into one that cannot take it
   std::vector<remote::Step> steps{command_step("a", "true", k_hosts),
                                   command_step("b", "cat", k_hosts)};
   steps[0].hold_into = 1;
-  steps[1].stdin_data = std::make_shared<const std::string>("x");
+  steps[1].stdin_data = tpuctl::remote::InputBytes::of("x");
   auto results =
       remote::run_steps(targets, pool().options(), steps,
                         [](size_t, const std::vector<remote::HostResult>&) { return true; });

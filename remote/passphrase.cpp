@@ -1,4 +1,4 @@
-#include "cli/passphrase.hpp"
+#include "remote/passphrase.hpp"
 
 #include <cerrno>
 #include <cstdlib>
@@ -15,7 +15,7 @@
 #include "util/process.hpp"
 #include "util/strings.hpp"
 
-namespace tpuctl::cli {
+namespace tpuctl::remote {
 
 namespace {
 
@@ -126,4 +126,4 @@ remote::PassphraseSource passphrase_source(const std::string& passphrase_file) {
   };
 }
 
-} // namespace tpuctl::cli
+} // namespace tpuctl::remote

@@ -11,8 +11,8 @@
 
 #include "remote/ssh_types.hpp"
 
-namespace tpuctl::cli {
+namespace tpuctl::remote {
 
 remote::PassphraseSource passphrase_source(const std::string& passphrase_file);
 
-} // namespace tpuctl::cli
+} // namespace tpuctl::remote
