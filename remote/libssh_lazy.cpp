@@ -107,6 +107,7 @@ TPUCTL_LIBSSH(int, ssh_is_connected, (ssh_session session), (session))
 TPUCTL_LIBSSH(int, ssh_key_cmp, (const ssh_key k1, const ssh_key k2, enum ssh_keycmp_e what),
               (k1, k2, what))
 TPUCTL_LIBSSH(void, ssh_key_free, (ssh_key key), (key))
+TPUCTL_LIBSSH(enum ssh_keytypes_e, ssh_key_type_from_name, (const char* name), (name))
 TPUCTL_LIBSSH(enum ssh_keytypes_e, ssh_key_type, (const ssh_key key), (key))
 TPUCTL_LIBSSH(const char*, ssh_key_type_to_char, (enum ssh_keytypes_e type), (type))
 TPUCTL_LIBSSH(int, ssh_known_hosts_parse_line,
@@ -123,6 +124,13 @@ TPUCTL_LIBSSH(int, ssh_options_parse_config, (ssh_session session, const char* f
 TPUCTL_LIBSSH(int, ssh_options_set,
               (ssh_session session, enum ssh_options_e type, const void* value),
               (session, type, value))
+TPUCTL_LIBSSH(int, ssh_pki_copy_cert_to_privkey, (const ssh_key cert_key, ssh_key privkey),
+              (cert_key, privkey))
+TPUCTL_LIBSSH(int, ssh_pki_export_pubkey_base64, (const ssh_key key, char** b64_key),
+              (key, b64_key))
+TPUCTL_LIBSSH(int, ssh_pki_import_cert_base64,
+              (const char* b64_cert, enum ssh_keytypes_e type, ssh_key* pkey),
+              (b64_cert, type, pkey))
 TPUCTL_LIBSSH(int, ssh_pki_export_privkey_base64,
               (const ssh_key privkey, const char* passphrase, ssh_auth_callback auth_fn,
                void* auth_data, char** b64_key),

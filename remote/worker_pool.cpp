@@ -102,8 +102,12 @@ Expected<IdentityStore> prepare_run(const std::vector<const SshTarget*>& targets
   if (!problems.empty()) {
     return problems.combined();
   }
-  return IdentityStore::load(targets, options.identity_passphrase, options.passphrase_source,
-                             options.use_agent);
+  TPUCTL_TRY_ASSIGN(auto store,
+                    IdentityStore::load(targets, options.identity_passphrase,
+                                        options.passphrase_source, options.use_agent, &options));
+  TPUCTL_TRY_ASSIGN(auto host_certs, fetch_host_certificates(targets, options));
+  store.set_host_certs(std::move(host_certs));
+  return store;
 }
 
 HostResult run_host(size_t index, const SshTarget& target, const SshOptions& options,
