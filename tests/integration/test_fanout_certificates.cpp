@@ -5,8 +5,9 @@
 // under strict checking and the others (another principal, expired, another CA) are refused as
 // unknown naming the failed check; `@revoked` refuses a key a plain line accepts; accept-new
 // falls back to the plain key (recording it) when the certificate is not valid; a CA line
-// without a host pattern fails the run before any host is contacted; a user certificate logs in
-// where the plain key is not authorized.
+// without a host pattern fails the run before any host is contacted; a user certificate
+// (KEY-cert.pub, or CertificateFile in the ssh_config) logs in where the plain key is not
+// authorized.
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -172,6 +173,22 @@ TEST_CASE("remote::run_fanout trusts hosts through @cert-authority, refuses bad 
   auto in = remote::run_fanout(jobs, opts);
   REQUIRE(in);
   for (const auto& h : *in) {
+    CHECK_MESSAGE(h.outcome == Outcome::ok, h.error);
+  }
+
+  // The same certificate elsewhere, named by CertificateFile in the ssh_config.
+  const fs::path elsewhere = tmp.path() / "u-cert.pub";
+  fs::rename(pool.client_key.string() + "-cert.pub", elsewhere);
+  auto moved = remote::run_fanout({jobs[0]}, opts);
+  REQUIRE(moved);
+  CHECK((*moved)[0].outcome == Outcome::auth);
+  const fs::path config = tmp.path() / "ssh_config";
+  write(config, std::string("Host 127.0.251.1?\n  CertificateFile ") + elsewhere.string() + "\n");
+  opts.process_config = true;
+  opts.config_file = config.string();
+  auto from_config = remote::run_fanout(jobs, opts);
+  REQUIRE(from_config);
+  for (const auto& h : *from_config) {
     CHECK_MESSAGE(h.outcome == Outcome::ok, h.error);
   }
 }
