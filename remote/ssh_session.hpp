@@ -20,6 +20,9 @@ struct ssh_key_struct;
 
 namespace tpuctl::remote::detail {
 
+class JumpHub;
+class JumpHubs;
+
 // Decrypted identity keys for one run, loaded once before any thread starts (a passphrase-
 // protected key is decrypted once, not once per host). Kept as unencrypted base64 so that each
 // worker thread imports its own ssh_key object: no key object is shared between threads.
@@ -36,10 +39,14 @@ public:
   const std::string* base64(const std::string& path) const;
   // True when `path` is encrypted and left to ssh-agent.
   bool through_agent(const std::string& path) const { return m_agent.count(path) > 0; }
+  // The run's jump host sessions (jump_hub.hpp), shared by its worker threads; they end with
+  // the run (the last copy of this store) once no session uses them.
+  JumpHubs& jump_hubs() const { return *m_hubs; }
 
 private:
   std::map<std::string, std::string> m_base64;
   std::set<std::string> m_agent;
+  std::shared_ptr<JumpHubs> m_hubs; // last: ended first
 };
 
 // A worker thread's own copies of the identity keys.
@@ -162,6 +169,9 @@ public:
   // "[host]:port" or "host" as known_hosts writes it (after ~/.ssh/config mapping).
   const std::string& host_label() const { return m_label; }
 
+  // The libssh session, for the thread that owns this one (jump_hub.cpp serves channels on it).
+  ssh_session_struct* handle() const { return m_session; }
+
 private:
   std::optional<Failure> tcp_connect(const std::string& host, unsigned port, int& fd_out);
   std::optional<Failure> check_host_key();
@@ -176,6 +186,8 @@ private:
   std::string m_known_hosts;
   int m_fd = -1; // our socket; libssh 0.10 does not close an SSH_OPTIONS_FD socket
   unsigned long m_fd_inode = 0;
+  // The jump host this session goes through (its socket is m_fd): released after m_fd closes.
+  std::shared_ptr<JumpHub> m_jump;
 };
 
 // A connected session to `target`, retrying transient failures (Failure::transient) up to
