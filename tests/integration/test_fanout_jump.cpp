@@ -3,10 +3,10 @@
 // The fan-out runs on a thread that entered the client namespace (its worker and hub threads
 // follow it). Checked: four workers over one bastion session (one login in the bastion's log,
 // one TCP connection to its port 22 while all four worker sessions are open); 20 MB from each
-// of two workers through the pump, whole; two hops (the second bastion reached through the
-// first); a ProxyJump in ssh_config instead of SshTarget::proxy_jump, and `none` overriding it;
-// an unknown bastion host key refused for every worker with one line naming the bastion; and
-// no hub thread left once the run is over.
+// of two workers through the pump, and 8 MB of stdin to them, whole; two hops (the second bastion
+// reached through the first); a ProxyJump in ssh_config instead of SshTarget::proxy_jump, and
+// `none` overriding it; an unknown bastion host key refused for every worker with one line naming
+// the bastion; and no hub thread left once the run is over.
 #include <dirent.h>
 #include <thread>
 
@@ -116,6 +116,19 @@ TEST_CASE("remote jump hosts: workers reachable only through a bastion share one
     CHECK(r.out.size() == 20000000);
     CHECK(r.out.find_first_not_of('a') == std::string::npos);
   }
+
+  // And the other way: 8 MB of stdin to each of two workers (push_file's direction).
+  auto upload = options(site.config);
+  upload.stdin_data = std::make_shared<const std::string>(8000000, 'b');
+  auto up = fan_out(site, workers(site, site.hop, 3), "tr -d b | wc -c; echo read", upload);
+  REQUIRE(up.size() == 2);
+  for (const auto& r : up) {
+    CHECK_MESSAGE(r.succeeded(), (r.host + ": " + r.error));
+    CHECK(r.out == "0\nread\n");
+  }
+  auto counted = fan_out(site, workers(site, site.hop, 4), "wc -c", upload);
+  REQUIRE(counted.size() == 1);
+  CHECK(counted[0].out == "8000000\n");
 
   // Two hops: the bastion, then worker w0 as a second bastion for the others.
   const std::string w0_hop = site.pool.user + "@127.0.252.2:2222";
