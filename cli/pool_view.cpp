@@ -37,17 +37,21 @@ Json host_json(const provision::HostEntry& h, const std::string& claimed_by) {
   }
   std::string state =
       !claimed_by.empty() ? "claimed" : (h.drain_reason.empty() ? "free" : "drained");
-  return Json{{"name", h.name},
-              {"address", h.address},
-              {"port", h.port},
-              {"user", h.user},
-              {"identity_file", h.identity_file},
-              {"workdir", h.workdir},
-              {"coords", provision::format_position(h.coords)},
-              {"state", state},
-              {"claimed_by", claimed_by},
-              {"drain_reason", h.drain_reason},
-              {"labels", labels}};
+  Json j{{"name", h.name},
+         {"address", h.address},
+         {"port", h.port},
+         {"user", h.user},
+         {"identity_file", h.identity_file},
+         {"workdir", h.workdir},
+         {"coords", provision::format_position(h.coords)},
+         {"state", state},
+         {"claimed_by", claimed_by},
+         {"drain_reason", h.drain_reason},
+         {"labels", labels}};
+  if (!h.proxy_jump.empty()) {
+    j["proxy_jump"] = h.proxy_jump;
+  }
+  return j;
 }
 
 Json pool_view_json(const provision::PoolView& view) {

@@ -61,8 +61,13 @@ TPUCTL_LIBSSH(int, ssh_channel_close, (ssh_channel channel), (channel))
 TPUCTL_LIBSSH(void, ssh_channel_free, (ssh_channel channel), (channel))
 TPUCTL_LIBSSH(int, ssh_channel_get_exit_status, (ssh_channel channel), (channel))
 TPUCTL_LIBSSH(int, ssh_channel_is_eof, (ssh_channel channel), (channel))
+TPUCTL_LIBSSH(int, ssh_channel_is_closed, (ssh_channel channel), (channel))
 TPUCTL_LIBSSH(int, ssh_channel_is_open, (ssh_channel channel), (channel))
 TPUCTL_LIBSSH(ssh_channel, ssh_channel_new, (ssh_session session), (session))
+TPUCTL_LIBSSH(int, ssh_channel_open_forward,
+              (ssh_channel channel, const char* remotehost, int remoteport, const char* sourcehost,
+               int localport),
+              (channel, remotehost, remoteport, sourcehost, localport))
 TPUCTL_LIBSSH(int, ssh_channel_open_session, (ssh_channel channel), (channel))
 TPUCTL_LIBSSH(int, ssh_channel_read_nonblocking,
               (ssh_channel channel, void* dest, uint32_t count, int is_stderr),
@@ -144,6 +149,7 @@ TPUCTL_LIBSSH(int, ssh_pki_import_privkey_file,
                void* auth_data, ssh_key* pkey),
               (filename, passphrase, auth_fn, auth_data, pkey))
 TPUCTL_LIBSSH(int, ssh_send_keepalive, (ssh_session session), (session))
+TPUCTL_LIBSSH(void, ssh_set_blocking, (ssh_session session, int blocking), (session, blocking))
 TPUCTL_LIBSSH(enum ssh_known_hosts_e, ssh_session_is_known_server, (ssh_session session), (session))
 TPUCTL_LIBSSH(int, ssh_session_update_known_hosts, (ssh_session session), (session))
 TPUCTL_LIBSSH(int, ssh_set_channel_callbacks, (ssh_channel channel, ssh_channel_callbacks cb),

@@ -4,7 +4,10 @@
 //      user's config says `StrictHostKeyChecking no`.
 //   2. Our own non-blocking TCP connect (every resolved address, one deadline, cancellable), so a
 //      refused port, an unreachable host and a silent listener are told apart; the socket goes to
-//      libssh with SSH_OPTIONS_FD. A ProxyCommand from the config is left to libssh.
+//      libssh with SSH_OPTIONS_FD. Jump hosts (the target's proxy_jump, else a ProxyJump in the
+//      config, which libssh 0.10 rewrote into a ProxyCommand running `ssh -W`) are reached in
+//      process instead (jump_hub.hpp): the socket is one end of a socketpair whose other end a
+//      direct-tcpip channel from the bastion feeds. Any other ProxyCommand is left to libssh.
 //   3. Banner and key exchange under SSH_OPTIONS_TIMEOUT (= the connect timeout).
 //   4. tpuctl's host-key policy on ssh_session_is_known_server(); known_hosts writes are
 //      serialized with a process-wide mutex (libssh appends without locking). `@revoked` keys
@@ -32,6 +35,7 @@
 #include <spdlog/spdlog.h>
 
 #include "remote/ssh_config_certs.hpp"
+#include "remote/jump_hub.hpp"
 #include "remote/ssh_session.hpp"
 #include "remote/ssh_wire.hpp"
 
@@ -269,6 +273,7 @@ Expected<IdentityStore> IdentityStore::load(const std::vector<const SshTarget*>&
                                             const SshOptions* options) {
   install_thread_logging();
   IdentityStore store;
+  store.m_hubs = std::make_shared<JumpHubs>();
   for (const SshTarget* t : targets) {
     const std::string& path = t->identity_file;
     if (path.empty() || store.m_base64.count(path)) {
@@ -595,8 +600,35 @@ std::optional<Failure> SshSession::connect(const SshTarget& target) {
     return failure;
   }
 
+  // Jump hosts: the inventory's, else ssh_config's ProxyJump (which libssh 0.10 has turned into
+  // a ProxyCommand running `ssh -W`: read back and done here instead, never run).
   std::string proxy = get_option(s, SSH_OPTIONS_PROXYCOMMAND);
-  if (proxy.empty() || proxy == "none") {
+  const std::optional<std::string> config_jump = jump_from_proxy_command(proxy);
+  const std::string jump =
+      !target.proxy_jump.empty() ? target.proxy_jump : config_jump.value_or(std::string());
+  std::vector<JumpHop> chain;
+  if (!jump.empty()) {
+    auto hops = parse_jump_spec(jump, target.proxy_jump.empty() ? "ProxyJump" : "proxy_jump");
+    if (!hops) {
+      return Failure{Outcome::error, hops.error().message};
+    }
+    chain = std::move(*hops);
+  }
+  if (!chain.empty()) {
+    JumpSocket socket =
+        m_ctx.identities.jump_hubs().open(m_ctx, m_options, target, chain, m_host, m_port);
+    if (socket.failure) {
+      return socket.failure;
+    }
+    int fd = socket.fd;
+    m_jump = std::move(socket.hub);
+    m_ctx.slot.arm(fd);
+    struct stat st {};
+    ::fstat(fd, &st);
+    m_fd = fd;
+    m_fd_inode = st.st_ino;
+    ssh_options_set(s, SSH_OPTIONS_FD, &fd); // libssh then runs no ProxyCommand
+  } else if (proxy.empty() || proxy == "none" || config_jump) {
     int fd = -1;
     if (auto failure = tcp_connect(m_host, m_port, fd)) {
       return failure;

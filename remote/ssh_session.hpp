@@ -31,6 +31,8 @@ struct HostCertPool {
   // ProxyCommand host, ssh-keyscan failed).
   std::map<std::string, std::string> problems;
 };
+class JumpHub;
+class JumpHubs;
 
 // Decrypted identity keys for one run, loaded once before any thread starts (a passphrase-
 // protected key is decrypted once, not once per host). Kept as unencrypted base64 so that each
@@ -56,12 +58,16 @@ public:
   void set_host_certs(std::shared_ptr<const HostCertPool> pool) { m_host_certs = std::move(pool); }
   // True when `path` is encrypted and left to ssh-agent.
   bool through_agent(const std::string& path) const { return m_agent.count(path) > 0; }
+  // The run's jump host sessions (jump_hub.hpp), shared by its worker threads; they end with
+  // the run (the last copy of this store) once no session uses them.
+  JumpHubs& jump_hubs() const { return *m_hubs; }
 
 private:
   std::map<std::string, std::string> m_base64;
   std::map<std::string, std::string> m_certificates;
   std::set<std::string> m_agent;
   std::shared_ptr<const HostCertPool> m_host_certs = std::make_shared<HostCertPool>();
+  std::shared_ptr<JumpHubs> m_hubs; // last: ended first
 };
 
 // A worker thread's own copies of the identity keys.
@@ -188,6 +194,9 @@ public:
   // "[host]:port" or "host" as known_hosts writes it (after ~/.ssh/config mapping).
   const std::string& host_label() const { return m_label; }
 
+  // The libssh session, for the thread that owns this one (jump_hub.cpp serves channels on it).
+  ssh_session_struct* handle() const { return m_session; }
+
 private:
   std::optional<Failure> tcp_connect(const std::string& host, unsigned port, int& fd_out);
   std::optional<Failure> check_host_key();
@@ -214,6 +223,8 @@ private:
   bool m_cert_host = false;                  // trusted through a host certificate, if at all
   int m_fd = -1; // our socket; libssh 0.10 does not close an SSH_OPTIONS_FD socket
   unsigned long m_fd_inode = 0;
+  // The jump host this session goes through (its socket is m_fd): released after m_fd closes.
+  std::shared_ptr<JumpHub> m_jump;
 };
 
 // Applies `target` and `options` to a new session as connect() does (config, port, user,

@@ -29,6 +29,9 @@ struct SshTarget {
   // Further ssh_config keywords applied after ~/.ssh/config: ProxyCommand, Ciphers,
   // KexAlgorithms, HostKeyAlgorithms, Compression. Others are rejected before any connection.
   std::map<std::string, std::string> extra;
+  // Jump hosts (remote/jump_spec.hpp: "[user@]host[:port][,...]", or "none"), reached by
+  // tpuctl itself (remote/jump_hub.hpp). Empty: ssh_config's ProxyJump for the host, if any.
+  std::string proxy_jump;
 
   const std::string& display_name() const { return name.empty() ? address : name; }
 };

@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "remote/jump_spec.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::remote::detail {
@@ -89,6 +90,12 @@ Expected<IdentityStore> prepare_run(const std::vector<const SshTarget*>& targets
   for (const SshTarget* t : targets) {
     if (t->address.empty()) {
       problems.add(ErrorKind::usage, "host '" + t->display_name() + "' has no address");
+    }
+    if (!t->proxy_jump.empty() && reported.insert("\njump " + t->proxy_jump).second) {
+      if (auto hops = parse_jump_spec(t->proxy_jump, "host '" + t->display_name() + "' proxy_jump");
+          !hops) {
+        problems.add(hops.error());
+      }
     }
     for (const auto& [key, value] : t->extra) {
       if (!k_extra.count(util::to_lower(key)) && reported.insert(key).second) {
