@@ -1,5 +1,5 @@
 // Port forwarding (`ssh ... -L/-R/-N/-4`, gcloud's --ssh-flag) through the real binary, with real
-// sshd on the address block 127.0.250.x (owned by this file) and a slice of two workers on it.
+// sshd on the address block 127.0.250.x (owned by this file) and a slice of four workers on it.
 // The test's own echo listener (127.0.250.8, a port the kernel picks) stands for what a user
 // reaches through the tunnel (TensorBoard, a profiler): bytes sent to the -L port must come back
 // from it unchanged; with -R, a connection to the port the worker's sshd listens on must reach
@@ -206,16 +206,16 @@ size_t error_lines(const std::string& err) {
   return n;
 }
 
-// A pool of two hosts with an ACTIVE slice `fw` of two workers.
+// A pool of four hosts (127.0.250.2-5) with an ACTIVE slice `fw` of four workers.
 struct ForwardEnv : QrEnv {
   std::string node;
-  ForwardEnv() : QrEnv(2, "127.0.250.2") {
-    auto created = run({"qr", "create", "fw", "--accelerator-type", "v5litepod-8"});
+  ForwardEnv() : QrEnv(4, "127.0.250.2") {
+    auto created = run({"qr", "create", "fw", "--accelerator-type", "v5litepod-16"});
     REQUIRE_MESSAGE(created.exit_code == 0, created.err);
     auto qr = describe("fw");
     REQUIRE(qr["state"] == "ACTIVE");
     REQUIRE(qr["nodes"].size() == 1);
-    REQUIRE(qr["nodes"][0]["workers"].size() == 2);
+    REQUIRE(qr["nodes"][0]["workers"].size() == 4);
     node = qr["nodes"][0]["name"];
   }
 };
@@ -354,7 +354,7 @@ TEST_CASE("port forwarding: a taken port, a malformed spec, an ssh option tpuctl
       {{"ssh", "fw", "--ssh-flag=-L"}, 2, "ssh option -L needs a forward after it"},
       {{"ssh", "fw", "--worker=all", "--", "-N", "-L", "1234:" + base},
        2,
-       "reaches one worker at a time, and this selects 2 workers"},
+       "reaches one worker at a time, and this selects 4 workers"},
       {{"ssh", "fw", "--ssh-flag=-N", "--command=true"}, 2, "-N runs no remote command"},
   };
   for (const auto& r : refused) {
