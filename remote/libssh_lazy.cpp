@@ -63,12 +63,20 @@ TPUCTL_LIBSSH(int, ssh_channel_get_exit_status, (ssh_channel channel), (channel)
 TPUCTL_LIBSSH(int, ssh_channel_is_eof, (ssh_channel channel), (channel))
 TPUCTL_LIBSSH(int, ssh_channel_is_closed, (ssh_channel channel), (channel))
 TPUCTL_LIBSSH(int, ssh_channel_is_open, (ssh_channel channel), (channel))
+TPUCTL_LIBSSH(int, ssh_channel_listen_forward,
+              (ssh_session session, const char* address, int port, int* bound_port),
+              (session, address, port, bound_port))
 TPUCTL_LIBSSH(ssh_channel, ssh_channel_new, (ssh_session session), (session))
 TPUCTL_LIBSSH(int, ssh_channel_open_forward,
               (ssh_channel channel, const char* remotehost, int remoteport, const char* sourcehost,
                int localport),
               (channel, remotehost, remoteport, sourcehost, localport))
+TPUCTL_LIBSSH(ssh_channel, ssh_channel_open_forward_port,
+              (ssh_session session, int timeout_ms, int* destination_port, char** originator,
+               int* originator_port),
+              (session, timeout_ms, destination_port, originator, originator_port))
 TPUCTL_LIBSSH(int, ssh_channel_open_session, (ssh_channel channel), (channel))
+TPUCTL_LIBSSH(int, ssh_channel_poll, (ssh_channel channel, int is_stderr), (channel, is_stderr))
 TPUCTL_LIBSSH(int, ssh_channel_read_nonblocking,
               (ssh_channel channel, void* dest, uint32_t count, int is_stderr),
               (channel, dest, count, is_stderr))
@@ -152,6 +160,7 @@ TPUCTL_LIBSSH(int, ssh_send_keepalive, (ssh_session session), (session))
 TPUCTL_LIBSSH(void, ssh_set_blocking, (ssh_session session, int blocking), (session, blocking))
 TPUCTL_LIBSSH(enum ssh_known_hosts_e, ssh_session_is_known_server, (ssh_session session), (session))
 TPUCTL_LIBSSH(int, ssh_session_update_known_hosts, (ssh_session session), (session))
+TPUCTL_LIBSSH(void, ssh_set_blocking, (ssh_session session, int blocking), (session, blocking))
 TPUCTL_LIBSSH(int, ssh_set_channel_callbacks, (ssh_channel channel, ssh_channel_callbacks cb),
               (channel, cb))
 TPUCTL_LIBSSH(int, ssh_set_log_callback, (ssh_logging_callback cb), (cb))

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "remote/host_cert.hpp"
+#include "remote/forwarding.hpp"
 #include "remote/ssh_types.hpp"
 #include "util/expected.hpp"
 
@@ -155,6 +156,9 @@ struct ExecRequest {
   std::chrono::milliseconds poll_slice{100};
   // A stream's control input (Job::input): written to its stdin as it comes, never EOF.
   std::shared_ptr<StreamInput> input;
+  // Port forwards carried while the command runs (Job::forwards): set up before the command
+  // starts (a refused -R fails it unstarted), pumped in the same loop, closed when it ends.
+  ForwardSet* forwards = nullptr;
 };
 
 struct ExecResult {
@@ -184,9 +188,15 @@ public:
   ExecResult exec(const ExecRequest& request, const ExecSink& sink);
 
   // Runs `command` (a login shell when empty) in a PTY and relays this process's stdin, stdout
-  // and window size to it until it ends (ssh_interactive.cpp). Returns the exit status (255 for
-  // a signal or a dropped connection); `error` says what went wrong, if anything.
-  int interactive(const std::string& command, std::string& error);
+  // and window size to it until it ends (ssh_interactive.cpp), carrying `forwards` (if any)
+  // meanwhile; `cancel` (SIGINT, SIGTERM) closes it. Returns the exit status (255 for a signal
+  // or a dropped connection); `error` says what went wrong, if anything.
+  int interactive(const std::string& command, std::string& error, ForwardSet* forwards = nullptr,
+                  const CancelToken* cancel = nullptr);
+
+  // ssh -N: carries `forwards` until `cancel` or the connection ends (ssh_forward.cpp).
+  // Returns what went wrong (a refused -R, the connection lost), empty when cancelled.
+  std::string forward_only(ForwardSet& forwards, const CancelToken& cancel);
 
   // Still connected (the server has not closed the session, nor has a transport error).
   bool alive() const;

@@ -74,6 +74,7 @@ struct SshOptions {
 enum class Stream { out, err };
 
 class StreamInput;
+class ForwardSet;
 
 // One command on one host. `command` is already shell-quoted; it runs through the remote
 // login shell. `index` is the position reported back (worker index, job order).
@@ -88,6 +89,8 @@ struct Job {
   // run_streams only: what other threads write to the running command's stdin (a stream's
   // control lines: the workload monitor's stop). Null: nothing, stdin stays open and silent.
   std::shared_ptr<StreamInput> input = nullptr;
+  // Port forwards (remote/forwarding.hpp) carried while this job's command runs; one job only.
+  std::shared_ptr<ForwardSet> forwards = nullptr;
 };
 
 // Bytes for a running stream's stdin, written from any thread: the session that runs the stream
