@@ -14,6 +14,7 @@
 #include "cli/state_access.hpp"
 #include "cli/values.hpp"
 #include "provision/pool/pools.hpp"
+#include "remote/jump_spec.hpp"
 #include "util/hostlist.hpp"
 #include "util/strings.hpp"
 
@@ -38,6 +39,7 @@ struct AddOptions {
   int port = 0;
   std::string identity_file;
   std::string workdir;
+  std::string proxy_jump;
   std::string coords;
   std::vector<std::string> labels;
 };
@@ -216,6 +218,13 @@ void add_add_hosts(CLI::App& group, Registry& registry) {
         add.port = o->port;
         add.identity_file = o->identity_file;
         add.workdir = o->workdir;
+        if (!o->proxy_jump.empty()) {
+          if (auto hops = remote::parse_jump_spec(o->proxy_jump); !hops) {
+            problems.add(hops.error());
+          } else {
+            add.proxy_jump = o->proxy_jump;
+          }
+        }
         if (!o->coords.empty()) {
           add.coords = o->coords;
         }
@@ -253,6 +262,10 @@ void add_add_hosts(CLI::App& group, Registry& registry) {
       ->type_name("FILE");
   cmd->add_option("--workdir", o->workdir, "where tpuctl writes on the hosts (default ~/.tpuctl)")
       ->type_name("DIR");
+  cmd->add_option("--proxy-jump", o->proxy_jump,
+                  "reach these hosts through jump hosts: [user@]host[:port][,...], or none "
+                  "(default: ssh_config's ProxyJump)")
+      ->type_name("HOPS");
   cmd->add_option("--coords", o->coords, "grid position x,y[,z] (one host only)")
       ->type_name("X,Y,Z");
   cmd->add_option("--label", o->labels, "a KEY=VALUE label (repeatable)")->type_name("K=V");

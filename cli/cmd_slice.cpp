@@ -1,18 +1,24 @@
 // tpuctl ssh / env, and gcloud's `queued-resources ssh QR` and `tpu-vm ssh NODE`: a command on
 // the workers of a queued resource or node (`--worker=all`), with the worker environment
 // (provision/worker_env) in front of it; no command and one worker is an interactive shell with
-// a tty, as `gcloud compute tpus tpu-vm ssh NODE` opens. `env` prints exactly what one worker
+// a tty, as `gcloud compute tpus tpu-vm ssh NODE` opens. ssh's -L/-R/-N/-4 (--ssh-flag, or first
+// after `--`: cli/ssh_args.hpp) forward ports through one worker's session while its shell or
+// command runs, or alone with -N (remote/forwarding.hpp). `env` prints exactly what one worker
 // gets, without connecting, so launch scripts can be tested anywhere. The three ssh shapes are
 // one implementation (cli/slice_flags.hpp says where they differ).
+#include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/slice_flags.hpp"
+#include "cli/ssh_args.hpp"
 #include "provision/slice/secrets.hpp"
 #include "provision/slice/worker_env.hpp"
 #include "remote/fanout.hpp"
+#include "remote/forwarding.hpp"
 #include "remote/interactive.hpp"
 #include "util/shell_quote.hpp"
 #include "util/strings.hpp"
@@ -23,33 +29,38 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The command to run: --command, or the words after "--" (see slice_flags.hpp for how each
-// shape reads them). Empty: none given (an interactive shell).
-Expected<std::string> slice_command(const SliceFlags& f) {
-  std::string words;
-  if (f.shape == SliceShape::tpuctl) {
-    words = util::shell_join(f.argv);
-  } else {
-    for (const auto& w : f.argv) {
-      if (words.empty() && util::starts_with(w, "-")) {
-        return usage_error("'" + util::printable(w) +
-                           "' after '--' is an ssh option, and tpuctl runs no ssh binary (it "
-                           "connects with libssh); instead: put ssh options in ~/.ssh/config "
-                           "or a file named by --ssh-config");
-      }
-      words += (words.empty() ? "" : " ") + w;
-    }
-  }
-  if (!f.command.empty() && !words.empty()) {
+// The command to run: --command, or the words after "--" that follow the ssh options
+// (`words`; see slice_flags.hpp for how each shape reads them). Empty: none given.
+Expected<std::string> slice_command(const SliceFlags& f, const std::vector<std::string>& words) {
+  const std::string joined =
+      f.shape == SliceShape::tpuctl ? util::shell_join(words) : util::join(words, " ");
+  if (!f.command.empty() && !joined.empty()) {
     return usage_error("give the command either as --command 'CMD' or after '--' (not both)");
   }
-  return f.command.empty() ? words : f.command;
+  return f.command.empty() ? joined : f.command;
 }
 
 // `ssh ...` that reaches the same worker as tpuctl does (same port, user, key and known_hosts),
 // for --dry-run: what a user would paste to debug one worker by hand.
-std::string ssh_line(const remote::SshTarget& t, const std::string& command, bool tty) {
-  std::string line = tty ? "ssh -t" : "ssh";
+// `word` as a shell reads it: as it is when it holds nothing a shell would change, else quoted.
+std::string shell_word(const std::string& word) {
+  for (char c : word) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) &&
+        std::string_view("-_.:/@%+=,").find(c) == std::string_view::npos) {
+      return util::shell_quote(word);
+    }
+  }
+  return word.empty() ? util::shell_quote(word) : word;
+}
+
+// `ssh_args.options`: the forwarding options given (-4, -L SPEC, ...); with -N no command
+// follows.
+std::string ssh_line(const remote::SshTarget& t, const std::string& command, bool tty,
+                     const SshArgs& ssh_args) {
+  std::string line = ssh_args.no_command ? "ssh" : tty ? "ssh -t" : "ssh";
+  for (const auto& o : ssh_args.options) {
+    line += " " + shell_word(o);
+  }
   if (t.port != 0) {
     line += " -p " + std::to_string(t.port);
   }
@@ -60,11 +71,12 @@ std::string ssh_line(const remote::SshTarget& t, const std::string& command, boo
     line += " -o UserKnownHostsFile=" + util::shell_quote(t.known_hosts_file);
   }
   line += " " + util::shell_quote((t.user.empty() ? "" : t.user + "@") + t.address);
-  return line + " " + util::shell_quote(command);
+  return ssh_args.no_command ? line : line + " " + util::shell_quote(command);
 }
 
 Expected<int> print_dry_run(Context& ctx, const std::vector<provision::WorkerPlan>& plans,
-                            const std::vector<remote::Job>& jobs, bool tty) {
+                            const std::vector<remote::Job>& jobs, bool tty,
+                            const SshArgs& ssh_args) {
   Json rows = Json::array();
   for (size_t i = 0; i < plans.size(); ++i) {
     const auto& p = plans[i];
@@ -72,8 +84,8 @@ Expected<int> print_dry_run(Context& ctx, const std::vector<provision::WorkerPla
     row["address"] = p.target.address;
     row["port"] = p.target.port;
     row["user"] = p.target.user;
-    row["command"] = jobs[i].command;
-    row["ssh"] = ssh_line(p.target, jobs[i].command, tty);
+    row["command"] = ssh_args.no_command ? std::string() : jobs[i].command;
+    row["ssh"] = ssh_line(p.target, jobs[i].command, tty, ssh_args);
     rows.push_back(std::move(row));
   }
   if (!ctx.machine_format()) {
@@ -127,9 +139,29 @@ Expected<int> run_into_files(Context& ctx, const std::vector<provision::WorkerPl
   return guard.interrupted() ? guard.exit_status() : broadcast_exit_status(results);
 }
 
+// ssh -N: the -L ports already bound, the session carries the forwards until SIGINT/SIGTERM,
+// then exits 0 (stopping is how a tunnel ends), or 130/143 when interrupted before they were up.
+Expected<int> forward_only(const remote::Job& job, const remote::SshOptions& options,
+                           remote::ForwardSet& forwards) {
+  remote::CancelToken token;
+  InterruptGuard guard(token);
+  auto done = remote::run_forwarding(job.target, options, forwards, token);
+  if (!done && guard.interrupted()) {
+    return guard.exit_status();
+  }
+  return done;
+}
+
 Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
   TPUCTL_TRY_ASSIGN(auto target, split_user_target(f.target));
-  TPUCTL_TRY_ASSIGN(auto command, slice_command(f));
+  TPUCTL_TRY_ASSIGN(auto ssh_args, parse_ssh_args(f.ssh_flags, f.argv));
+  TPUCTL_TRY_ASSIGN(auto command, slice_command(f, ssh_args.command));
+  if (ssh_args.no_command && !command.empty()) {
+    return usage_error("-N runs no remote command, and a command was given ('" +
+                       util::printable(command) +
+                       "'): drop -N to forward while it runs, or "
+                       "drop the command to only forward");
+  }
   TPUCTL_TRY_ASSIGN(auto options, ssh_options(f.ssh));
   TPUCTL_TRY_ASSIGN(auto mode, parse_fanout_output(f.ssh.output));
   if (!f.output_directory.empty()) {
@@ -151,7 +183,14 @@ Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
   TPUCTL_TRY_ASSIGN(auto plans, plan_slice_workers(ctx, f, target, !f.dry_run));
   TPUCTL_TRY(provision::check_secrets_apart(
       secrets, provision::parse_env_items(f.env).value_or(provision::EnvVars{})));
-  if (command.empty() && plans.size() != 1) {
+  if (ssh_args.any() && plans.size() != 1) {
+    return usage_error("port forwarding (" + util::join(ssh_args.options, " ") +
+                       ") reaches one worker at a time, and this selects " +
+                       std::to_string(plans.size()) +
+                       " workers: give --worker N (and --node ID), one tpuctl per worker, each "
+                       "with its own local ports");
+  }
+  if (command.empty() && !ssh_args.no_command && plans.size() != 1) {
     return usage_error("cannot open a shell on " + std::to_string(plans.size()) +
                        " workers at once: give --command 'CMD' to run it on each, or --worker N "
                        "(and --node N) for a shell on one");
@@ -167,10 +206,36 @@ Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
     jobs.push_back(std::move(job));
   }
   if (f.dry_run) {
-    return print_dry_run(ctx, plans, jobs, command.empty());
+    return print_dry_run(ctx, plans, jobs, command.empty(), ssh_args);
+  }
+  // Port forwards (one worker): the -L ports bound before connecting (a port in use: one line,
+  // exit 1, nothing connected), then carried by the session of the shell or the command, until
+  // it ends, or alone with -N.
+  std::shared_ptr<remote::ForwardSet> forwards;
+  if (ssh_args.any()) {
+    auto notice = [&ctx](const std::string& text) {
+      ctx.stderr_stream() << "tpuctl: notice: " << text << "\n";
+      ctx.stderr_stream().flush();
+    };
+    TPUCTL_TRY_ASSIGN(forwards,
+                      remote::bind_forwards(ssh_args.forwards, ssh_args.ipv4, std::move(notice)));
+    if (ssh_args.no_command) {
+      return forward_only(jobs.front(), options, *forwards);
+    }
+    jobs.front().forwards = forwards;
   }
   if (command.empty()) {
-    return remote::run_interactive(jobs.front().target, options, jobs.front().command);
+    if (!forwards) {
+      return remote::run_interactive(jobs.front().target, options, jobs.front().command);
+    }
+    remote::CancelToken token;
+    InterruptGuard guard(token);
+    auto status = remote::run_interactive(jobs.front().target, options, jobs.front().command,
+                                          forwards.get(), &token);
+    if (guard.interrupted()) {
+      return guard.exit_status();
+    }
+    return status;
   }
   if (!secrets.empty()) { // the values on stdin, read first; never in the command
     options.stdin_data = remote::InputBytes::of(provision::secret_input(secrets));
@@ -236,8 +301,14 @@ void setup_slice_ssh(CLI::App& cmd, Registry& registry, SliceShape shape) {
       ->type_name("CMD");
   cmd.add_option("CMD", f->argv,
                  shape == SliceShape::tpuctl
-                     ? "after '--': the command and its arguments (quoted for you)"
-                     : "after '--': the command, its words joined with spaces as ssh does");
+                     ? "after '--': ssh's -L/-R/-N/-4 if any, then the command and its "
+                       "arguments (quoted for you)"
+                     : "after '--': ssh's -L/-R/-N/-4 if any, then the command, its words "
+                       "joined with spaces as ssh does");
+  cmd.add_option("--ssh-flag", f->ssh_flags,
+                 "ssh options, split on spaces as gcloud does: -L [BIND:]PORT:HOST:HOSTPORT, "
+                 "-R [BIND:]PORT:HOST:HOSTPORT, -N (forward only), -4 (repeatable; one worker)")
+      ->type_name("FLAGS");
   cmd.add_option("--output-directory", f->output_directory,
                  "write each worker's output to DIR/<worker>.log (DIR must exist)")
       ->type_name("DIR");
@@ -254,11 +325,19 @@ void setup_slice_ssh(CLI::App& cmd, Registry& registry, SliceShape shape) {
              "TPU_WORKER_HOSTNAMES, JAX_COORDINATOR_ADDRESS, ...; see 'tpuctl env') and the\n"
              "agent's directory first on PATH. With no command and one worker, an interactive\n"
              "shell with a tty opens. Exit status: 0 when every worker succeeded, else the first\n"
-             "failing worker's (255 unreachable, 124 timed out).\n\nExamples:\n  " +
+             "failing worker's (255 unreachable, 124 timed out).\n\n"
+             "Port forwarding, on one worker: -L [BIND:]PORT:HOST:HOSTPORT listens here\n"
+             "(loopback unless BIND; '*' for every interface) and reaches HOST:HOSTPORT as the\n"
+             "worker sees it; -R [BIND:]PORT:HOST:HOSTPORT the other way (PORT 0: the worker\n"
+             "picks, told on stderr). The forwards live as long as the shell or command, or\n"
+             "with -N until Ctrl-C/SIGTERM (then exit 0). A -L port in use exits 1 before\n"
+             "connecting; other ssh options exit 2.\n\nExamples:\n  " +
              name + " " + target + " --worker=all" + nodes + " --command 'python3 train.py'\n  " +
              name + " " + target +
              " --worker=1-3 --output=jsonl --command 'echo $TPU_WORKER_ID'\n  " + name + " " +
-             target + " --worker=0                # a shell on worker 0");
+             target + " --worker=0                # a shell on worker 0\n  " + name + " " + target +
+             " --ssh-flag=\"-4 -L 9001:localhost:9001\"   # a shell, and a tunnel\n  " + name +
+             " " + target + " -- -N -L 6006:localhost:6006   # only the tunnel");
 }
 
 void setup_slice_ssh_scp(CLI::App& group, Registry& registry, bool queued_resources) {

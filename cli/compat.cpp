@@ -105,8 +105,6 @@ const std::vector<CompatFlag>& compat_flags() {
       {"--ssh-key-expire-after", k_ssh_scp, true, A::ignore, "tpuctl puts no keys in metadata", ""},
       {"--compress", "queued-resources scp|tpu-vm scp|scp", false, A::ignore,
        "files are streamed and checked by sha256, not compressed", ""},
-      {"--ssh-flag", k_ssh_scp, true, A::refuse, k_libssh,
-       "put ssh options in ~/.ssh/config or a file named by --ssh-config"},
       {"--scp-flag", "queued-resources scp|tpu-vm scp|scp", true, A::refuse, k_libssh,
        "put ssh options in ~/.ssh/config or a file named by --ssh-config"},
       // ---- list commands ----
@@ -539,6 +537,14 @@ std::vector<std::string> normalize_aliases(std::vector<std::string> args) {
       a = "--termination-grace-period-seconds";
     } else if (util::starts_with(a, "-tgps=")) {
       a = "--termination-grace-period-seconds=" + a.substr(6);
+    }
+  }
+  // `--ssh-flag "-L 9001:localhost:9001"`: the value starts with '-', which CLI11 would take for
+  // an option; gcloud takes it as the value, and so does `--ssh-flag=VALUE`.
+  for (size_t i = 1; i + 1 < args.size() && args[i] != "--"; ++i) {
+    if (args[i] == "--ssh-flag") {
+      args[i] += "=" + args[i + 1];
+      args.erase(args.begin() + static_cast<long>(i) + 1);
     }
   }
   return args;

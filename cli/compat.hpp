@@ -104,8 +104,9 @@ using TierFlag = std::pair<std::string, provision::Tier>;
 Expected<provision::Tier> tier_of(const std::vector<TierFlag>& given, bool exclusive,
                                   const std::string& conflict);
 
-// xpk's single-dash long alias (-tgps) as CLI11 can parse it, and gcloud's leading `[alpha|beta]
-// compute tpus` dropped; other words unchanged.
+// xpk's single-dash long alias (-tgps) as CLI11 can parse it, gcloud's leading `[alpha|beta]
+// compute tpus` dropped, and `--ssh-flag VALUE` joined into `--ssh-flag=VALUE` (its value
+// starts with '-'); other words unchanged.
 std::vector<std::string> normalize_aliases(std::vector<std::string> args);
 
 } // namespace tpuctl::cli

@@ -42,6 +42,7 @@ Json host_json(const provision::HostEntry& h, const std::string& claimed_by) {
               {"port", h.port > 0 ? Json(h.port) : Json(nullptr)}, // null: ssh_config's, else 22
               {"user", h.user},
               {"identity_file", h.identity_file},
+              {"proxy_jump", h.proxy_jump}, // "" when none (ssh_config's ProxyJump may apply)
               {"workdir", h.workdir},
               {"coords", provision::format_position(h.coords)},
               {"state", state},

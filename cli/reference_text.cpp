@@ -65,7 +65,7 @@ const std::vector<RecordFields>& record_fields() {
        "describe: admins, ssh_work, quotas, free, claimed, drained, largest_free_blocks ({origin, "
        "size, hosts}), "
        "host_list"},
-      {"host", "name, address, port, user, identity_file, workdir, coords, state, claimed_by, "
+      {"host", "name, address, port, user, identity_file, proxy_jump, workdir, coords, state, claimed_by, "
                "drain_reason, labels"},
       {"host check",
        "host, status, reachable, authenticated, host_key, os, cores, memory_total_mib, "

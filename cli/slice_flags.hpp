@@ -7,8 +7,10 @@
 //                    all; words after `--` are the command, each quoted for you;
 //   queued_resource  TARGET is a queued resource; --node defaults to 0 (gcloud's);
 //   tpu_vm           TARGET is a node; there is no --node.
-// In the gcloud shapes, words after `--` are what ssh would get: options are refused (tpuctl
-// runs no ssh binary), the rest is the command, joined with spaces as ssh joins them.
+// In every shape, words after `--` start with what ssh would take as options there: -L, -R, -N
+// and -4 (port forwarding, as --ssh-flag gives them; cli/ssh_args.hpp), any other refused (tpuctl
+// runs no ssh binary); the rest is the command, in the gcloud shapes joined with spaces as ssh
+// joins them.
 #pragma once
 
 #include <memory>
@@ -36,9 +38,10 @@ struct SliceFlags {
   std::vector<std::string> env_secrets; // ssh: --env-secret NAME (provision/slice/secrets.hpp)
   std::string env_profile = "none";
   std::string command;
-  std::vector<std::string> argv;  // ssh: the words after "--"
-  std::vector<std::string> paths; // scp: SRC... DEST
-  std::string output_directory;   // ssh: each worker's output into DIR/<worker>.log
+  std::vector<std::string> argv;      // ssh: the words after "--"
+  std::vector<std::string> ssh_flags; // ssh: --ssh-flag values (cli/ssh_args.hpp)
+  std::vector<std::string> paths;     // scp: SRC... DEST
+  std::string output_directory;       // ssh: each worker's output into DIR/<worker>.log
   bool dry_run = false;
   bool recurse = false;
   SshFlags ssh;

@@ -133,6 +133,7 @@ Expected<std::vector<HostResult>> run_jobs(const std::vector<Job>& jobs, const S
                 request.poll_slice = std::chrono::milliseconds(10000); // a cancel cuts the socket
                 request.input = job.input;
               }
+              request.forwards = job.forwards.get();
               detail::exec_on(session, request, options.keep_output, job.on_bytes, events, r, t0);
             });
       });

@@ -61,9 +61,22 @@ TPUCTL_LIBSSH(int, ssh_channel_close, (ssh_channel channel), (channel))
 TPUCTL_LIBSSH(void, ssh_channel_free, (ssh_channel channel), (channel))
 TPUCTL_LIBSSH(int, ssh_channel_get_exit_status, (ssh_channel channel), (channel))
 TPUCTL_LIBSSH(int, ssh_channel_is_eof, (ssh_channel channel), (channel))
+TPUCTL_LIBSSH(int, ssh_channel_is_closed, (ssh_channel channel), (channel))
 TPUCTL_LIBSSH(int, ssh_channel_is_open, (ssh_channel channel), (channel))
+TPUCTL_LIBSSH(int, ssh_channel_listen_forward,
+              (ssh_session session, const char* address, int port, int* bound_port),
+              (session, address, port, bound_port))
 TPUCTL_LIBSSH(ssh_channel, ssh_channel_new, (ssh_session session), (session))
+TPUCTL_LIBSSH(int, ssh_channel_open_forward,
+              (ssh_channel channel, const char* remotehost, int remoteport, const char* sourcehost,
+               int localport),
+              (channel, remotehost, remoteport, sourcehost, localport))
+TPUCTL_LIBSSH(ssh_channel, ssh_channel_open_forward_port,
+              (ssh_session session, int timeout_ms, int* destination_port, char** originator,
+               int* originator_port),
+              (session, timeout_ms, destination_port, originator, originator_port))
 TPUCTL_LIBSSH(int, ssh_channel_open_session, (ssh_channel channel), (channel))
+TPUCTL_LIBSSH(int, ssh_channel_poll, (ssh_channel channel, int is_stderr), (channel, is_stderr))
 TPUCTL_LIBSSH(int, ssh_channel_read_nonblocking,
               (ssh_channel channel, void* dest, uint32_t count, int is_stderr),
               (channel, dest, count, is_stderr))
@@ -107,6 +120,7 @@ TPUCTL_LIBSSH(int, ssh_is_connected, (ssh_session session), (session))
 TPUCTL_LIBSSH(int, ssh_key_cmp, (const ssh_key k1, const ssh_key k2, enum ssh_keycmp_e what),
               (k1, k2, what))
 TPUCTL_LIBSSH(void, ssh_key_free, (ssh_key key), (key))
+TPUCTL_LIBSSH(enum ssh_keytypes_e, ssh_key_type_from_name, (const char* name), (name))
 TPUCTL_LIBSSH(enum ssh_keytypes_e, ssh_key_type, (const ssh_key key), (key))
 TPUCTL_LIBSSH(const char*, ssh_key_type_to_char, (enum ssh_keytypes_e type), (type))
 TPUCTL_LIBSSH(int, ssh_known_hosts_parse_line,
@@ -123,6 +137,13 @@ TPUCTL_LIBSSH(int, ssh_options_parse_config, (ssh_session session, const char* f
 TPUCTL_LIBSSH(int, ssh_options_set,
               (ssh_session session, enum ssh_options_e type, const void* value),
               (session, type, value))
+TPUCTL_LIBSSH(int, ssh_pki_copy_cert_to_privkey, (const ssh_key cert_key, ssh_key privkey),
+              (cert_key, privkey))
+TPUCTL_LIBSSH(int, ssh_pki_export_pubkey_base64, (const ssh_key key, char** b64_key),
+              (key, b64_key))
+TPUCTL_LIBSSH(int, ssh_pki_import_cert_base64,
+              (const char* b64_cert, enum ssh_keytypes_e type, ssh_key* pkey),
+              (b64_cert, type, pkey))
 TPUCTL_LIBSSH(int, ssh_pki_export_privkey_base64,
               (const ssh_key privkey, const char* passphrase, ssh_auth_callback auth_fn,
                void* auth_data, char** b64_key),
@@ -136,6 +157,7 @@ TPUCTL_LIBSSH(int, ssh_pki_import_privkey_file,
                void* auth_data, ssh_key* pkey),
               (filename, passphrase, auth_fn, auth_data, pkey))
 TPUCTL_LIBSSH(int, ssh_send_keepalive, (ssh_session session), (session))
+TPUCTL_LIBSSH(void, ssh_set_blocking, (ssh_session session, int blocking), (session, blocking))
 TPUCTL_LIBSSH(enum ssh_known_hosts_e, ssh_session_is_known_server, (ssh_session session), (session))
 TPUCTL_LIBSSH(int, ssh_session_update_known_hosts, (ssh_session session), (session))
 TPUCTL_LIBSSH(int, ssh_set_channel_callbacks, (ssh_channel channel, ssh_channel_callbacks cb),

@@ -4,12 +4,18 @@
 //      user's config says `StrictHostKeyChecking no`.
 //   2. Our own non-blocking TCP connect (every resolved address, one deadline, cancellable), so a
 //      refused port, an unreachable host and a silent listener are told apart; the socket goes to
-//      libssh with SSH_OPTIONS_FD. A ProxyCommand from the config is left to libssh.
+//      libssh with SSH_OPTIONS_FD. Jump hosts (the target's proxy_jump, else a ProxyJump in the
+//      config, which libssh 0.10 rewrote into a ProxyCommand running `ssh -W`) are reached in
+//      process instead (jump_hub.hpp): the socket is one end of a socketpair whose other end a
+//      direct-tcpip channel from the bastion feeds. Any other ProxyCommand is left to libssh.
 //   3. Banner and key exchange under SSH_OPTIONS_TIMEOUT (= the connect timeout).
 //   4. tpuctl's host-key policy on ssh_session_is_known_server(); known_hosts writes are
-//      serialized with a process-wide mutex (libssh appends without locking).
-//   5. Public-key authentication: the run's pre-decrypted key when the target names one (and
-//      then never the agent: 0.10 ignores IdentitiesOnly), else agent + default keys.
+//      serialized with a process-wide mutex (libssh appends without locking). `@revoked` keys
+//      and hosts trusted through `@cert-authority` lines, which libssh skips, are handled in
+//      ssh_host_certs.cpp (before the key exchange too: the host-key types to propose).
+//   5. Public-key authentication: the run's pre-decrypted key when the target names one (with
+//      its KEY-cert.pub user certificate first, when there is one; and then never the agent:
+//      0.10 ignores IdentitiesOnly), else agent + default keys.
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -28,7 +34,10 @@
 #include <libssh/libssh.h>
 #include <spdlog/spdlog.h>
 
+#include "remote/ssh_config_certs.hpp"
+#include "remote/jump_hub.hpp"
 #include "remote/ssh_session.hpp"
+#include "remote/ssh_wire.hpp"
 
 namespace tpuctl::remote::detail {
 
@@ -207,13 +216,64 @@ int ask_passphrase(const char* /*prompt*/, char* buf, size_t len, int /*echo*/, 
   return 0;
 }
 
+// A private key (unencrypted base64) with the certificate `cert` ("TYPE BASE64") attached;
+// null when either cannot be imported or the certificate is not for that key.
+ssh_key attach_certificate(const std::string& key_base64, const std::string& cert) {
+  const size_t space = cert.find(' ');
+  const std::string type = cert.substr(0, space);
+  const std::string b64 = space == std::string::npos ? "" : cert.substr(space + 1);
+  ssh_key key = nullptr;
+  ssh_key certificate = nullptr;
+  if (ssh_pki_import_privkey_base64(key_base64.c_str(), nullptr, nullptr, nullptr, &key) !=
+          SSH_OK ||
+      ssh_pki_import_cert_base64(b64.c_str(), ssh_key_type_from_name(type.c_str()), &certificate) !=
+          SSH_OK ||
+      ssh_pki_copy_cert_to_privkey(certificate, key) != SSH_OK) {
+    ssh_key_free(key);
+    ssh_key_free(certificate);
+    return nullptr;
+  }
+  ssh_key_free(certificate);
+  return key;
+}
+
+// The user certificate in `file` for identity file `path`, as "TYPE BASE64", when `file` exists
+// and holds a certificate for that key; one warning when it exists but is not usable.
+std::optional<std::string> load_user_certificate(const std::string& file, const std::string& path,
+                                                 const std::string& key_base64) {
+  std::ifstream in(file);
+  if (!in) {
+    return std::nullopt;
+  }
+  std::string type, b64;
+  in >> type >> b64;
+  const std::string cert = type + " " + b64;
+  if (type.find("-cert-v01@openssh.com") == std::string::npos || b64.empty()) {
+    spdlog::warn("'{}' is not an OpenSSH certificate; the key '{}' is offered without it", file,
+                 path);
+    return std::nullopt;
+  }
+  ssh_key key = attach_certificate(key_base64, cert);
+  if (key == nullptr) {
+    spdlog::warn("the certificate '{}' cannot be used with the key '{}' (not for that key, or a "
+                 "type libssh does not read); the key is offered without it",
+                 file, path);
+    return std::nullopt;
+  }
+  ssh_key_free(key);
+  spdlog::debug("offering the user certificate '{}' with '{}'", file, path);
+  return cert;
+}
+
 } // namespace
 
 Expected<IdentityStore> IdentityStore::load(const std::vector<const SshTarget*>& targets,
                                             const std::string& passphrase,
-                                            const PassphraseSource& source, bool agent) {
+                                            const PassphraseSource& source, bool agent,
+                                            const SshOptions* options) {
   install_thread_logging();
   IdentityStore store;
+  store.m_hubs = std::make_shared<JumpHubs>();
   for (const SshTarget* t : targets) {
     const std::string& path = t->identity_file;
     if (path.empty() || store.m_base64.count(path)) {
@@ -261,8 +321,26 @@ Expected<IdentityStore> IdentityStore::load(const std::vector<const SshTarget*>&
     }
     store.m_base64[path] = b64;
     ssh_string_free_char(b64);
+    // Its certificate: KEY-cert.pub, else a CertificateFile the ssh_config gives this host.
+    std::vector<std::string> files{path + "-cert.pub"};
+    if (options != nullptr && options->process_config) {
+      for (auto& f : certificate_files_of(options->config_file, t->address)) {
+        files.push_back(std::move(f));
+      }
+    }
+    for (const auto& file : files) {
+      if (auto cert = load_user_certificate(file, path, store.m_base64[path])) {
+        store.m_certificates[path] = *cert;
+        break;
+      }
+    }
   }
   return store;
+}
+
+const std::string* IdentityStore::certificate(const std::string& path) const {
+  auto it = m_certificates.find(path);
+  return it == m_certificates.end() ? nullptr : &it->second;
 }
 
 const std::string* IdentityStore::base64(const std::string& path) const {
@@ -274,6 +352,26 @@ ThreadKeys::~ThreadKeys() {
   for (auto& [path, key] : m_keys) {
     ssh_key_free(key);
   }
+  for (auto& [path, key] : m_certified) {
+    ssh_key_free(key);
+  }
+}
+
+ssh_key ThreadKeys::with_certificate(const IdentityStore& store, const std::string& path) {
+  auto it = m_certified.find(path);
+  if (it != m_certified.end()) {
+    return it->second;
+  }
+  const std::string* b64 = store.base64(path);
+  const std::string* cert = store.certificate(path);
+  if (b64 == nullptr || cert == nullptr) {
+    return nullptr;
+  }
+  ssh_key key = attach_certificate(*b64, *cert);
+  if (key != nullptr) {
+    m_certified[path] = key;
+  }
+  return key;
 }
 
 ssh_key ThreadKeys::get(const IdentityStore& store, const std::string& path) {
@@ -441,18 +539,14 @@ std::optional<Failure> SshSession::tcp_connect(const std::string& host, unsigned
                  "cannot connect to " + where + ": " + std::strerror(last_errno)};
 }
 
-std::optional<Failure> SshSession::connect(const SshTarget& target) {
-  m_session = ssh_new();
-  if (m_session == nullptr) {
-    return Failure{Outcome::error, "out of memory creating an ssh session"};
-  }
-  ssh_session s = m_session;
+std::optional<Failure> configure_session(ssh_session s, const SshTarget& target,
+                                         const SshOptions& options) {
   ssh_options_set(s, SSH_OPTIONS_HOST, target.address.c_str());
-  if (m_options.process_config) {
-    const char* file = m_options.config_file.empty() ? nullptr : m_options.config_file.c_str();
+  if (options.process_config) {
+    const char* file = options.config_file.empty() ? nullptr : options.config_file.c_str();
     if (ssh_options_parse_config(s, file) != SSH_OK) {
       return Failure{Outcome::error, "cannot parse ssh config '" +
-                                         (file ? m_options.config_file : "~/.ssh/config") +
+                                         (file ? options.config_file : "~/.ssh/config") +
                                          "': " + ssh_get_error(s)};
     }
   } else {
@@ -476,23 +570,65 @@ std::optional<Failure> SshSession::connect(const SshTarget& target) {
                                          "' was rejected by libssh: check its value"};
     }
   }
-  if (target.identity_file.empty() && !m_options.use_agent) {
+  if (target.identity_file.empty() && !options.use_agent) {
     ssh_options_set(s, SSH_OPTIONS_IDENTITY_AGENT, "/nonexistent/tpuctl-no-agent");
   }
   long timeout_s =
-      std::max<long>(1, static_cast<long>((m_options.connect_timeout.count() + 999) / 1000));
+      std::max<long>(1, static_cast<long>((options.connect_timeout.count() + 999) / 1000));
   ssh_options_set(s, SSH_OPTIONS_TIMEOUT, &timeout_s);
   int strict = 1;
   ssh_options_set(s, SSH_OPTIONS_STRICTHOSTKEYCHECK, &strict);
   int level = libssh_log_level();
   ssh_options_set(s, SSH_OPTIONS_LOG_VERBOSITY, &level);
+  return std::nullopt;
+}
+
+std::optional<Failure> SshSession::connect(const SshTarget& target) {
+  m_session = ssh_new();
+  if (m_session == nullptr) {
+    return Failure{Outcome::error, "out of memory creating an ssh session"};
+  }
+  ssh_session s = m_session;
+  if (auto failure = configure_session(s, target, m_options)) {
+    return failure;
+  }
 
   m_host = get_option(s, SSH_OPTIONS_HOST);
   ssh_options_get_port(s, &m_port);
   m_label = m_port == 22 ? m_host : "[" + m_host + "]:" + std::to_string(m_port);
+  if (auto failure = prepare_host_certificate(target)) {
+    return failure;
+  }
 
+  // Jump hosts: the inventory's, else ssh_config's ProxyJump (which libssh 0.10 has turned into
+  // a ProxyCommand running `ssh -W`: read back and done here instead, never run).
   std::string proxy = get_option(s, SSH_OPTIONS_PROXYCOMMAND);
-  if (proxy.empty() || proxy == "none") {
+  const std::optional<std::string> config_jump = jump_from_proxy_command(proxy);
+  const std::string jump =
+      !target.proxy_jump.empty() ? target.proxy_jump : config_jump.value_or(std::string());
+  std::vector<JumpHop> chain;
+  if (!jump.empty()) {
+    auto hops = parse_jump_spec(jump, target.proxy_jump.empty() ? "ProxyJump" : "proxy_jump");
+    if (!hops) {
+      return Failure{Outcome::error, hops.error().message};
+    }
+    chain = std::move(*hops);
+  }
+  if (!chain.empty()) {
+    JumpSocket socket =
+        m_ctx.identities.jump_hubs().open(m_ctx, m_options, target, chain, m_host, m_port);
+    if (socket.failure) {
+      return socket.failure;
+    }
+    int fd = socket.fd;
+    m_jump = std::move(socket.hub);
+    m_ctx.slot.arm(fd);
+    struct stat st {};
+    ::fstat(fd, &st);
+    m_fd = fd;
+    m_fd_inode = st.st_ino;
+    ssh_options_set(s, SSH_OPTIONS_FD, &fd); // libssh then runs no ProxyCommand
+  } else if (proxy.empty() || proxy == "none" || config_jump) {
     int fd = -1;
     if (auto failure = tcp_connect(m_host, m_port, fd)) {
       return failure;
@@ -545,8 +681,34 @@ std::optional<Failure> SshSession::check_host_key() {
     return Failure{Outcome::error, "no host key from " + m_label + ": " + ssh_get_error(m_session)};
   }
   std::string fp = fingerprint(server_key);
+  std::string server_blob;
+  if (char* b64 = nullptr; ssh_pki_export_pubkey_base64(server_key, &b64) == SSH_OK) {
+    server_blob = wire::base64_decode(b64).value_or("");
+    ssh_string_free_char(b64);
+  }
+  if (auto revoked = check_revoked(server_blob, fp)) {
+    ssh_key_free(server_key);
+    return revoked;
+  }
   enum ssh_known_hosts_e state = ssh_session_is_known_server(m_session);
   std::optional<Failure> failure;
+  bool fallback = true;
+  if (m_cert_host && (state == SSH_KNOWN_HOSTS_UNKNOWN || state == SSH_KNOWN_HOSTS_NOT_FOUND)) {
+    failure = check_host_certificate_of(server_blob, fp, fallback);
+    if (!failure) {
+      ssh_key_free(server_key);
+      return std::nullopt;
+    }
+    if (fallback && m_options.host_key_policy != HostKeyPolicy::yes) {
+      spdlog::warn("{}; trusting the plain host key instead (--strict-host-key-checking={})",
+                   failure->message,
+                   m_options.host_key_policy == HostKeyPolicy::no ? "no" : "accept-new");
+      failure.reset();
+    } else {
+      ssh_key_free(server_key);
+      return failure;
+    }
+  }
   switch (state) {
   case SSH_KNOWN_HOSTS_OK:
     break;
@@ -613,7 +775,17 @@ std::optional<Failure> SshSession::authenticate(const SshTarget& target) {
                      "identity file '" + target.identity_file + "' is not loaded (internal error)"};
     }
     offered = "the key '" + target.identity_file + "'";
-    rc = ssh_userauth_publickey(m_session, nullptr, key);
+    // Its certificate first (as ssh(1) does), then the plain key.
+    bool plain = true;
+    if (ssh_key certified = m_ctx.keys.with_certificate(m_ctx.identities, target.identity_file)) {
+      offered = "the key '" + target.identity_file + "' (with and without its certificate '" +
+                target.identity_file + "-cert.pub')";
+      rc = ssh_userauth_publickey(m_session, nullptr, certified);
+      plain = rc == SSH_AUTH_DENIED || rc == SSH_AUTH_PARTIAL;
+    }
+    if (plain) {
+      rc = ssh_userauth_publickey(m_session, nullptr, key);
+    }
   } else {
     offered = m_options.use_agent ? "ssh-agent and the default keys" : "the default keys";
     const char* pass =

@@ -9,6 +9,10 @@
 // Exit: exit-status and exit-signal both arrive as channel requests (in 0.10 a signal death
 // leaves the exit status at -1, so the signal callback is the only way to see it).
 //
+// Forwards (ExecRequest::forwards, remote/forward_pump.hpp): their listening and connected
+// sockets join the same wait as the session's socket, and they are pumped on this thread between
+// waits, so the command and its tunnels share the session without a second thread.
+//
 // Kill: closing a channel does not stop a remote command without a PTY, and sshd refuses the
 // "signal" channel request for root logins ("session signalling requires privilege separation",
 // measured with OpenSSH 9.2). So on timeout or Ctrl-C tpuctl sends the signal request (enough for
@@ -29,6 +33,7 @@
 // gone while the shell still runs is a lost connection, and the reaper signals every process
 // carrying the nonce, TERM then KILL. It runs without TPUCTL_RUN in its own environment, so it
 // never matches itself.
+#include <memory>
 #include <optional>
 #include <poll.h>
 #include <random>
@@ -39,6 +44,7 @@
 #include <libssh/server.h> // ssh_send_keepalive (it works on client sessions)
 #include <spdlog/spdlog.h>
 
+#include "remote/forward_pump.hpp"
 #include "remote/ssh_session.hpp"
 
 namespace tpuctl::remote::detail {
@@ -253,6 +259,16 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
     ssh_channel_close(ch);
     ssh_channel_free(ch);
   };
+  // Forwards first: a -R the server refuses fails the command before it starts.
+  std::unique_ptr<ForwardPump> pump;
+  if (request.forwards != nullptr) {
+    pump = std::make_unique<ForwardPump>(s, *request.forwards, m_label);
+    if (std::string why = pump->start(); !why.empty()) {
+      result.error = why;
+      ssh_channel_free(ch);
+      return result;
+    }
+  }
   if (ssh_channel_open_session(ch) != SSH_OK) {
     result.outcome = m_ctx.cancelled() ? Outcome::interrupted : Outcome::error;
     result.error = "cannot open a session channel on " + m_label + ": " + ssh_get_error(s);
@@ -448,7 +464,21 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
       auto left = std::chrono::duration_cast<milliseconds>(deadline - now).count();
       wait_ms = static_cast<int>(std::clamp<int64_t>(left, 0, slice));
     }
+    // The forwards' sockets wake the same wait; they are pumped while the command runs.
+    std::vector<pollfd> forward_fds;
+    const bool forwarding = pump && kill_phase == Kill::none && !st.closed;
+    if (forwarding) {
+      pump->want(forward_fds);
+      add_to_event(event, forward_fds);
+      if (pump->ready()) {
+        wait_ms = 0;
+      }
+    }
     int rc = ssh_event_dopoll(event, wait_ms);
+    if (forwarding) {
+      remove_from_event(event, forward_fds);
+      pump->service(forward_fds.data(), forward_fds.size());
+    }
     if (rc == SSH_ERROR || (ssh_get_status(s) & (SSH_CLOSED | SSH_CLOSED_ERROR)) != 0) {
       if (request.stream && m_ctx.cancelled()) {
         closed_stream = true; // the watcher cut it
@@ -463,6 +493,7 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
   }
   ssh_event_remove_session(event, s);
   ssh_event_free(event);
+  pump.reset(); // the tunnels end with the command
   st.flush_held_back();
 
   if (closed_stream) {

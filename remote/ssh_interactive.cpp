@@ -1,17 +1,22 @@
 // An interactive PTY session (remote/interactive.hpp): one channel with a PTY of the local
 // terminal's size, a shell or command on it, and a relay loop polling stdin and the session's
 // socket. The local terminal is put in raw mode only when stdin is one, and always restored.
-// SIGWINCH marks a pending size change, forwarded on the next turn of the loop.
+// SIGWINCH marks a pending size change, forwarded on the next turn of the loop. Port forwards
+// (ssh -L/-R with a shell, as the profiling guide's `tpu-vm ssh --ssh-flag="-4 -L ..."` opens)
+// are pumped by the same loop: their sockets join the poll (remote/forward_pump.hpp).
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <memory>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
+#include <vector>
 
 #include <libssh/libssh.h>
 
+#include "remote/forward_pump.hpp"
 #include "remote/interactive.hpp"
 #include "remote/ssh_session.hpp"
 #include "remote/worker_pool.hpp"
@@ -78,8 +83,16 @@ bool write_all(int fd, const char* data, size_t size) {
 
 } // namespace
 
-int SshSession::interactive(const std::string& command, std::string& error) {
+int SshSession::interactive(const std::string& command, std::string& error, ForwardSet* forwards,
+                            const CancelToken* cancel) {
   m_ctx.slot.disarm();
+  std::unique_ptr<ForwardPump> pump;
+  if (forwards != nullptr) {
+    pump = std::make_unique<ForwardPump>(m_session, *forwards, m_label);
+    if (error = pump->start(); !error.empty()) {
+      return 255;
+    }
+  }
   ssh_channel ch = ssh_channel_new(m_session);
   if (ch == nullptr || ssh_channel_open_session(ch) != SSH_OK) {
     error = std::string("cannot open a session channel: ") + ssh_get_error(m_session);
@@ -105,21 +118,34 @@ int SshSession::interactive(const std::string& command, std::string& error) {
   sigemptyset(&act.sa_mask);
   ::sigaction(SIGWINCH, &act, &old);
   int status = 255;
+  bool cancelled = false;
   {
     RawTerminal raw;
     bool stdin_open = true;
     char buf[16384];
+    std::vector<pollfd> fds;
     while (ssh_channel_is_open(ch) && !ssh_channel_is_eof(ch)) {
+      if (cancel != nullptr && cancel->cancelled()) {
+        cancelled = true; // SIGINT or SIGTERM: the caller reports it
+        break;
+      }
       if (g_resized) {
         g_resized = 0;
         window_size(cols, rows);
         ssh_channel_change_pty_size(ch, cols, rows);
       }
-      pollfd fds[2] = {{ssh_get_fd(m_session), POLLIN, 0}, {STDIN_FILENO, POLLIN, 0}};
-      int n = ::poll(fds, stdin_open ? 2 : 1, 200);
+      // The session, stdin while it is open, then the forwards' sockets.
+      fds.assign({{ssh_get_fd(m_session), POLLIN, 0}, {stdin_open ? STDIN_FILENO : -1, POLLIN, 0}});
+      if (pump) {
+        pump->want(fds);
+      }
+      int n = ::poll(fds.data(), fds.size(), pump && pump->ready() ? 0 : 200);
       if (n < 0 && errno != EINTR) {
         error = "poll failed";
         break;
+      }
+      if (pump && n >= 0) {
+        pump->service(fds.data() + 2, fds.size() - 2);
       }
       if (stdin_open && n > 0 && (fds[1].revents & (POLLIN | POLLHUP))) {
         ssize_t got = ::read(STDIN_FILENO, buf, sizeof buf);
@@ -155,7 +181,10 @@ int SshSession::interactive(const std::string& command, std::string& error) {
     }
   }
   ::sigaction(SIGWINCH, &old, nullptr);
-  if (error.empty()) {
+  pump.reset(); // the tunnels end with the shell
+  if (cancelled) {
+    status = 130; // the shell is left running: closing the channel hangs its terminal up
+  } else if (error.empty()) {
     int exit = ssh_channel_get_exit_status(ch);
     status = exit >= 0 ? exit : 255;
   }
@@ -167,7 +196,8 @@ int SshSession::interactive(const std::string& command, std::string& error) {
 } // namespace detail
 
 Expected<int> run_interactive(const SshTarget& target, const SshOptions& options,
-                              const std::string& command) {
+                              const std::string& command, ForwardSet* forwards,
+                              const CancelToken* cancel) {
   TPUCTL_TRY_ASSIGN(auto identities, detail::prepare_run({&target}, options));
   detail::install_thread_logging();
   detail::WorkerSlot slot;
@@ -182,7 +212,7 @@ Expected<int> run_interactive(const SshTarget& target, const SshOptions& options
                  std::string(to_string(failure->outcome)));
   }
   std::string error;
-  int status = session.interactive(command, error);
+  int status = session.interactive(command, error, forwards, cancel);
   if (!error.empty()) {
     return Error(ErrorKind::failure, target.display_name() + ": " + error,
                  std::string(to_string(Outcome::error)));

@@ -11,7 +11,10 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "remote/host_cert.hpp"
+#include "remote/forwarding.hpp"
 #include "remote/ssh_types.hpp"
 #include "util/expected.hpp"
 
@@ -19,6 +22,18 @@ struct ssh_session_struct;
 struct ssh_key_struct;
 
 namespace tpuctl::remote::detail {
+
+// Host certificates fetched for a run (ssh_host_certs.cpp): every certificate the hosts that
+// need one presented to `ssh-keyscan -c`, in one pool; a host is matched to a certificate by
+// the key it proves in its session, never by where the certificate came from.
+struct HostCertPool {
+  std::vector<SshCertificate> certs;
+  // known_hosts name -> why no certificate could be fetched for it (no ssh-keyscan, a
+  // ProxyCommand host, ssh-keyscan failed).
+  std::map<std::string, std::string> problems;
+};
+class JumpHub;
+class JumpHubs;
 
 // Decrypted identity keys for one run, loaded once before any thread starts (a passphrase-
 // protected key is decrypted once, not once per host). Kept as unencrypted base64 so that each
@@ -30,16 +45,30 @@ public:
   // allowed, SSH_AUTH_SOCK set), authentication for it goes through the agent. Errors (auth),
   // each naming the file: it cannot be read, is not a private key, its passphrase is wrong, or
   // it is encrypted and nothing gives its passphrase (saying how to give one).
+  // Each key's user certificate is KEY-cert.pub, else the first usable CertificateFile that
+  // `options`' ssh_config gives the first target naming the key (ssh_config_certs.hpp).
   static Expected<IdentityStore> load(const std::vector<const SshTarget*>& targets,
                                       const std::string& passphrase,
-                                      const PassphraseSource& source = {}, bool agent = true);
+                                      const PassphraseSource& source = {}, bool agent = true,
+                                      const SshOptions* options = nullptr);
   const std::string* base64(const std::string& path) const;
+  // The user certificate offered with `path` ("TYPE BASE64" of PATH-cert.pub), null when none.
+  const std::string* certificate(const std::string& path) const;
+  // The run's host certificates (empty when no host needed one).
+  const HostCertPool& host_certs() const { return *m_host_certs; }
+  void set_host_certs(std::shared_ptr<const HostCertPool> pool) { m_host_certs = std::move(pool); }
   // True when `path` is encrypted and left to ssh-agent.
   bool through_agent(const std::string& path) const { return m_agent.count(path) > 0; }
+  // The run's jump host sessions (jump_hub.hpp), shared by its worker threads; they end with
+  // the run (the last copy of this store) once no session uses them.
+  JumpHubs& jump_hubs() const { return *m_hubs; }
 
 private:
   std::map<std::string, std::string> m_base64;
+  std::map<std::string, std::string> m_certificates;
   std::set<std::string> m_agent;
+  std::shared_ptr<const HostCertPool> m_host_certs = std::make_shared<HostCertPool>();
+  std::shared_ptr<JumpHubs> m_hubs; // last: ended first
 };
 
 // A worker thread's own copies of the identity keys.
@@ -51,9 +80,13 @@ public:
   ~ThreadKeys();
   // The key for `path`, imported on first use; null if the store lacks it.
   ssh_key_struct* get(const IdentityStore& store, const std::string& path);
+  // Another copy of that key with its user certificate attached (what the server then sees);
+  // null when the store holds no certificate for it.
+  ssh_key_struct* with_certificate(const IdentityStore& store, const std::string& path);
 
 private:
   std::map<std::string, ssh_key_struct*> m_keys;
+  std::map<std::string, ssh_key_struct*> m_certified;
 };
 
 // Lets the thread watching the CancelToken interrupt a worker blocked in connect, key exchange
@@ -123,6 +156,9 @@ struct ExecRequest {
   std::chrono::milliseconds poll_slice{100};
   // A stream's control input (Job::input): written to its stdin as it comes, never EOF.
   std::shared_ptr<StreamInput> input;
+  // Port forwards carried while the command runs (Job::forwards): set up before the command
+  // starts (a refused -R fails it unstarted), pumped in the same loop, closed when it ends.
+  ForwardSet* forwards = nullptr;
 };
 
 struct ExecResult {
@@ -152,9 +188,15 @@ public:
   ExecResult exec(const ExecRequest& request, const ExecSink& sink);
 
   // Runs `command` (a login shell when empty) in a PTY and relays this process's stdin, stdout
-  // and window size to it until it ends (ssh_interactive.cpp). Returns the exit status (255 for
-  // a signal or a dropped connection); `error` says what went wrong, if anything.
-  int interactive(const std::string& command, std::string& error);
+  // and window size to it until it ends (ssh_interactive.cpp), carrying `forwards` (if any)
+  // meanwhile; `cancel` (SIGINT, SIGTERM) closes it. Returns the exit status (255 for a signal
+  // or a dropped connection); `error` says what went wrong, if anything.
+  int interactive(const std::string& command, std::string& error, ForwardSet* forwards = nullptr,
+                  const CancelToken* cancel = nullptr);
+
+  // ssh -N: carries `forwards` until `cancel` or the connection ends (ssh_forward.cpp).
+  // Returns what went wrong (a refused -R, the connection lost), empty when cancelled.
+  std::string forward_only(ForwardSet& forwards, const CancelToken& cancel);
 
   // Still connected (the server has not closed the session, nor has a transport error).
   bool alive() const;
@@ -162,9 +204,22 @@ public:
   // "[host]:port" or "host" as known_hosts writes it (after ~/.ssh/config mapping).
   const std::string& host_label() const { return m_label; }
 
+  // The libssh session, for the thread that owns this one (jump_hub.cpp serves channels on it).
+  ssh_session_struct* handle() const { return m_session; }
+
 private:
   std::optional<Failure> tcp_connect(const std::string& host, unsigned port, int& fd_out);
   std::optional<Failure> check_host_key();
+  // ssh_host_certs.cpp: before the key exchange, whether this host is to be trusted through a
+  // host certificate (no plain known_hosts line for it, a @cert-authority line that matches)
+  // and, if so, the plain key types its certificates certify (SSH_OPTIONS_HOSTKEYS); after it,
+  // @revoked and the certificate check on the key the server proved.
+  std::optional<Failure> prepare_host_certificate(const SshTarget& target);
+  std::optional<Failure> check_revoked(const std::string& server_blob, const std::string& fp);
+  // nullopt: accepted through a certificate; else why not (`fallback`: the plain-key policy
+  // may still take the host, as OpenSSH falls back when a certificate is not valid).
+  std::optional<Failure> check_host_certificate_of(const std::string& server_blob,
+                                                   const std::string& fp, bool& fallback);
   std::optional<Failure> authenticate(const SshTarget& target);
 
   WorkerContext& m_ctx;
@@ -174,9 +229,25 @@ private:
   unsigned m_port = 22;
   std::string m_label;
   std::string m_known_hosts;
+  std::shared_ptr<const KnownHosts> m_known; // parsed by tpuctl (markers); null: not read
+  bool m_cert_host = false;                  // trusted through a host certificate, if at all
   int m_fd = -1; // our socket; libssh 0.10 does not close an SSH_OPTIONS_FD socket
   unsigned long m_fd_inode = 0;
+  // The jump host this session goes through (its socket is m_fd): released after m_fd closes.
+  std::shared_ptr<JumpHub> m_jump;
 };
+
+// Applies `target` and `options` to a new session as connect() does (config, port, user,
+// known_hosts, extra keywords, agent, timeout, strict checking, log level). Errors: why libssh
+// refused a setting.
+std::optional<Failure> configure_session(ssh_session_struct* s, const SshTarget& target,
+                                         const SshOptions& options);
+
+// Fetches (ssh-keyscan -c, one process per distinct port) the certificates of the targets that
+// need one: no plain known_hosts line, a matching @cert-authority line. Errors (usage): a
+// known_hosts file whose marker lines are malformed (one line naming the file and line).
+Expected<std::shared_ptr<const HostCertPool>>
+fetch_host_certificates(const std::vector<const SshTarget*>& targets, const SshOptions& options);
 
 // A connected session to `target`, retrying transient failures (Failure::transient) up to
 // options.connect_retries times with backoff (0.25 s, 0.5 s, ...) and a connect timeout grown

@@ -30,6 +30,9 @@ struct SshTarget {
   // Further ssh_config keywords applied after ~/.ssh/config: ProxyCommand, Ciphers,
   // KexAlgorithms, HostKeyAlgorithms, Compression. Others are rejected before any connection.
   std::map<std::string, std::string> extra;
+  // Jump hosts (remote/jump_spec.hpp: "[user@]host[:port][,...]", or "none"), reached by
+  // tpuctl itself (remote/jump_hub.hpp). Empty: ssh_config's ProxyJump for the host, if any.
+  std::string proxy_jump;
 
   const std::string& display_name() const { return name.empty() ? address : name; }
 };
@@ -77,6 +80,7 @@ enum class Stream { out, err };
 class Spool;
 
 class StreamInput;
+class ForwardSet;
 
 // One command on one host. `command` is already shell-quoted; it runs through the remote
 // login shell. `index` is the position reported back (worker index, job order).
@@ -91,6 +95,8 @@ struct Job {
   // run_streams only: what other threads write to the running command's stdin (a stream's
   // control lines: the workload monitor's stop). Null: nothing, stdin stays open and silent.
   std::shared_ptr<StreamInput> input = nullptr;
+  // Port forwards (remote/forwarding.hpp) carried while this job's command runs; one job only.
+  std::shared_ptr<ForwardSet> forwards = nullptr;
 };
 
 // Bytes for a running stream's stdin, written from any thread: the session that runs the stream

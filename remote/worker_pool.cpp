@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "remote/jump_spec.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::remote::detail {
@@ -90,6 +91,12 @@ Expected<IdentityStore> prepare_run(const std::vector<const SshTarget*>& targets
     if (t->address.empty()) {
       problems.add(ErrorKind::usage, "host '" + t->display_name() + "' has no address");
     }
+    if (!t->proxy_jump.empty() && reported.insert("\njump " + t->proxy_jump).second) {
+      if (auto hops = parse_jump_spec(t->proxy_jump, "host '" + t->display_name() + "' proxy_jump");
+          !hops) {
+        problems.add(hops.error());
+      }
+    }
     for (const auto& [key, value] : t->extra) {
       if (!k_extra.count(util::to_lower(key)) && reported.insert(key).second) {
         problems.add(ErrorKind::usage,
@@ -102,8 +109,12 @@ Expected<IdentityStore> prepare_run(const std::vector<const SshTarget*>& targets
   if (!problems.empty()) {
     return problems.combined();
   }
-  return IdentityStore::load(targets, options.identity_passphrase, options.passphrase_source,
-                             options.use_agent);
+  TPUCTL_TRY_ASSIGN(auto store,
+                    IdentityStore::load(targets, options.identity_passphrase,
+                                        options.passphrase_source, options.use_agent, &options));
+  TPUCTL_TRY_ASSIGN(auto host_certs, fetch_host_certificates(targets, options));
+  store.set_host_certs(std::move(host_certs));
+  return store;
 }
 
 HostResult run_host(size_t index, const SshTarget& target, const SshOptions& options,

@@ -31,8 +31,10 @@ std::vector<HostResult> run_pool(size_t count, size_t batch_size, const Identity
                                  const CancelToken* cancel,
                                  const std::function<HostResult(size_t, WorkerContext&)>& task);
 
-// Loads the identity keys the targets name, after checking SshTarget::extra keywords and the
-// batch size. Errors: usage (bad option), auth (an identity file that cannot be loaded).
+// Loads the identity keys the targets name (with their user certificates), after checking
+// SshTarget::extra keywords and the batch size, then fetches the host certificates of the
+// targets trusted through a @cert-authority line (fetch_host_certificates). Errors: usage (bad
+// option, a malformed known_hosts marker line), auth (an identity file that cannot be loaded).
 Expected<IdentityStore> prepare_run(const std::vector<const SshTarget*>& targets,
                                     const SshOptions& options);
 

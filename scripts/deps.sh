@@ -11,6 +11,8 @@ packages=(
   # build
   g++ cmake ninja-build pkg-config git
   libcli11-dev libspdlog-dev nlohmann-json3-dev libssh-dev libcurl4-openssl-dev libsqlite3-dev
+  # libcrypto's headers: remote/ssh_crypto.cpp checks host-certificate signatures with it
+  libssl-dev
   # tests
   doctest-dev openssh-server openssh-client procps etcd-server etcd-client openssl
   # the fuzz smoke (bench/fuzz.sh): clang-14 is Debian 12's clang, libclang-rt-14-dev holds its

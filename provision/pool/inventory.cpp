@@ -7,6 +7,7 @@
 
 #include "provision/pool/json_fields.hpp"
 #include "provision/pool/pools.hpp"
+#include "remote/jump_spec.hpp"
 #include "util/json_lines.hpp"
 #include "util/strings.hpp"
 
@@ -109,12 +110,12 @@ Expected<Inventory> parse_inventory(const std::string& requested_pool, const std
       continue;
     }
     for (auto it = h.begin(); it != h.end(); ++it) {
-      static const std::set<std::string> k_known = {"host",    "user",   "port",  "identity_file",
-                                                    "workdir", "coords", "labels"};
+      static const std::set<std::string> k_known = {
+          "host", "user", "port", "identity_file", "workdir", "proxy_jump", "coords", "labels"};
       if (!k_known.count(it.key())) {
         problems.add(usage_error(where(base + "/" + it.key(), label + "." + it.key()) +
                                  ": unknown field (known: host, user, port, identity_file, "
-                                 "workdir, coords, labels)"));
+                                 "workdir, proxy_jump, coords, labels)"));
       }
     }
     if (!h.contains("host") || !h["host"].is_string()) {
@@ -155,6 +156,17 @@ Expected<Inventory> parse_inventory(const std::string& requested_pool, const std
         } else {
           opt.workdir = h[f].get<std::string>();
         }
+      }
+    }
+    if (h.contains("proxy_jump")) {
+      const std::string field = where(base + "/proxy_jump", label + ".proxy_jump");
+      if (!h["proxy_jump"].is_string()) {
+        problems.add(usage_error(field + ": must be a string ([user@]host[:port][,...] or none)"));
+      } else if (auto hops = remote::parse_jump_spec(h["proxy_jump"].get<std::string>(), field);
+                 !hops) {
+        problems.add(hops.error());
+      } else {
+        opt.proxy_jump = remote::to_string(*hops);
       }
     }
     if (h.contains("coords")) {
@@ -319,6 +331,7 @@ Expected<std::vector<HostEntry>> import_inventory(state::StateStore& store,
       e.user = options[i].user.empty() ? specs[i].user : options[i].user;
       e.identity_file = options[i].identity_file;
       e.workdir = options[i].workdir.empty() ? k_default_workdir : options[i].workdir;
+      e.proxy_jump = options[i].proxy_jump;
       e.coords = *pos[i];
       e.labels = options[i].labels;
       e.added_at_ms = now_ms();

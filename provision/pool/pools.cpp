@@ -7,6 +7,7 @@
 #include <set>
 
 #include "provision/pool/ownership.hpp"
+#include "remote/jump_spec.hpp"
 #include "topology/accelerator_type.hpp"
 #include "util/json_lines.hpp"
 #include "util/strings.hpp"
@@ -109,18 +110,22 @@ Json to_json(const HostEntry& h) {
   for (const auto& [k, v] : h.labels) {
     labels[k] = v;
   }
-  return Json{{"name", h.name},
-              {"address", h.address},
-              {"port", h.port},
-              {"user", h.user},
-              {"identity_file", h.identity_file},
-              {"known_hosts", h.known_hosts},
-              {"workdir", h.workdir},
-              {"coords", dims_json(h.coords)},
-              {"labels", labels},
-              {"drain_reason", h.drain_reason},
-              {"added_at_ms", h.added_at_ms},
-              {"local", h.local}};
+  Json doc{{"name", h.name},
+           {"address", h.address},
+           {"port", h.port},
+           {"user", h.user},
+           {"identity_file", h.identity_file},
+           {"known_hosts", h.known_hosts},
+           {"workdir", h.workdir},
+           {"coords", dims_json(h.coords)},
+           {"labels", labels},
+           {"drain_reason", h.drain_reason},
+           {"added_at_ms", h.added_at_ms},
+           {"local", h.local}};
+  if (!h.proxy_jump.empty()) {
+    doc["proxy_jump"] = h.proxy_jump; // only then: records without one stay as they were
+  }
+  return doc;
 }
 
 Expected<HostEntry> host_from_json(const Json& doc) {
@@ -133,6 +138,7 @@ Expected<HostEntry> host_from_json(const Json& doc) {
     h.identity_file = field_or<std::string>(doc, "identity_file", "");
     h.known_hosts = field_or<std::string>(doc, "known_hosts", "");
     h.workdir = field_or<std::string>(doc, "workdir", k_default_workdir);
+    h.proxy_jump = field_or<std::string>(doc, "proxy_jump", "");
     TPUCTL_TRY_ASSIGN(h.coords, dims_from(doc.at("coords"), "coords"));
     const Json labels = doc.value("labels", Json::object());
     for (auto it = labels.begin(); it != labels.end(); ++it) {
@@ -407,6 +413,11 @@ Expected<std::vector<HostEntry>> add_hosts(state::StateStore& store, const std::
     TPUCTL_TRY(util::validate_username(options.user));
   }
   TPUCTL_TRY(check_label_count(options.labels.size(), "a host"));
+  std::string proxy_jump;
+  if (!options.proxy_jump.empty()) {
+    TPUCTL_TRY_ASSIGN(auto hops, remote::parse_jump_spec(options.proxy_jump));
+    proxy_jump = remote::to_string(hops);
+  }
   std::vector<HostEntry> entries;
   std::vector<std::optional<Dims>> wanted;
   std::optional<Dims> coords;
@@ -423,6 +434,7 @@ Expected<std::vector<HostEntry>> add_hosts(state::StateStore& store, const std::
     e.user = s.user.empty() ? options.user : s.user;
     e.identity_file = options.identity_file;
     e.workdir = options.workdir.empty() ? k_default_workdir : options.workdir;
+    e.proxy_jump = proxy_jump;
     if (auto it = options.workdir_by_host.find(s.host); it != options.workdir_by_host.end()) {
       e.workdir = it->second;
     }
@@ -592,6 +604,7 @@ remote::SshTarget ssh_target(const PoolInfo& pool, const HostEntry& h) {
   t.user = h.user;
   t.identity_file = h.identity_file.empty() ? pool.identity_file : h.identity_file;
   t.known_hosts_file = h.known_hosts.empty() ? pool.known_hosts : h.known_hosts;
+  t.proxy_jump = h.proxy_jump;
   return t;
 }
 

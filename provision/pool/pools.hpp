@@ -56,7 +56,10 @@ struct HostEntry {
   std::string identity_file; // empty: the pool's, else ssh_config's, else agent / ~/.ssh keys
   std::string known_hosts;   // empty: the pool's, else ~/.ssh/known_hosts
   std::string workdir;       // where tpuctl writes on the host; relative to the login directory
-  Dims coords{0, 0, 0};      // position in the pool's host grid
+  // Jump hosts to reach it through ("[user@]bastion[:port][,...]", or "none" to ignore
+  // ssh_config's ProxyJump); empty: ssh_config's ProxyJump for the host, if any.
+  std::string proxy_jump;
+  Dims coords{0, 0, 0}; // position in the pool's host grid
   std::map<std::string, std::string> labels;
   std::string drain_reason; // non-empty: drained
   int64_t added_at_ms = 0;
@@ -122,6 +125,7 @@ struct AddHostsOptions {
   int port = 0; // 0: the spec's port, else 22
   std::string identity_file;
   std::string workdir;
+  std::string proxy_jump; // checked with remote::parse_jump_spec; empty: none stored
   std::map<std::string, std::string> workdir_by_host; // overrides `workdir` per host name
   std::optional<std::string> coords;                  // "x,y[,z]": only with exactly one host
   std::map<std::string, std::string> labels;

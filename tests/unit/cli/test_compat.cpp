@@ -111,6 +111,17 @@ TEST_CASE("compat: enum values are case-insensitive and take '_' for '-'") {
                                  "--termination-grace-period-seconds=5", "-t"});
 }
 
+TEST_CASE("compat: --ssh-flag's value may start with '-', as gcloud takes it; after '--' nothing "
+          "is joined") {
+  using Args = std::vector<std::string>;
+  CHECK(normalize_aliases({"tpuctl", "tpu-vm", "ssh", "n", "--ssh-flag", "-L 1:h:2", "--ssh-flag",
+                           "-N", "--", "--ssh-flag", "x"}) ==
+        Args{"tpuctl", "tpu-vm", "ssh", "n", "--ssh-flag=-L 1:h:2", "--ssh-flag=-N", "--",
+             "--ssh-flag", "x"});
+  CHECK(normalize_aliases({"tpuctl", "ssh", "q", "--ssh-flag"}) ==
+        Args{"tpuctl", "ssh", "q", "--ssh-flag"});
+}
+
 TEST_CASE("compat: gcloud's output forms: csv(...), csv[no-heading](...), none, --limit") {
   auto csv = run_cli({"topologies", "list", "--filter", "accelerator_type=v5p-8", "--format",
                       "csv(accelerator_type,topology)"});

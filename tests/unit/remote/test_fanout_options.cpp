@@ -11,9 +11,9 @@ using namespace tpuctl;
 TEST_SUITE_BEGIN("remote");
 
 TEST_CASE("remote::run_fanout reports every invalid option before connecting") {
-  remote::SshTarget good{"w0", "127.0.0.1", 1, "", "", "", {}};
-  remote::SshTarget no_address{"w1", "", 22, "", "", "", {}};
-  remote::SshTarget bad_extra{"w2", "127.0.0.1", 1, "", "", "", {{"ForwardAgent", "yes"}}};
+  remote::SshTarget good{"w0", "127.0.0.1", 1, "", "", "", {}, ""};
+  remote::SshTarget no_address{"w1", "", 22, "", "", "", {}, ""};
+  remote::SshTarget bad_extra{"w2", "127.0.0.1", 1, "", "", "", {{"ForwardAgent", "yes"}}, ""};
   remote::SshOptions opts;
   opts.batch_size = 0;
   auto r = remote::run_fanout(remote::make_jobs({good, no_address, bad_extra}, "true"), opts);
@@ -36,7 +36,7 @@ TEST_CASE("remote::push_file rejects a directory as the remote path before conne
   auto local = tmp.path() / "f";
   std::FILE* f = std::fopen(local.c_str(), "w");
   std::fclose(f);
-  remote::SshTarget t{"w0", "127.0.0.1", 1, "", "", "", {}};
+  remote::SshTarget t{"w0", "127.0.0.1", 1, "", "", "", {}, ""};
   remote::PushOptions push;
   push.local_path = local;
   auto r = remote::push_file(remote::make_push_jobs({t}, "/opt/tpuctl/"), push, {});
