@@ -279,11 +279,17 @@ TEST_CASE("security: hostile environment values, commands, labels, metadata and 
     REQUIRE_MESSAGE(argv.exit_code == 0, argv.err);
     on_every_worker("argv.", value);
     // A command that starts with '-' is a command (not found), never an option of the shell.
-    auto dash = env.run({"ssh", "s1", "--", "-rf"});
+    auto dash = env.run({"ssh", "s1", "--command=-rf"});
     CHECK(dash.exit_code == 127);
     const std::string said = dash.out + dash.err;
     CHECK_MESSAGE(said.find("-rf: ") != std::string::npos, said);
     CHECK_MESSAGE(said.find("not found") != std::string::npos, said);
+    // Right after '--' it is an ssh option, as gcloud passes those words to ssh: refused in one
+    // line before anything runs (only -L, -R, -N and -4 are taken).
+    auto option = env.run({"ssh", "s1", "--", "-rf"});
+    CHECK(option.exit_code == 2);
+    CHECK_MESSAGE(option.err.find("ssh option '-r' is not supported") != std::string::npos,
+                  option.err);
   }
 
   SUBCASE("tpuctl workload: --env and --command") {
