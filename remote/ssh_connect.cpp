@@ -34,8 +34,8 @@
 #include <libssh/libssh.h>
 #include <spdlog/spdlog.h>
 
-#include "remote/ssh_config_certs.hpp"
 #include "remote/jump_hub.hpp"
+#include "remote/ssh_config_certs.hpp"
 #include "remote/ssh_session.hpp"
 #include "remote/ssh_wire.hpp"
 
@@ -65,16 +65,6 @@ std::string seconds_text(std::chrono::milliseconds ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms.count()) / 1000.0);
   return buf;
-}
-
-std::string get_option(ssh_session s, ssh_options_e which) {
-  char* value = nullptr;
-  if (ssh_options_get(s, which, &value) != SSH_OK || value == nullptr) {
-    return "";
-  }
-  std::string out(value);
-  ssh_string_free_char(value);
-  return out;
 }
 
 // "ssh-ed25519 SHA256:..." for a public key; empty when it cannot be computed.
@@ -539,6 +529,16 @@ std::optional<Failure> SshSession::tcp_connect(const std::string& host, unsigned
                  "cannot connect to " + where + ": " + std::strerror(last_errno)};
 }
 
+std::string session_option(ssh_session s, int which) {
+  char* value = nullptr;
+  if (ssh_options_get(s, static_cast<ssh_options_e>(which), &value) != SSH_OK || value == nullptr) {
+    return "";
+  }
+  std::string out(value);
+  ssh_string_free_char(value);
+  return out;
+}
+
 std::optional<Failure> configure_session(ssh_session s, const SshTarget& target,
                                          const SshOptions& options) {
   ssh_options_set(s, SSH_OPTIONS_HOST, target.address.c_str());
@@ -593,7 +593,7 @@ std::optional<Failure> SshSession::connect(const SshTarget& target) {
     return failure;
   }
 
-  m_host = get_option(s, SSH_OPTIONS_HOST);
+  m_host = session_option(s, SSH_OPTIONS_HOST);
   ssh_options_get_port(s, &m_port);
   m_label = m_port == 22 ? m_host : "[" + m_host + "]:" + std::to_string(m_port);
   if (auto failure = prepare_host_certificate(target)) {
@@ -602,7 +602,7 @@ std::optional<Failure> SshSession::connect(const SshTarget& target) {
 
   // Jump hosts: the inventory's, else ssh_config's ProxyJump (which libssh 0.10 has turned into
   // a ProxyCommand running `ssh -W`: read back and done here instead, never run).
-  std::string proxy = get_option(s, SSH_OPTIONS_PROXYCOMMAND);
+  std::string proxy = session_option(s, SSH_OPTIONS_PROXYCOMMAND);
   const std::optional<std::string> config_jump = jump_from_proxy_command(proxy);
   const std::string jump =
       !target.proxy_jump.empty() ? target.proxy_jump : config_jump.value_or(std::string());
@@ -665,7 +665,7 @@ std::optional<Failure> SshSession::connect(const SshTarget& target) {
                          why.find("Connection closed") != std::string::npos;
     return Failure{Outcome::error, "ssh connection to " + m_label + " failed: " + why, dropped};
   }
-  m_known_hosts = get_option(s, SSH_OPTIONS_KNOWNHOSTS);
+  m_known_hosts = session_option(s, SSH_OPTIONS_KNOWNHOSTS);
   if (m_known_hosts.empty()) {
     m_known_hosts = "~/.ssh/known_hosts";
   }
@@ -759,7 +759,7 @@ std::optional<Failure> SshSession::check_host_key() {
 }
 
 std::optional<Failure> SshSession::authenticate(const SshTarget& target) {
-  std::string user = get_option(m_session, SSH_OPTIONS_USER);
+  std::string user = session_option(m_session, SSH_OPTIONS_USER);
   int rc = SSH_AUTH_ERROR;
   std::string offered;
   if (!target.identity_file.empty() && m_ctx.identities.through_agent(target.identity_file)) {

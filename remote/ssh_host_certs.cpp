@@ -34,22 +34,12 @@ namespace tpuctl::remote::detail {
 
 namespace {
 
-std::string option_text(ssh_session s, ssh_options_e which) {
-  char* value = nullptr;
-  if (ssh_options_get(s, which, &value) != SSH_OK || value == nullptr) {
-    return "";
-  }
-  std::string out(value);
-  ssh_string_free_char(value);
-  return out;
-}
-
 // The known_hosts file a configured session will read ("%d" is libssh's ~/.ssh).
 std::string known_hosts_path(ssh_session s, const SshTarget& target) {
   if (!target.known_hosts_file.empty()) {
     return target.known_hosts_file;
   }
-  std::string path = option_text(s, SSH_OPTIONS_KNOWNHOSTS);
+  std::string path = session_option(s, SSH_OPTIONS_KNOWNHOSTS);
   if (path.empty()) {
     return "~/.ssh/known_hosts";
   }
@@ -117,11 +107,11 @@ fetch_host_certificates(const std::vector<const SshTarget*>& targets, const SshO
       ssh_free(s); // connect() reports it
       continue;
     }
-    const std::string host = option_text(s, SSH_OPTIONS_HOST);
+    const std::string host = session_option(s, SSH_OPTIONS_HOST);
     unsigned port = 22;
     ssh_options_get_port(s, &port);
     const std::string file = known_hosts_path(s, *t);
-    const std::string proxy = option_text(s, SSH_OPTIONS_PROXYCOMMAND);
+    const std::string proxy = session_option(s, SSH_OPTIONS_PROXYCOMMAND);
     ssh_free(s);
     TPUCTL_TRY_ASSIGN(auto known, load_known_hosts(file));
     const std::string name = known_hosts_name(host, port);

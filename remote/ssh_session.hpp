@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "remote/host_cert.hpp"
 #include "remote/forwarding.hpp"
+#include "remote/host_cert.hpp"
 #include "remote/ssh_types.hpp"
 #include "util/expected.hpp"
 
@@ -236,6 +236,10 @@ private:
   // The jump host this session goes through (its socket is m_fd): released after m_fd closes.
   std::shared_ptr<JumpHub> m_jump;
 };
+
+// The text of one of the session's options (ssh_options_get; `which` is an ssh_options_e), ""
+// when it is unset.
+std::string session_option(ssh_session_struct* s, int which);
 
 // Applies `target` and `options` to a new session as connect() does (config, port, user,
 // known_hosts, extra keywords, agent, timeout, strict checking, log level). Errors: why libssh

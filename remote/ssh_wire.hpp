@@ -9,11 +9,13 @@
 #include <string>
 #include <string_view>
 
+#include "util/base64.hpp"
+
 namespace tpuctl::remote::wire {
 
-// Standard base64 (with or without '=' padding); nullopt when `text` is not base64.
-std::optional<std::string> base64_decode(std::string_view text);
-std::string base64_encode(std::string_view bytes, bool pad = true);
+// Standard base64 (util/base64.hpp), as .pub and known_hosts files write it.
+using util::base64_decode;
+using util::base64_encode;
 
 // "SHA256:" + unpadded base64 of the SHA-256 of `blob`, as ssh-keygen -l prints it.
 std::string fingerprint(std::string_view blob);

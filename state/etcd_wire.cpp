@@ -1,77 +1,14 @@
 #include "state/etcd_wire.hpp"
 
-#include <array>
-
 namespace tpuctl::state::etcd {
 
 namespace {
-
-constexpr char k_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::array<int, 256> decode_table() {
-  std::array<int, 256> t{};
-  t.fill(-1);
-  for (int i = 0; i < 64; ++i) {
-    t[static_cast<unsigned char>(k_alphabet[i])] = i;
-  }
-  return t;
-}
 
 std::string str(int64_t v) {
   return std::to_string(v);
 }
 
 } // namespace
-
-std::string base64_encode(std::string_view bytes) {
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 3 <= bytes.size(); i += 3) {
-    uint32_t n = (static_cast<uint8_t>(bytes[i]) << 16) |
-                 (static_cast<uint8_t>(bytes[i + 1]) << 8) | static_cast<uint8_t>(bytes[i + 2]);
-    out += k_alphabet[(n >> 18) & 63];
-    out += k_alphabet[(n >> 12) & 63];
-    out += k_alphabet[(n >> 6) & 63];
-    out += k_alphabet[n & 63];
-  }
-  size_t rest = bytes.size() - i;
-  if (rest > 0) {
-    uint32_t n = static_cast<uint8_t>(bytes[i]) << 16;
-    if (rest == 2) {
-      n |= static_cast<uint8_t>(bytes[i + 1]) << 8;
-    }
-    out += k_alphabet[(n >> 18) & 63];
-    out += k_alphabet[(n >> 12) & 63];
-    out += rest == 2 ? k_alphabet[(n >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-std::optional<std::string> base64_decode(std::string_view text) {
-  static const std::array<int, 256> k_table = decode_table();
-  while (!text.empty() && text.back() == '=') {
-    text.remove_suffix(1);
-  }
-  std::string out;
-  out.reserve(text.size() * 3 / 4);
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : text) {
-    int v = k_table[static_cast<unsigned char>(c)];
-    if (v < 0) {
-      return std::nullopt;
-    }
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  return out;
-}
 
 int64_t int64_field(const Json& object, std::string_view name) {
   if (!object.is_object()) {

@@ -19,14 +19,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/base64.hpp"
+
 namespace tpuctl::state::etcd {
 
 using Json = nlohmann::json;
 
-// Standard base64 with padding (RFC 4648 section 4).
-std::string base64_encode(std::string_view bytes);
-// Decodes standard base64 (padding optional); nullopt on a character outside the alphabet.
-std::optional<std::string> base64_decode(std::string_view text);
+// Standard base64 (util/base64.hpp): etcd's gateway sends bytes fields padded.
+using util::base64_decode;
+using util::base64_encode;
 
 // The int64 field `name` of `object`, written as a string or a number; 0 when absent or not a
 // number (the gateway omits zero values). A uint64 above INT64_MAX (member IDs) keeps its bits.

@@ -18,6 +18,7 @@
 #include "remote/fanout.hpp"
 #include "remote/local_sshd.hpp"
 #include "tests/support/helpers.hpp"
+#include "tests/support/ssh_keys.hpp"
 #include "util/process.hpp"
 #include "util/strings.hpp"
 
@@ -26,14 +27,6 @@ using remote::Outcome;
 namespace fs = std::filesystem;
 
 namespace {
-
-void keygen(const std::vector<std::string>& args) {
-  std::vector<std::string> argv{"ssh-keygen", "-q"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto r = util::run_process(argv);
-  REQUIRE(r);
-  REQUIRE_MESSAGE(r->exit_code == 0, r->err);
-}
 
 std::string key_fields(const fs::path& pub) {
   std::istringstream in(test::read_file(pub));
@@ -94,9 +87,10 @@ TEST_CASE("remote::run_fanout trusts hosts through @cert-authority, refuses bad 
   const fs::path ca = tmp.path() / "ca";
   const fs::path other_ca = tmp.path() / "other_ca";
   const fs::path user_ca = tmp.path() / "user_ca";
-  keygen({"-t", "ed25519", "-N", "", "-C", "", "-f", ca.string()});
-  keygen({"-t", "ecdsa", "-b", "256", "-N", "", "-C", "", "-f", other_ca.string()});
-  keygen({"-t", "ed25519", "-N", "", "-C", "", "-f", user_ca.string()});
+  tpuctl::test::ssh_keygen({"-t", "ed25519", "-N", "", "-C", "", "-f", ca.string()});
+  tpuctl::test::ssh_keygen(
+      {"-t", "ecdsa", "-b", "256", "-N", "", "-C", "", "-f", other_ca.string()});
+  tpuctl::test::ssh_keygen({"-t", "ed25519", "-N", "", "-C", "", "-f", user_ca.string()});
   const std::vector<std::vector<std::string>> signing{
       {"-s", ca.string(), "-n", pool.hosts[0].address},
       {"-s", ca.string(), "-n", "127.0.251.99"},
@@ -106,7 +100,7 @@ TEST_CASE("remote::run_fanout trusts hosts through @cert-authority, refuses bad 
     auto args = signing[i];
     args.insert(args.end(), {"-h", "-I", std::string("c") + std::to_string(i),
                              pool.hosts[i].host_key.string() + ".pub"});
-    keygen(args);
+    tpuctl::test::ssh_keygen(args);
     std::ofstream(pool.hosts[i].config, std::ios::app)
         << "HostCertificate " << pool.hosts[i].host_key.string() << "-cert.pub\n"
         << "TrustedUserCAKeys " << user_ca.string() << ".pub\n";
@@ -169,7 +163,8 @@ TEST_CASE("remote::run_fanout trusts hosts through @cert-authority, refuses bad 
   auto denied = remote::run_fanout({jobs[0]}, opts);
   REQUIRE(denied);
   CHECK((*denied)[0].outcome == Outcome::auth);
-  keygen({"-s", user_ca.string(), "-I", "u", "-n", pool.user, pool.client_key.string() + ".pub"});
+  tpuctl::test::ssh_keygen(
+      {"-s", user_ca.string(), "-I", "u", "-n", pool.user, pool.client_key.string() + ".pub"});
   auto in = remote::run_fanout(jobs, opts);
   REQUIRE(in);
   for (const auto& h : *in) {

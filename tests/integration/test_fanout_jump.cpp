@@ -75,14 +75,6 @@ std::vector<remote::HostResult> fan_out(const JumpSite& site,
   return *results;
 }
 
-// Each worker waits until all four worker sessions are open (the bastion's forwarded
-// connections to port 2222), then prints how many TCP connections its port 22 holds.
-const char* k_count_command =
-    "for i in $(seq 300); do "
-    "[ \"$(ss -Htn state established '( dport = :2222 )' | wc -l)\" -ge 4 ] && break; "
-    "sleep 0.1; done; "
-    "echo \"bastion-connections=$(ss -Htn state established '( sport = :22 )' | wc -l)\"";
-
 } // namespace
 
 TEST_SUITE_BEGIN("integration");
@@ -98,7 +90,9 @@ TEST_CASE("remote jump hosts: workers reachable only through a bastion share one
   }
 
   const size_t logins = site.bastion_logins();
-  auto through = fan_out(site, workers(site, site.hop), k_count_command, options(site.config));
+  auto through = fan_out(site, workers(site, site.hop),
+                         JumpSite::count_command((site.dir.path() / "barrier").string()),
+                         options(site.config));
   REQUIRE(through.size() == 4);
   for (const auto& r : through) {
     CHECK_MESSAGE(r.succeeded(), (r.host + ": " + r.error));

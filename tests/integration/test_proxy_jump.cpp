@@ -64,14 +64,6 @@ struct Cli {
   }
 };
 
-// Each worker waits until all four worker sessions are open (the bastion's forwarded connections
-// to port 2222), then prints how many TCP connections the bastion's port 22 holds.
-const char* k_count_command =
-    "for i in $(seq 300); do "
-    "[ \"$(ss -Htn state established '( dport = :2222 )' | wc -l)\" -ge 4 ] && break; "
-    "sleep 0.1; done; "
-    "echo \"bastion-connections=$(ss -Htn state established '( sport = :22 )' | wc -l)\"";
-
 } // namespace
 
 TEST_SUITE_BEGIN("integration");
@@ -99,8 +91,8 @@ TEST_CASE("proxy jump: workers reachable only through a bastion are reached in p
   CHECK(hosts[0]["proxy_jump"] == site.hop);
 
   const size_t logins_before = site.bastion_logins();
-  auto ssh = cli(
-      {"--pool", "jp", "pool", "ssh", "--ssh-config", site.config, "--command", k_count_command});
+  auto ssh = cli({"--pool", "jp", "pool", "ssh", "--ssh-config", site.config, "--command",
+                  JumpSite::count_command((site.dir.path() / "barrier-jp").string())});
   REQUIRE_MESSAGE(ssh.exit_code == 0, ssh.err);
   for (int i = 2; i <= 5; ++i) {
     CHECK(contains(ssh.out, "[127.0.252." + std::to_string(i) + "] bastion-connections=1"));
@@ -139,7 +131,7 @@ TEST_CASE("proxy jump: workers reachable only through a bastion are reached in p
   cli.add_workers("cfg", {});
   const size_t logins_cfg = site.bastion_logins();
   auto cfg = cli({"--pool", "cfg", "pool", "ssh", "--ssh-config", site.config_jump, "--command",
-                  k_count_command});
+                  JumpSite::count_command((site.dir.path() / "barrier-cfg").string())});
   REQUIRE_MESSAGE(cfg.exit_code == 0, cfg.err);
   for (int i = 2; i <= 5; ++i) {
     CHECK(contains(cfg.out, "[127.0.252." + std::to_string(i) + "] bastion-connections=1"));

@@ -18,6 +18,7 @@
 
 #include "tests/support/helpers.hpp"
 #include "tests/support/qr_env.hpp"
+#include "tests/support/ssh_keys.hpp"
 #include "util/process.hpp"
 #include "util/strings.hpp"
 
@@ -29,14 +30,6 @@ namespace fs = std::filesystem;
 TEST_SUITE_BEGIN("integration");
 
 namespace {
-
-void keygen(const std::vector<std::string>& args) {
-  std::vector<std::string> argv{"ssh-keygen", "-q"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto r = tpuctl::util::run_process(argv);
-  REQUIRE(r);
-  REQUIRE_MESSAGE(r->exit_code == 0, r->err);
-}
 
 // "TYPE BASE64" of a .pub file.
 std::string key_fields(const fs::path& pub) {
@@ -115,9 +108,10 @@ TEST_CASE("certificates: hosts trusted through @cert-authority (wrong principal,
   const fs::path ca = dir / "host_ca";
   const fs::path other_ca = dir / "other_ca";
   const fs::path user_ca = dir / "user_ca";
-  keygen({"-t", "ed25519", "-N", "", "-C", "fleet", "-f", ca.string()});
-  keygen({"-t", "ecdsa", "-b", "256", "-N", "", "-C", "other", "-f", other_ca.string()});
-  keygen({"-t", "ed25519", "-N", "", "-C", "users", "-f", user_ca.string()});
+  tpuctl::test::ssh_keygen({"-t", "ed25519", "-N", "", "-C", "fleet", "-f", ca.string()});
+  tpuctl::test::ssh_keygen(
+      {"-t", "ecdsa", "-b", "256", "-N", "", "-C", "other", "-f", other_ca.string()});
+  tpuctl::test::ssh_keygen({"-t", "ed25519", "-N", "", "-C", "users", "-f", user_ca.string()});
 
   // hosts[0] valid; [1] for another principal; [2] expired; [3] signed by another CA.
   const std::vector<std::vector<std::string>> signing{
@@ -130,7 +124,7 @@ TEST_CASE("certificates: hosts trusted through @cert-authority (wrong principal,
     auto args = signing[i];
     args.insert(args.end(),
                 {"-h", "-I", std::string("host") + std::to_string(i), key.string() + ".pub"});
-    keygen(args);
+    tpuctl::test::ssh_keygen(args);
     std::ofstream(hosts[i].dir / "sshd_config", std::ios::app)
         << "HostCertificate " << key.string() << "-cert.pub\n"
         << "TrustedUserCAKeys " << user_ca.string() << ".pub\n";
@@ -209,8 +203,8 @@ TEST_CASE("certificates: hosts trusted through @cert-authority (wrong principal,
   CHECK(denied.exit_code == 5);
   CHECK(contains(denied.err, "permission denied (publickey)"));
   const std::string user(tpuctl::util::trim(tpuctl::util::run_process({"id", "-un"})->out));
-  keygen({"-s", user_ca.string(), "-I", "alice", "-n", user, "-V", "-5m:+1h",
-          client.string() + ".pub"});
+  tpuctl::test::ssh_keygen({"-s", user_ca.string(), "-I", "alice", "-n", user, "-V", "-5m:+1h",
+                            client.string() + ".pub"});
   REQUIRE(fs::exists(client.string() + "-cert.pub"));
   auto with_cert = env.run(probe);
   CHECK_MESSAGE(with_cert.exit_code == 0, with_cert.err);

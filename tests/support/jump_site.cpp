@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include "util/process.hpp"
+#include "util/shell_quote.hpp"
 #include "util/strings.hpp"
 
 namespace fs = std::filesystem;
@@ -48,6 +49,13 @@ std::vector<int> netns_pids(const std::string& ns) {
 }
 
 } // namespace
+
+std::string JumpSite::count_command(const std::string& dir) {
+  const std::string d = util::shell_quote(dir);
+  return "mkdir -p " + d + " && mktemp -p " + d + " >/dev/null && for i in $(seq 600); do " +
+         "[ \"$(ls " + d + " | wc -l)\" -ge 4 ] && break; sleep 0.05; done; " +
+         "echo \"bastion-connections=$(ss -Htn state established '( sport = :22 )' | wc -l)\"";
+}
 
 JumpSite::JumpSite()
     : client_ns("tpt-jump-c" + std::to_string(::getpid())),

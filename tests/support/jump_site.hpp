@@ -23,6 +23,12 @@ namespace tpuctl::test {
 class JumpSite {
 public:
   static constexpr const char* k_bastion = "10.254.77.2";
+  // A command for the four workers: a barrier first (each adds a file to `dir`, then waits until
+  // four are there, so every worker's session is open at the same time; a one-shot look at the
+  // sessions would miss them, since the first workers through finish and close theirs), then
+  // how many TCP connections the bastion's port 22 holds: "bastion-connections=N". Each run
+  // needs its own `dir`.
+  static std::string count_command(const std::string& dir);
 
   JumpSite();
   ~JumpSite();

@@ -13,20 +13,13 @@
 #include "remote/ssh_crypto.hpp"
 #include "remote/ssh_wire.hpp"
 #include "tests/support/helpers.hpp"
+#include "tests/support/ssh_keys.hpp"
 #include "util/process.hpp"
 
 using namespace tpuctl;
 namespace fs = std::filesystem;
 
 namespace {
-
-void keygen(const std::vector<std::string>& args) {
-  std::vector<std::string> argv{"ssh-keygen", "-q"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  auto r = util::run_process(argv);
-  REQUIRE(r);
-  REQUIRE_MESSAGE(r->exit_code == 0, r->err);
-}
 
 // A key pair `name` of `type` ("ed25519", "ecdsa", "rsa") with `bits` when given.
 fs::path new_key(const fs::path& dir, const std::string& name, const std::string& type,
@@ -36,7 +29,7 @@ fs::path new_key(const fs::path& dir, const std::string& name, const std::string
   if (!bits.empty()) {
     args.insert(args.end(), {"-b", bits});
   }
-  keygen(args);
+  tpuctl::test::ssh_keygen(args);
   return key;
 }
 
@@ -59,7 +52,7 @@ remote::SshCertificate sign(const fs::path& ca, const fs::path& key,
   std::vector<std::string> args{"-s", ca.string(), "-I", "test-id"};
   args.insert(args.end(), extra.begin(), extra.end());
   args.push_back(key.string() + ".pub");
-  keygen(args);
+  tpuctl::test::ssh_keygen(args);
   auto cert = remote::parse_certificate(blob(key.string() + "-cert.pub"));
   REQUIRE_MESSAGE(cert, cert.error().message);
   return *cert;

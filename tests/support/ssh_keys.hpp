@@ -1,0 +1,13 @@
+// ssh-keygen for the tests that make keys, certificates and CAs (`ssh-keygen -s`).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tpuctl::test {
+
+// Runs `ssh-keygen -q ARGS...`; fails the test (REQUIRE) when it cannot run or exits non-zero,
+// with its stderr.
+void ssh_keygen(const std::vector<std::string>& args);
+
+} // namespace tpuctl::test
