@@ -238,6 +238,13 @@ Json result_json(GemmDtype dtype, int m, int n, int k, int threads, int reps,
                          {"peak_gops", round_to(kernels::host_peak_gops(kind, threads), 3)}});
   }
   j["units"] = std::move(units);
+  // The units the CPU announces that the kernels will not use, and why (a permission the
+  // kernel refused, an instruction that faulted when tried: kernels/cpu_features.hpp).
+  Json refused = Json::array();
+  for (const auto& [family, reason] : kernels::cpu_features().refused) {
+    refused.push_back(Json{{"isa", family}, {"reason", reason}});
+  }
+  j["refused_units"] = std::move(refused);
   return j;
 }
 
@@ -251,7 +258,8 @@ Error mismatch_error(GemmDtype dtype, int m, int n, const kernels::GemmCheck& c)
 }
 
 struct RunFlags {
-  int m = 0, n = 0, k = 0;
+  int m = 1024, n = 1024, k = 1024; // the target square of bench/README.md
+
   std::string dtype = "int8";
   std::string isa = "auto";
   int threads = 1;
@@ -353,9 +361,9 @@ void setup_kernel_run(CLI::App& group, Registry& registry) {
   CLI::App* run =
       registry.add(group, "run", "time the fast CPU GEMM on random data against this host's peak",
                    [run_flags](Context& ctx) { return run_kernel_run(ctx, *run_flags); });
-  run->add_option("--m", run_flags->m, "rows of A and C")->required()->type_name("M");
-  run->add_option("--n", run_flags->n, "columns of B and C")->required()->type_name("N");
-  run->add_option("--k", run_flags->k, "columns of A, rows of B")->required()->type_name("K");
+  run->add_option("--m", run_flags->m, "rows of A and C (default 1024)")->type_name("M");
+  run->add_option("--n", run_flags->n, "columns of B and C (default 1024)")->type_name("N");
+  run->add_option("--k", run_flags->k, "columns of A, rows of B (default 1024)")->type_name("K");
   run->add_option("--dtype", run_flags->dtype,
                   "int8 (exact int32 result, default), bf16 (fp32 result) or fp32")
       ->type_name("DTYPE");

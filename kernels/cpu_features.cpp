@@ -1,8 +1,18 @@
 // CPUID, XCR0 and the Linux AMX permission (amx.md sections 1 and 2). Baseline x86-64 code: the
-// only instructions it runs are cpuid and xgetbv (after checking OSXSAVE), and one syscall.
+// only instructions it runs itself are cpuid and xgetbv (after checking OSXSAVE), and syscalls.
+//
+// Announced is not the same as usable. On 2026-11-28 a KVM guest of an Intel Xeon (family 6,
+// model 207) listed avx512*, amx_tile, amx_int8 and amx_bf16, its kernel granted the tile-data
+// permission, and the first peak probe of `tpuctl kernel run` died of SIGILL (bench/README.md,
+// issue 34). So before the GEMM or a probe uses an extra unit, its probe loop runs once in a
+// forked child (fault_signal): a unit whose child dies is left out, with the reason, and the
+// GEMM falls back to the next family instead of killing the process. The child resets the fault
+// signals to their default action (a test runner's or a sanitizer's handler would report the
+// crash as its own) and dumps no core. If fork is refused, CPUID is trusted as before.
 #include "kernels/cpu_features.hpp"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -10,10 +20,14 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
-#if defined(__x86_64__) && defined(__linux__)
+#if defined(__linux__)
+#include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #endif
+
+#include "kernels/peak_probe_loops.hpp"
 
 namespace tpuctl::kernels {
 
@@ -105,6 +119,31 @@ std::string amx_hardware_problem(const Raw& r) {
   return "";
 }
 
+std::string signal_name(int sig) {
+  switch (sig) {
+  case SIGILL:
+    return "SIGILL";
+  case SIGSEGV:
+    return "SIGSEGV";
+  case SIGBUS:
+    return "SIGBUS";
+  case SIGFPE:
+    return "SIGFPE";
+  default:
+    return "signal " + std::to_string(sig);
+  }
+}
+
+// "" when `loop` runs in a child (or cannot be tried), else why not, naming `instruction`.
+std::string fault_reason(const char* announced, const char* instruction, void (*loop)(long)) {
+  const int sig = detail::fault_signal(loop);
+  if (sig <= 0) {
+    return "";
+  }
+  return std::string(announced) + ", but " + instruction + " died of " + signal_name(sig) +
+         " when tried once in a child process (a virtual machine that does not pass it through?)";
+}
+
 AmxStatus check_amx() {
   AmxStatus s;
   s.reason = amx_hardware_problem(raw());
@@ -126,6 +165,13 @@ AmxStatus check_amx() {
                "show XTILEDATA (bit 18)";
     return s;
   }
+  for (auto [instruction, loop] : {std::pair{"tdpbssd", &detail::amx_int8_loop},
+                                   std::pair{"tdpbf16ps", &detail::amx_bf16_loop}}) {
+    s.reason = fault_reason("CPUID, XCR0 and the kernel allow AMX", instruction, loop);
+    if (!s.reason.empty()) {
+      return s;
+    }
+  }
   s.usable = true;
 #else
   s.reason = "AMX needs Linux's tile-data permission; this build is not for Linux";
@@ -144,8 +190,27 @@ CpuFeatures detect() {
              bit(r.l7.b, 31);
   f.avx512_vnni = f.avx512 && bit(r.l7.c, 11);
   f.avx512_bf16 = f.avx512 && bit(r.l7_1.a, 5);
+  // Each announced family is tried once (the file's essay); one that faults is left out.
+  auto tried = [&f](bool& has, const char* family, const char* instruction, void (*loop)(long)) {
+    if (!has) {
+      return;
+    }
+    std::string why = fault_reason("CPUID and XCR0 announce it", instruction, loop);
+    if (!why.empty()) {
+      has = false;
+      f.refused.emplace_back(family, why);
+    }
+  };
+  tried(f.avx512, "avx512", "vfmadd231ps zmm", &detail::zmm_fma_loop);
+  f.avx512_vnni = f.avx512_vnni && f.avx512;
+  f.avx512_bf16 = f.avx512_bf16 && f.avx512;
+  tried(f.avx512_vnni, "avx512-vnni", "vpdpbusd zmm", &detail::zmm_vnni_loop);
+  tried(f.avx512_bf16, "avx512-bf16", "vdpbf16ps zmm", &detail::zmm_bf16_loop);
   // The AMX paths also run their epilogues and packers with AVX-512 (every AMX CPU has it).
   f.amx = f.avx512_bf16 && f.avx512_vnni && amx_status().usable;
+  if (!amx_status().usable && r.max_leaf >= 7 && bit(r.l7.d, 24)) {
+    f.refused.emplace_back("amx", amx_status().reason);
+  }
   return f;
 }
 
@@ -164,6 +229,44 @@ CpuFeatures detect() {
 #endif
 
 } // namespace
+
+namespace detail {
+
+int fault_signal(void (*loop)(long)) {
+#if defined(__linux__)
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    return -1;
+  }
+  if (pid == 0) {
+    for (int sig : {SIGILL, SIGSEGV, SIGBUS, SIGFPE}) {
+      std::signal(sig, SIG_DFL);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    const rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    loop(1);
+    ::_exit(0);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      return -1;
+    }
+  }
+  if (WIFSIGNALED(status)) {
+    return WTERMSIG(status);
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+#else
+  (void)loop;
+  return -1;
+#endif
+}
+
+} // namespace detail
 
 const AmxStatus& amx_status() {
   static const AmxStatus s = check_amx();

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 
 #include "util/hostlist.hpp"
 #include "util/shell_quote.hpp"
@@ -206,6 +207,21 @@ Status validate_env_name(std::string_view name) {
   return tpuctl::ok();
 }
 
+namespace {
+
+// A Slurm job id for the job: the same on every worker of every slice (one hash of the request's
+// uid, or of the job's host list when there is none), never 0, below 2^31 as Slurm's are.
+unsigned slurm_job_id(const SliceEnvInput& in, const std::vector<std::string>& job_hosts) {
+  const std::string key = in.slice_uid.empty() ? util::join(job_hosts, ",") : in.slice_uid;
+  std::uint32_t h = 2166136261u; // FNV-1a
+  for (unsigned char c : key) {
+    h = (h ^ c) * 16777619u;
+  }
+  return (h & 0x7fffffffu) == 0 ? 1 : (h & 0x7fffffffu);
+}
+
+} // namespace
+
 Expected<EnvVars> worker_env(const SliceEnvInput& in, int worker, EnvProfile profile,
                              const EnvVars& user_env) {
   ErrorList errors;
@@ -278,6 +294,15 @@ Expected<EnvVars> worker_env(const SliceEnvInput& in, int worker, EnvProfile pro
     add("SLURM_LOCALID", "0");
     add("SLURM_JOB_NODELIST", util::fold_hostlist(job_hosts));
     add("SLURM_NNODES", std::to_string(num_processes));
+    // What srun adds for a job step. JAX's Slurm detection keys on SLURM_JOB_ID and reads the
+    // step's node list, so jax.distributed.initialize() needs no arguments (README's recipe).
+    add("SLURM_JOB_ID", std::to_string(slurm_job_id(in, job_hosts)));
+    add("SLURM_JOB_NUM_NODES", std::to_string(num_processes));
+    add("SLURM_STEP_ID", "0");
+    add("SLURM_STEP_NODELIST", util::fold_hostlist(job_hosts));
+    add("SLURM_STEP_NUM_NODES", std::to_string(num_processes));
+    add("SLURM_STEP_NUM_TASKS", std::to_string(num_processes));
+    add("SLURM_STEP_TASKS_PER_NODE", "1(x" + std::to_string(num_processes) + ")");
     break;
   case EnvProfile::skypilot:
     add("SKYPILOT_NODE_RANK", std::to_string(process_id));

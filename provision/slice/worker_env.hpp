@@ -67,7 +67,11 @@ Status validate_env_name(std::string_view name);
 //   torchrun: RANK (global process id), WORLD_SIZE, LOCAL_RANK=0, MASTER_ADDR (global worker 0),
 //             MASTER_PORT=29500;
 //   slurm:    SLURM_PROCID, SLURM_NTASKS, SLURM_NODEID (= process id: one task per node),
-//             SLURM_LOCALID=0, SLURM_JOB_NODELIST (compressed hostlist), SLURM_NNODES;
+//             SLURM_LOCALID=0, SLURM_JOB_NODELIST (compressed hostlist), SLURM_NNODES, and
+//             srun's step variables: SLURM_JOB_ID (one per request: a hash of slice_uid, else
+//             of the job's hosts), SLURM_JOB_NUM_NODES, SLURM_STEP_ID=0, SLURM_STEP_NODELIST,
+//             SLURM_STEP_NUM_NODES, SLURM_STEP_NUM_TASKS, SLURM_STEP_TASKS_PER_NODE ("1(xN)"),
+//             so JAX's Slurm detection (jax.distributed.initialize() with no arguments) works;
 //   skypilot: SKYPILOT_NODE_RANK, SKYPILOT_NODE_IPS (newline-separated, head first),
 //             SKYPILOT_NUM_NODES, SKYPILOT_NUM_GPUS_PER_NODE=0 (TPU hosts have no GPUs; the
 //             chips per host are in TPU_CHIPS_PER_HOST_BOUNDS).

@@ -146,7 +146,7 @@ TEST_CASE("consistency: no library text: bad numbers, missing values, missing ar
   // An int flag without a validator of its own: CLI11's conversion, in tpuctl's words.
   const std::string bad_number =
       one_error(run_tpuctl({"kernel", "run", "--m", "abc", "--n", "8", "--k", "8"}));
-  CHECK(contains(bad_number, "'abc' is not a valid value for --m (M: rows of A and C)"));
+  CHECK(contains(bad_number, "'abc' is not a valid value for --m (M: rows of A and C"));
   const std::string no_value = one_error(run_tpuctl({"qr", "list", "--format"}));
   CHECK(contains(no_value, "--format needs a value"));
   const std::string missing = one_error(run_tpuctl({"pool", "import"}));

@@ -179,6 +179,17 @@ TEST_CASE("kernel run lists the host's matrix units with a measured peak for eac
   }
 }
 
+TEST_CASE("kernel run with no sizes times the 1024 x 1024 x 1024 target square") {
+  auto r = run_tpuctl({"kernel", "run", "--isa", "auto", "--k", "512", "--format", "json"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["m"] == 1024);
+  CHECK(j["n"] == 1024);
+  CHECK(j["k"] == 512); // a size given still wins
+  CHECK(j["dtype"] == "int8");
+  CHECK(j["gops_median"].get<double>() > 0);
+}
+
 TEST_CASE("kernel run rejects a bad dtype and zero sizes with exit 2, every problem reported") {
   auto r = run_tpuctl({"kernel", "run", "--m", "0", "--n", "4", "--k", "-1", "--dtype", "int4"});
   CHECK(r.exit_code == 2);
@@ -186,9 +197,6 @@ TEST_CASE("kernel run rejects a bad dtype and zero sizes with exit 2, every prob
   CHECK(r.err == "tpuctl: error: --dtype: 'int4' is not a GEMM dtype (use int8, bf16 or fp32)\n"
                  "tpuctl: error: --m: '0' is out of range (use 1 to 1048576)\n"
                  "tpuctl: error: --k: '-1' is out of range (use 1 to 1048576)\n");
-  auto missing = run_tpuctl({"kernel", "run", "--m", "4", "--n", "4"});
-  CHECK(missing.exit_code == 2);
-  CHECK(missing.err.find("--k") != std::string::npos);
   auto threads =
       run_tpuctl({"kernel", "run", "--m", "4", "--n", "4", "--k", "4", "--threads", "0"});
   CHECK(threads.exit_code == 2);

@@ -235,6 +235,34 @@ TEST_CASE("provision::worker_env profiles restate the global layout") {
     CHECK(m["SLURM_NTASKS"] == "4");
     CHECK(m["SLURM_NNODES"] == "4");
     CHECK(m["SLURM_JOB_NODELIST"] == "node[01-04]");
+    // What JAX's Slurm detection reads (jax.distributed.initialize() with no arguments).
+    CHECK(m["SLURM_STEP_NODELIST"] == "node[01-04]");
+    CHECK(m["SLURM_STEP_NUM_NODES"] == "4");
+    CHECK(m["SLURM_STEP_TASKS_PER_NODE"] == "1(x4)");
+    CHECK_FALSE(m["SLURM_JOB_ID"].empty());
+    CHECK(m["SLURM_JOB_ID"].find_first_not_of("0123456789") == std::string::npos);
+  }
+  SUBCASE("slurm gives every worker of every slice one job id, and another job another") {
+    auto in = qr_slice(1);
+    in.job_hostnames = {"qr-0-0", "qr-0-1", "qr-0-2", "qr-0-3",
+                        "qr-1-0", "qr-1-1", "qr-1-2", "qr-1-3"};
+    in.slice_uid = "uid-a";
+    auto a1 = worker_env(in, 1, EnvProfile::slurm);
+    auto a3 = worker_env(in, 3, EnvProfile::slurm);
+    auto first = qr_slice(0);
+    first.job_hostnames = in.job_hostnames;
+    first.slice_uid = "uid-a";
+    auto a0 = worker_env(first, 0, EnvProfile::slurm);
+    in.slice_uid = "uid-b";
+    auto b1 = worker_env(in, 1, EnvProfile::slurm);
+    REQUIRE(a1);
+    REQUIRE(a3);
+    REQUIRE(a0);
+    REQUIRE(b1);
+    CHECK(as_map(*a1)["SLURM_JOB_ID"] == as_map(*a3)["SLURM_JOB_ID"]);
+    CHECK(as_map(*a1)["SLURM_JOB_ID"] == as_map(*a0)["SLURM_JOB_ID"]);
+    CHECK(as_map(*a1)["SLURM_JOB_ID"] != as_map(*b1)["SLURM_JOB_ID"]);
+    CHECK(as_map(*a1)["SLURM_STEP_NODELIST"] == "qr-0-[0-3],qr-1-[0-3]");
   }
   SUBCASE("slurm and skypilot across slices list every worker, slice 0 first") {
     auto in = qr_slice(1);
