@@ -6,6 +6,7 @@
 // add-hosts --proxy-jump` then `pool ssh` on every worker over exactly one bastion connection
 // (counted by `ss` in the site while all four worker sessions are open, and by the bastion's
 // auth log); `pool scp`; provisioning a queued resource (the agent push) and `ssh --worker=all`;
+// an interactive shell and a `-N -L` tunnel on one worker;
 // a ProxyJump from an ssh_config (--ssh-config) instead of the inventory, and `ProxyJump none`;
 // an unknown bastion host key refused naming the bastion; a bad --proxy-jump refused in one
 // line with nothing stored. Needs root (ip netns): without it the test fails saying so.
@@ -19,6 +20,7 @@
 #include "tests/support/helpers.hpp"
 #include "tests/support/jump_site.hpp"
 #include "util/process.hpp"
+#include "util/shell_quote.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -123,6 +125,29 @@ TEST_CASE("proxy jump: workers reachable only through a bastion are reached in p
     ++oks;
   }
   CHECK(oks == 4);
+
+  // An interactive shell (no command; stdin a pipe, as a script drives one) and a -L tunnel, both
+  // through the bastion. The shell must evaluate what it reads; the tunnel, from worker 0 to
+  // worker 1's sshd, must bring that server's banner back to this side, then stop on SIGINT
+  // with exit 0 (`set -m`: a background job of a script would otherwise ignore SIGINT).
+  const std::string ssh_w0 = tpuctl::util::shell_quote(tpuctl::test::tpuctl_binary()) +
+                             " --pool jp ssh q1 --worker 0 --ssh-config " +
+                             tpuctl::util::shell_quote(site.config);
+  auto shell =
+      site.run_in_client({"bash", "-c", "printf 'echo shell-$((6*7))\\nexit\\n' | " + ssh_w0},
+                         scratch_env(site.dir.path()));
+  CHECK_MESSAGE(contains(shell.out, "shell-42"), shell.out << shell.err);
+  auto tunnel = site.run_in_client(
+      {"bash", "-c",
+       "set -m; " + ssh_w0 +
+           " -- -N -L 16006:127.0.252.3:2222 & pid=$!; for i in $(seq 400); do "
+           "banner=$( (exec 3<>/dev/tcp/127.0.0.1/16006 && head -c 7 <&3) 2>/dev/null ) && "
+           "[ -n \"$banner\" ] && break; sleep 0.05; done; echo \"banner=$banner\"; "
+           "kill -INT $pid; wait $pid; echo \"exit=$?\""},
+      scratch_env(site.dir.path()));
+  CHECK_MESSAGE(contains(tunnel.out, "banner=SSH-2.0"), tunnel.out << tunnel.err);
+  CHECK_MESSAGE(contains(tunnel.out, "exit=0"), tunnel.out << tunnel.err);
+
   auto deleted =
       cli({"--pool", "jp", "qr", "delete", "q1", "--force", "--ssh-config", site.config});
   CHECK_MESSAGE(deleted.exit_code == 0, deleted.err);
