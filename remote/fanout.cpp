@@ -47,6 +47,7 @@ void exec_on(SshSession& session, const ExecRequest& request, bool keep_output,
     if (out.events->wants_lines()) {
       split_out.finish(emit_out);
       split_err.finish(emit_err);
+      out.events->lines_flush();
     }
   };
   ExecSink sink = [&](Stream stream, const char* data, size_t size) {
@@ -69,6 +70,7 @@ void exec_on(SshSession& session, const ExecRequest& request, bool keep_output,
       } else {
         split_err.feed(std::string_view(data, size), emit_err);
       }
+      out.events->lines_flush();
     }
   };
   ExecRequest held = request;

@@ -159,6 +159,7 @@ Expected<std::vector<HostResult>> pull_file(const std::vector<PullJob>& jobs,
   std::map<size_t, HostResult> settled;
   FanoutCallbacks cb;
   cb.on_line = callbacks.on_line;
+  cb.on_lines_flush = callbacks.on_lines_flush;
   cb.on_host_done = [&](const HostResult& done) {
     HostResult r = done;
     size_t i = position.at(r.index);

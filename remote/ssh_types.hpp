@@ -177,6 +177,10 @@ struct HostLine {
 struct FanoutCallbacks {
   std::function<void(const HostLine&)> on_line;
   std::function<void(const HostResult&)> on_host_done;
+  // Called after on_line has had every line of one piece of a host's output as it arrived (and
+  // after a host's last, unterminated line): where a printer that buffers lines flushes them,
+  // one write per arrival instead of one per line, with no line held back past its arrival.
+  std::function<void()> on_lines_flush;
 };
 
 // Set from a SIGINT handler (cancel() is async-signal-safe): running commands are killed and

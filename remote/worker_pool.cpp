@@ -19,6 +19,14 @@ void EventSink::line(const HostLine& line) {
   m_callbacks.on_line(line);
 }
 
+void EventSink::lines_flush() {
+  if (!m_callbacks.on_lines_flush) {
+    return;
+  }
+  std::lock_guard lock(m_mutex);
+  m_callbacks.on_lines_flush();
+}
+
 void EventSink::host_done(const HostResult& result) {
   if (!m_callbacks.on_host_done) {
     return;

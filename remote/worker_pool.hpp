@@ -16,6 +16,7 @@ public:
   explicit EventSink(const FanoutCallbacks& callbacks) : m_callbacks(callbacks) {}
   bool wants_lines() const { return static_cast<bool>(m_callbacks.on_line); }
   void line(const HostLine& line);
+  void lines_flush(); // FanoutCallbacks::on_lines_flush, if set
   void host_done(const HostResult& result);
 
 private:
