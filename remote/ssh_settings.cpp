@@ -29,6 +29,12 @@ Expected<SshOptions> with_settings(SshOptions base, const SshSettings& settings)
   }
   if (!settings.passphrase_file.empty()) {
     base.passphrase_source = passphrase_source(settings.passphrase_file);
+    // Keys tpuctl does not load itself (an ssh_config's IdentityFile, the default keys) are
+    // decrypted by libssh's own key loop, which takes one passphrase: the file's, read here
+    // once. A file that cannot be read leaves it unset; loading a key that needs it says why.
+    if (auto pass = base.passphrase_source(settings.passphrase_file)) {
+      base.identity_passphrase = *pass;
+    }
   }
   if (settings.connect_timeout_ms > 0) {
     base.connect_timeout = std::chrono::milliseconds(settings.connect_timeout_ms);
