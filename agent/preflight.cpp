@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "agent/tcp.hpp"
+#include "util/time_text.hpp"
 
 namespace tpuctl::agent {
 
@@ -114,12 +115,6 @@ void send_all(int fd, const std::string& text) {
     }
     off += static_cast<size_t>(n);
   }
-}
-
-int64_t unix_ms() {
-  return std::chrono::duration_cast<milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 } // namespace
@@ -426,7 +421,7 @@ Expected<PreflightResult> run_preflight(const PreflightOptions& options) {
   if (options.kernel_check) {
     result.kernel = run_kernel_check(options.corrupt_kernel);
   }
-  result.clock_ms = unix_ms();
+  result.clock_ms = util::unix_now_ms();
   result.duration_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
   return result;
 }

@@ -18,18 +18,13 @@
 
 #include "util/private_files.hpp"
 #include "util/process_tree.hpp"
+#include "util/time_text.hpp"
 
 namespace tpuctl::agent {
 
 using Json = nlohmann::json;
 
 namespace {
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Writes `text` to `path` through a temporary file and rename(), so readers never see half.
 void write_atomically(const std::string& path, const std::string& text) {
@@ -78,7 +73,8 @@ std::string signal_name(int sig) {
     indexed = st.st_size;
     int fd = ::open(index_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd >= 0) {
-      util::write_all(fd, std::to_string(now_ms()) + " " + std::to_string(indexed) + "\n");
+      util::write_all(fd,
+                      std::to_string(util::unix_now_ms()) + " " + std::to_string(indexed) + "\n");
       ::close(fd);
     }
   };
@@ -114,7 +110,7 @@ std::string signal_name(int sig) {
   // setsid (process_tree.hpp): stopping the workload walks this tree, never the process table.
   // Before the fork: an orphan made at once must not go to init.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  const int64_t started = now_ms();
+  const int64_t started = util::unix_now_ms();
   pid_t child = ::fork();
   if (child < 0) {
     fail("cannot fork the command");
@@ -135,7 +131,7 @@ std::string signal_name(int sig) {
               {"pid", static_cast<int>(child)},
               {"started_ms", started}};
   write_atomically(status_path, status.dump() + "\n");
-  write_atomically(heartbeat_path, std::to_string(now_ms()) + "\n");
+  write_atomically(heartbeat_path, std::to_string(util::unix_now_ms()) + "\n");
   index_log();
   util::write_all(ready, "ok " + std::to_string(self) + " " + std::to_string(child) + "\n");
   ::close(ready);
@@ -174,7 +170,7 @@ std::string signal_name(int sig) {
       }
     }
     if (now >= next_beat) {
-      write_atomically(heartbeat_path, std::to_string(now_ms()) + "\n");
+      write_atomically(heartbeat_path, std::to_string(util::unix_now_ms()) + "\n");
       index_log();
       next_beat = now + o.heartbeat_interval;
     }
@@ -202,7 +198,7 @@ std::string signal_name(int sig) {
     }
   }
   status["state"] = "exited";
-  status["finished_ms"] = now_ms();
+  status["finished_ms"] = util::unix_now_ms();
   status["stopped"] = stopping;
   if (WIFEXITED(wait_status)) {
     status["exit_code"] = WEXITSTATUS(wait_status);
@@ -210,7 +206,7 @@ std::string signal_name(int sig) {
     status["exit_code"] = 128 + WTERMSIG(wait_status);
     status["signal"] = signal_name(WTERMSIG(wait_status));
   }
-  write_atomically(heartbeat_path, std::to_string(now_ms()) + "\n");
+  write_atomically(heartbeat_path, std::to_string(util::unix_now_ms()) + "\n");
   index_log();
   write_atomically(status_path, status.dump() + "\n");
   ::_exit(0);
@@ -298,8 +294,10 @@ Expected<Supervised> start_supervised(const SuperviseOptions& o) {
 }
 
 Json supervised_status(const std::string& dir) {
-  Json out{
-      {"now_ms", now_ms()}, {"status", nullptr}, {"heartbeat_ms", 0}, {"supervisor_alive", false}};
+  Json out{{"now_ms", util::unix_now_ms()},
+           {"status", nullptr},
+           {"heartbeat_ms", 0},
+           {"supervisor_alive", false}};
   std::ifstream status(dir + "/status.json");
   if (status) {
     std::stringstream text;

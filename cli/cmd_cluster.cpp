@@ -104,6 +104,9 @@ std::vector<std::string> background_resize(const ClusterFlags& f) {
   if (!f.timeout.empty()) {
     args.insert(args.end(), {"--timeout", f.timeout});
   }
+  if (f.override_owner) {
+    args.emplace_back("--override-owner");
+  }
   return args;
 }
 
@@ -111,6 +114,15 @@ Expected<int> run_resize(Context& ctx, const ClusterFlags& f, state::StateStore&
                          const provision::ClusterRequest& req,
                          const provision::ProvisionOptions& provision,
                          const provision::ResizeWait& wait, const Cluster& existing) {
+  // Resizing another owner's cluster (a shrink evicts its workloads, a grow charges its project)
+  // needs the intent, as deleting it does; recorded once the resize is done.
+  std::vector<state::Event> overrides;
+  if (req.num_slices != existing.num_slices) {
+    TPUCTL_TRY(provision::check_owner_intent(store,
+                                             {state::Kind::cluster, req.pool, existing.name,
+                                              existing.owner, "cluster '" + existing.name + "'"},
+                                             "resize", f.override_owner, overrides));
+  }
   TPUCTL_TRY_ASSIGN(auto workloads, provision::list_workloads(store, req.pool, req.name));
   provision::ensure_monitors(launcher(ctx), store, workloads);
   if (f.async && req.num_slices > existing.num_slices) {
@@ -134,6 +146,7 @@ Expected<int> run_resize(Context& ctx, const ClusterFlags& f, state::StateStore&
   TPUCTL_TRY_ASSIGN(auto resized, provision::resize_cluster(
                                       store, req, f.force, provision, wait, state::system_clock(),
                                       [&](const std::string& line) { progress->line(line); }));
+  TPUCTL_TRY(provision::record_overrides(store, overrides));
   TPUCTL_TRY_ASSIGN(Json j, describe_json(store, resized.cluster));
   j["resize"] = Json{{"from", resized.from},       {"to", resized.cluster.num_slices},
                      {"added", resized.added},     {"removed", resized.removed},
@@ -360,6 +373,8 @@ void setup_cluster(CLI::App& group, Registry& registry) {
   create->add_flag("--async", f->async, "return at once; a background tpuctl carries it on");
   create->add_flag("--force", f->force,
                    "resizing: remove held slices too, evicting their workloads with their grace");
+  create->add_flag("--override-owner", f->override_owner,
+                   "resizing another owner's cluster: do it anyway, recorded");
   create->add_option("--timeout", f->timeout, "stop waiting after this long (exit 3; 0: no limit)")
       ->type_name("D")
       ->check(timeout_duration());

@@ -72,7 +72,7 @@ void add_create(CLI::App& group, Registry& registry) {
       ->type_name("CHIPS");
 }
 
-void add_list(CLI::App& group, Registry& registry) {
+void add_pool_list(CLI::App& group, Registry& registry) {
   registry.add(group, "list", "list pools", [](Context& ctx) -> Expected<int> {
     TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
     TPUCTL_TRY_ASSIGN(auto pools, provision::list_pools(*store));
@@ -96,7 +96,7 @@ void add_list(CLI::App& group, Registry& registry) {
   });
 }
 
-void add_describe(CLI::App& group, Registry& registry) {
+void add_pool_describe(CLI::App& group, Registry& registry) {
   auto name = std::make_shared<std::string>();
   CLI::App* cmd = registry.add(
       group, "describe", "show a pool: its host grid, free blocks and hosts",
@@ -379,8 +379,8 @@ void add_import(CLI::App& group, Registry& registry) {
 
 void setup_pool(CLI::App& group, Registry& registry) {
   add_create(group, registry);
-  add_list(group, registry);
-  add_describe(group, registry);
+  add_pool_list(group, registry);
+  add_pool_describe(group, registry);
   add_delete(group, registry);
   add_add_hosts(group, registry);
   add_remove_hosts(group, registry);

@@ -65,7 +65,7 @@ void add_set(CLI::App& group, Registry& registry) {
       "set-admins) and its owner may set quotas; each change is an event (QUOTA_SET).");
 }
 
-void add_list(CLI::App& group, Registry& registry) {
+void add_quota_list(CLI::App& group, Registry& registry) {
   CLI::App* cmd =
       registry.add(group, "list", "every project's quota, what it holds and its fair share",
                    [](Context& ctx) -> Expected<int> {
@@ -128,7 +128,7 @@ void setup_pool_quota(CLI::App& pool_group, Registry& registry) {
   CLI::App* group = pool_group.add_subcommand(
       "quota", "chip quotas per project: set, list, unset (Google Cloud's TPU quotas)");
   add_set(*group, registry);
-  add_list(*group, registry);
+  add_quota_list(*group, registry);
   add_unset(*group, registry);
 }
 

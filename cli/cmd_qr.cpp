@@ -396,7 +396,7 @@ struct ListFlags {
   std::string timeout;
 };
 
-void add_list(CLI::App& group, Registry& registry) {
+void add_qr_list(CLI::App& group, Registry& registry) {
   auto f = std::make_shared<ListFlags>();
   CLI::App* cmd = registry.add(
       group, "list", "queued resources of the pool, oldest first",
@@ -437,7 +437,7 @@ void add_list(CLI::App& group, Registry& registry) {
               "labels.team=ml') and print fields with --format 'value(id,state)'.");
 }
 
-void add_describe(CLI::App& group, Registry& registry) {
+void add_qr_describe(CLI::App& group, Registry& registry) {
   auto id = std::make_shared<std::string>();
   CLI::App* cmd = registry.add(
       group, "describe", "state, history, workers in worker order, pending reason or error",
@@ -458,8 +458,8 @@ void add_qr_lifecycle(CLI::App& group, Registry& registry); // cmd_qr_lifecycle.
 
 void setup_queued_resources(CLI::App& group, Registry& registry) {
   add_qr_create(group, registry, false);
-  add_list(group, registry);
-  add_describe(group, registry);
+  add_qr_list(group, registry);
+  add_qr_describe(group, registry);
   add_qr_lifecycle(group, registry);
   setup_slice_ssh_scp(group, registry, true);
 }

@@ -13,6 +13,7 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/state_access.hpp"
+#include "provision/pool/pools.hpp"
 #include "provision/workload/workload_check.hpp"
 #include "state/backup.hpp"
 #include "state/location.hpp"
@@ -148,6 +149,9 @@ void add_restore(CLI::App& group, Registry& registry) {
       group, "restore", "restore a backup into the store (a non-empty one only with --force)",
       [f](Context& ctx) -> Expected<int> {
         TPUCTL_TRY_ASSIGN(auto store, open_store_only(ctx, ctx.globals.state, Access::create));
+        if (f->force) { // replacing every pool there: each one's admins may
+          TPUCTL_TRY(provision::require_admin_of_every_pool(*store, "restore a backup over"));
+        }
         TPUCTL_TRY_ASSIGN(auto report, state::restore_store(f->file, *store, f->force));
         Json out{{"file", f->file},
                  {"to", store->info().location},
@@ -168,7 +172,8 @@ void add_restore(CLI::App& group, Registry& registry) {
   cmd->footer("The backup is checked before anything changes. On SQLite the restore is one\n"
               "transaction; on etcd it is several commits: stop other tpuctl processes first.\n"
               "Requests that were provisioning when the backup was taken are carried on by the\n"
-              "next command.\n");
+              "next command. With --force, the caller must be allowed to change every pool\n"
+              "the store holds (each pool's admins and owner, see 'tpuctl pool set-admins').\n");
 }
 
 void add_check(CLI::App& group, Registry& registry) {

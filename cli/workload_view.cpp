@@ -14,14 +14,6 @@ namespace tpuctl::cli {
 using provision::WorkerState;
 using provision::WorkloadState;
 
-namespace {
-
-int64_t now_ms() {
-  return state::to_unix_ms(state::system_clock()());
-}
-
-} // namespace
-
 std::string goodput_line(const provision::Goodput& g) {
   auto d = [](int64_t ms) { return util::format_duration(std::chrono::milliseconds(ms)); };
   char pct[16];
@@ -78,7 +70,7 @@ Json workload_json(const provision::Workload& w) {
   // The queue's view (fill_queue_view), not stored with the workload.
   j["queue_position"] = w.queue_position > 0 ? Json(w.queue_position) : Json(); // null: not queued
   j["head_of_queue_since"] = time_json(w.head_since_ms);
-  j["goodput"] = provision::to_json(provision::goodput_of(w, now_ms()));
+  j["goodput"] = provision::to_json(provision::goodput_of(w, util::unix_now_ms()));
   j["running"] = running;
   j["worker_count"] = static_cast<int>(w.workers.size());
   j["workers"] = std::move(workers);
@@ -121,7 +113,7 @@ void print_workload(std::ostream& os, const provision::Workload& w) {
                : std::string())
        << w.message << "\n";
   }
-  os << goodput_line(provision::goodput_of(w, now_ms())) << "\n";
+  os << goodput_line(provision::goodput_of(w, util::unix_now_ms())) << "\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& x : w.workers) {
     const Json j = workload_worker_json(x);
@@ -143,7 +135,7 @@ Json cluster_json(const provision::Cluster& c, const std::optional<provision::Qu
   Json wl = Json::array();
   int running = 0;
   provision::Goodput goodput; // summed over the cluster's workloads
-  const int64_t now = now_ms();
+  const int64_t now = util::unix_now_ms();
   for (const auto& w : workloads) {
     const provision::Goodput one = provision::goodput_of(w, now);
     wl.push_back(Json{

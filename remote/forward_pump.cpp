@@ -8,7 +8,7 @@
 //
 // Flow control: bytes from the socket are read only while the channel's window (what the peer
 // still accepts) is open, at most that much; bytes from the channel are read only while the
-// socket's pending buffer is below k_max_pending, and libssh gives the peer more window only as
+// socket's pending buffer is below k_pump_pending, and libssh gives the peer more window only as
 // they are read. So a slow reader on either side slows its writer down instead of filling memory,
 // and the socket is not polled for input while the window is shut (no busy loop).
 //
@@ -30,12 +30,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include "remote/ssh_session.hpp"
+
 namespace tpuctl::remote::detail {
 
 namespace {
 
-constexpr size_t k_max_pending = 256 * 1024; // channel bytes waiting for the socket
-constexpr size_t k_chunk = 32 * 1024;
 constexpr int k_accepts_per_turn = 16;
 
 std::string peer_of(const sockaddr_storage& ss, std::string& host, int& port) {
@@ -138,7 +138,7 @@ void ForwardPump::want(std::vector<pollfd>& fds) const {
 
 bool ForwardPump::ready() const {
   for (const auto& t : m_tunnels) {
-    if (t->state == Tunnel::State::open && t->to_socket.size() < k_max_pending &&
+    if (t->state == Tunnel::State::open && t->to_socket.size() < k_pump_pending &&
         ssh_channel_poll(t->channel, 0) > 0) {
       return true;
     }
@@ -310,9 +310,9 @@ void ForwardPump::pump(Tunnel& t, short revents) {
     }
     t.state = Tunnel::State::open;
   }
-  char buf[k_chunk];
+  char buf[k_pump_chunk];
   // Channel -> socket.
-  while (t.to_socket.size() < k_max_pending) {
+  while (t.to_socket.size() < k_pump_pending) {
     const int got = ssh_channel_read_nonblocking(t.channel, buf, sizeof buf, 0);
     if (got > 0) {
       t.to_socket.append(buf, static_cast<size_t>(got));
@@ -340,7 +340,7 @@ void ForwardPump::pump(Tunnel& t, short revents) {
   // Socket -> channel, within the window.
   if (!t.socket_eof && (revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
     size_t moved = 0;
-    while (moved < k_max_pending) {
+    while (moved < k_pump_pending) {
       const uint32_t window = ssh_channel_window_size(t.channel);
       if (window == 0) {
         break;

@@ -37,8 +37,6 @@ namespace tpuctl::remote::detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr size_t k_chunk = 32 * 1024;
-constexpr size_t k_buffered = 256 * 1024; // channel bytes waiting for a slow socket, per pump
 
 struct Request {
   std::string host;
@@ -239,7 +237,7 @@ private:
     // worker -> channel, as far as the window allows
     for (uint32_t window = ssh_channel_window_size(p.channel); window > 0;
          window = ssh_channel_window_size(p.channel)) {
-      ssize_t n = ::read(p.fd, buf, std::min<size_t>(window, k_chunk));
+      ssize_t n = ::read(p.fd, buf, std::min<size_t>(window, k_pump_chunk));
       if (n > 0) {
         if (ssh_channel_write(p.channel, buf, static_cast<uint32_t>(n)) != n) {
           p.done = true;
@@ -254,8 +252,8 @@ private:
       return;
     }
     // channel -> worker, through a bounded buffer
-    while (!p.channel_eof && p.to_fd.size() < k_buffered) {
-      int n = ssh_channel_read_nonblocking(p.channel, buf, k_chunk, 0);
+    while (!p.channel_eof && p.to_fd.size() < k_pump_pending) {
+      int n = ssh_channel_read_nonblocking(p.channel, buf, k_pump_chunk, 0);
       if (n > 0) {
         p.to_fd.append(buf, static_cast<size_t>(n));
       } else if (n == SSH_EOF) {
@@ -293,7 +291,7 @@ private:
   void serve(ssh_session s) {
     std::vector<Opening> openings;
     std::vector<Pump> pumps;
-    std::vector<char> buf(k_chunk);
+    std::vector<char> buf(k_pump_chunk);
     std::optional<Failure> lost;
     while (true) {
       std::vector<std::shared_ptr<Request>> fresh;

@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <map>
 #include <memory>
-#include <random>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,13 +23,6 @@ namespace tpuctl::remote {
 namespace {
 
 constexpr int k_not_a_file_exit = 3;
-
-std::string random_suffix() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(rng()));
-  return buf;
-}
 
 // One host's local side: the temporary file and the running hash.
 struct Receiver {
@@ -69,12 +61,6 @@ struct Receiver {
   }
 };
 
-std::string last_line(const std::string& text) {
-  std::string_view t = util::trim(text);
-  size_t nl = t.rfind('\n');
-  return std::string(nl == std::string_view::npos ? t : t.substr(nl + 1));
-}
-
 // Turns a finished host into its final result: rename on a verified copy, else remove.
 void settle(HostResult& r, Receiver& rx, const PullJob& job) {
   if (rx.fd >= 0) {
@@ -94,10 +80,10 @@ void settle(HostResult& r, Receiver& rx, const PullJob& job) {
     return fail("'" + job.remote_path + "' is not a regular file on " + r.host);
   }
   if (!r.succeeded()) {
-    std::string why = r.error.empty() ? last_line(rx.tail) : r.error;
+    std::string why = r.error.empty() ? util::last_line(rx.tail) : r.error;
     return fail(why.empty() ? "the remote copy failed" : why);
   }
-  auto words = util::split(last_line(rx.tail), ' ');
+  auto words = util::split(util::last_line(rx.tail), ' ');
   std::string local = rx.hash.hex_digest();
   if (words.size() < 2 || words[1] != local) {
     return fail("sha256 of '" + job.remote_path + "' on " + r.host + " is " +
@@ -136,7 +122,7 @@ Expected<std::vector<HostResult>> pull_file(const std::vector<PullJob>& jobs,
   for (const auto& pj : jobs) {
     auto rx = std::make_unique<Receiver>();
     rx->temp = pj.local_path;
-    rx->temp += ".tpuctl-" + random_suffix();
+    rx->temp += ".tpuctl-" + util::random_hex_id();
     rx->fd = ::open(rx->temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (rx->fd < 0) {
       rx->error = "cannot create " + rx->temp.string() + ": " + std::strerror(errno);

@@ -9,7 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <sys/stat.h>
 
@@ -32,26 +31,10 @@ std::string octal(unsigned mode) {
   return buf;
 }
 
-std::string random_suffix() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  static constexpr char k_alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-  std::string out;
-  for (int i = 0; i < 12; ++i) {
-    out += k_alnum[rng() % 36];
-  }
-  return out;
-}
-
 // `dest` as the shell word the scripts assign to d: a relative path that starts with '-' gets
 // "./" in front, so no command in the scripts (rm, chmod, mv) can take it for an option.
 std::string dest_word(const std::string& dest) {
   return util::shell_quote_path(util::starts_with(dest, "-") ? "./" + dest : dest);
-}
-
-std::string last_line(const std::string& text) {
-  std::string_view t = util::trim(text);
-  size_t nl = t.rfind('\n');
-  return std::string(nl == std::string_view::npos ? t : t.substr(nl + 1));
 }
 
 } // namespace
@@ -88,7 +71,7 @@ void push_on(SshSession& session, const std::string& remote_path, const PushPayl
     fill(e);
     if (e.outcome != Outcome::ok) {
       if (r.error.empty()) {
-        r.error = "cannot check '" + remote_path + "': " + last_line(err);
+        r.error = "cannot check '" + remote_path + "': " + util::last_line(err);
       }
       return;
     }
@@ -103,8 +86,8 @@ void push_on(SshSession& session, const std::string& remote_path, const PushPayl
     err.clear();
   }
   ExecRequest upload;
-  upload.command = push_upload_script(remote_path, payload.sha256, payload.mode, random_suffix(),
-                                      push.make_parents, push.stamp);
+  upload.command = push_upload_script(remote_path, payload.sha256, payload.mode,
+                                      util::random_hex_id(), push.make_parents, push.stamp);
   upload.stdin_data = InputBytes::of(payload.content);
   upload.timeout = timeout;
   upload.reap = false;
@@ -112,8 +95,8 @@ void push_on(SshSession& session, const std::string& remote_path, const PushPayl
   fill(e);
   if (e.outcome == Outcome::exit_code) {
     r.error = e.exit_code == k_hash_mismatch_exit
-                  ? "the copy of '" + remote_path + "' is corrupt: " + last_line(err)
-                  : "cannot write '" + remote_path + "': " + last_line(err);
+                  ? "the copy of '" + remote_path + "' is corrupt: " + util::last_line(err)
+                  : "cannot write '" + remote_path + "': " + util::last_line(err);
   }
 }
 

@@ -38,6 +38,7 @@
 #include "remote/ssh_config_certs.hpp"
 #include "remote/ssh_session.hpp"
 #include "remote/ssh_wire.hpp"
+#include "util/strings.hpp"
 
 namespace tpuctl::remote::detail {
 
@@ -56,15 +57,6 @@ void libssh_log(int priority, const char* function, const char* buffer, void* /*
   } else {
     spdlog::debug("libssh: {}", buffer ? buffer : "");
   }
-}
-
-std::string seconds_text(std::chrono::milliseconds ms) {
-  if (ms.count() % 1000 == 0) {
-    return std::to_string(ms.count() / 1000) + "s";
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms.count()) / 1000.0);
-  return buf;
 }
 
 // "ssh-ed25519 SHA256:..." for a public key; empty when it cannot be computed.
@@ -522,7 +514,7 @@ std::optional<Failure> SshSession::tcp_connect(const std::string& host, unsigned
   if (last_errno == ETIMEDOUT) {
     return Failure{Outcome::unreachable,
                    "connection to " + where + " timed out after " +
-                       seconds_text(m_options.connect_timeout),
+                       util::format_duration(m_options.connect_timeout),
                    true};
   }
   return Failure{Outcome::unreachable,
@@ -651,7 +643,7 @@ std::optional<Failure> SshSession::connect(const SshTarget& target) {
     if (why.find("Timeout") != std::string::npos || why.find("timeout") != std::string::npos) {
       return Failure{Outcome::unreachable,
                      "no ssh banner and key exchange from " + m_label + " within " +
-                         seconds_text(m_options.connect_timeout) + " (is sshd hung?)",
+                         util::format_duration(m_options.connect_timeout) + " (is sshd hung?)",
                      true};
     }
     if (why.find("refused") != std::string::npos) {

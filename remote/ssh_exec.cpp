@@ -46,6 +46,7 @@
 
 #include "remote/forward_pump.hpp"
 #include "remote/ssh_session.hpp"
+#include "util/strings.hpp"
 
 namespace tpuctl::remote::detail {
 
@@ -217,15 +218,6 @@ std::string wrap_command(const std::string& nonce, const std::string& command, b
 
 namespace {
 
-std::string seconds_text(milliseconds ms) {
-  if (ms.count() % 1000 == 0) {
-    return std::to_string(ms.count() / 1000) + "s";
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms.count()) / 1000.0);
-  return buf;
-}
-
 // A channel running the kill script; owned by exec() until the loop ends.
 struct KillChannel {
   ssh_channel channel = nullptr;
@@ -382,7 +374,7 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
     } else if (kill_phase == Kill::term && !st.closed &&
                now >= phase_start + m_options.kill_grace) {
       spdlog::debug("{}: still running {} after TERM; sending KILL", m_label,
-                    seconds_text(m_options.kill_grace));
+                    util::format_duration(m_options.kill_grace));
       start_kill_channel("KILL");
       kill_phase = Kill::kill;
       phase_start = now;
@@ -501,10 +493,10 @@ ExecResult SshSession::exec(const ExecRequest& request, const ExecSink& sink) {
     result.error = "interrupted; the stream was closed";
   } else if (kill_reason != Outcome::ok) {
     result.outcome = kill_reason;
-    result.error =
-        kill_reason == Outcome::timeout
-            ? "timed out after " + seconds_text(timeout) + "; the remote command was killed"
-            : std::string("interrupted; the remote command was killed");
+    result.error = kill_reason == Outcome::timeout
+                       ? "timed out after " + util::format_duration(timeout) +
+                             "; the remote command was killed"
+                       : std::string("interrupted; the remote command was killed");
     if (abandoned || lost) {
       result.error += " (its end could not be confirmed)";
     }

@@ -278,4 +278,10 @@ void install_thread_logging();
 // libssh verbosity matching spdlog's level.
 int libssh_log_level();
 
+// Moving bytes between a channel and a local socket (port forwarding, a jump host's tunnels):
+// read in pieces of k_pump_chunk, and stop reading the channel while k_pump_pending bytes wait
+// for a slow socket, so that libssh's window holds the peer back and memory stays bounded.
+inline constexpr size_t k_pump_chunk = 32 * 1024;
+inline constexpr size_t k_pump_pending = 256 * 1024;
+
 } // namespace tpuctl::remote::detail

@@ -25,10 +25,6 @@ using etcd::KeyValue;
 
 namespace {
 
-Error make(ErrorKind kind, std::string message, std::string_view why) {
-  return Error(kind, std::move(message), std::string(why));
-}
-
 std::string in_quotes(const std::string& s) {
   return "'" + s + "'";
 }
@@ -252,8 +248,9 @@ struct EtcdStore::Internals {
   static Expected<std::vector<KeyValue>> kvs(const Json& response) {
     auto out = etcd::parse_kvs(response);
     if (!out) {
-      return make(ErrorKind::failure, "the etcd state store answered with keys that are not base64",
-                  reason::k_unavailable);
+      return Error(ErrorKind::failure,
+                   "the etcd state store answered with keys that are not base64",
+                   reason::k_unavailable);
     }
     return std::move(*out);
   }
@@ -290,9 +287,9 @@ struct EtcdStore::Internals {
     Slot& p = slot(keys.record(pool_key(key.pool)));
     p.consulted = p.consulted || !p.dirty;
     if (!p.exists) {
-      return make(ErrorKind::not_found,
-                  "cannot create " + describe(key) + ": pool '" + key.pool + "' does not exist",
-                  reason::k_not_found);
+      return Error(ErrorKind::not_found,
+                   "cannot create " + describe(key) + ": pool '" + key.pool + "' does not exist",
+                   reason::k_not_found);
     }
     return ok();
   }
@@ -314,8 +311,8 @@ struct EtcdStore::Internals {
       HostSlot& hs = host_page(op.key.pool, op.key.id);
       hs.consult();
       if (hs.page.count(op.key.id)) {
-        return make(ErrorKind::failure, describe(op.key) + " already exists",
-                    reason::k_already_exists);
+        return Error(ErrorKind::failure, describe(op.key) + " already exists",
+                     reason::k_already_exists);
       }
       hs.page[op.key.id] = etcd::PagedRecord{op.doc, 0, 0};
       hs.dirty = true;
@@ -324,8 +321,8 @@ struct EtcdStore::Internals {
     Slot& s = slot(keys.record(op.key));
     s.consulted = s.consulted || !s.dirty;
     if (s.exists) {
-      return make(ErrorKind::failure, describe(op.key) + " already exists",
-                  reason::k_already_exists);
+      return Error(ErrorKind::failure, describe(op.key) + " already exists",
+                   reason::k_already_exists);
     }
     write(s, to_text(op.doc));
     return ok();
@@ -362,10 +359,10 @@ struct EtcdStore::Internals {
   }
 
   Status refuse_removal(const Key& key, const std::vector<std::string>& busy) {
-    return make(ErrorKind::failure,
-                "cannot remove " + describe(key) + ": " + util::join(busy, ", ") +
-                    "; release or drain the claims first",
-                reason::k_hosts_busy);
+    return Error(ErrorKind::failure,
+                 "cannot remove " + describe(key) + ": " + util::join(busy, ", ") +
+                     "; release or drain the claims first",
+                 reason::k_hosts_busy);
   }
 
   Status apply(const RemoveOp& op) {
@@ -475,10 +472,10 @@ struct EtcdStore::Internals {
       }
     }
     if (!problems.empty()) {
-      return make(ErrorKind::failure,
-                  "cannot release hosts in pool '" + op.pool + "' for '" + op.owner +
-                      "': " + util::join(problems, ", "),
-                  reason::k_not_owner);
+      return Error(ErrorKind::failure,
+                   "cannot release hosts in pool '" + op.pool + "' for '" + op.owner +
+                       "': " + util::join(problems, ", "),
+                   reason::k_not_owner);
     }
     for (const auto& host : op.hosts) {
       ClaimSlot& cs = claim_page(op.pool, host);
@@ -521,10 +518,10 @@ struct EtcdStore::Internals {
   }
 
   static Error writes_into_removed_pool(const std::string& key) {
-    return make(ErrorKind::usage,
-                "a commit that removes a pool cannot also write into it ('" + key +
-                    "'): commit those ops separately",
-                reason::k_invalid);
+    return Error(ErrorKind::usage,
+                 "a commit that removes a pool cannot also write into it ('" + key +
+                     "'): commit those ops separately",
+                 reason::k_invalid);
   }
 
   // The txn, and the bytes etcd will count for it.
@@ -620,10 +617,10 @@ struct EtcdStore::Internals {
     for (const auto& [pool, list] : events) {
       std::string key = keys.event(pool, nonce, 0);
       if (wiped_prefix_of(key)) {
-        return make(ErrorKind::usage,
-                    "a commit that removes a pool cannot also record an event in it: commit the "
-                    "event separately",
-                    reason::k_invalid);
+        return Error(ErrorKind::usage,
+                     "a commit that removes a pool cannot also record an event in it: commit the "
+                     "event separately",
+                     reason::k_invalid);
       }
       put(key, etcd::encode_events(list));
     }
@@ -638,25 +635,25 @@ struct EtcdStore::Internals {
   Status check_limits(const Built& b) const {
     const size_t ops = store.m_options.max_txn_ops;
     if (b.compares > ops || b.writes > ops) {
-      return make(ErrorKind::usage,
-                  "this change needs one etcd transaction of " + std::to_string(b.compares) +
-                      " compares and " + std::to_string(b.writes) +
-                      " writes, above the store's limit of " + std::to_string(ops) +
-                      " operations each (etcd's --max-txn-ops): change fewer records at once, "
-                      "or raise --max-txn-ops on every etcd member and TPUCTL_ETCD_MAX_TXN_OPS",
-                  reason::k_invalid);
+      return Error(ErrorKind::usage,
+                   "this change needs one etcd transaction of " + std::to_string(b.compares) +
+                       " compares and " + std::to_string(b.writes) +
+                       " writes, above the store's limit of " + std::to_string(ops) +
+                       " operations each (etcd's --max-txn-ops): change fewer records at once, "
+                       "or raise --max-txn-ops on every etcd member and TPUCTL_ETCD_MAX_TXN_OPS",
+                   reason::k_invalid);
     }
     const size_t bytes = store.m_options.max_request_bytes;
     if (b.bytes + k_request_slack > bytes) {
-      return make(ErrorKind::usage,
-                  "this change is " + std::to_string(b.bytes) +
-                      " bytes as one etcd transaction, above the store's limit of " +
-                      std::to_string(bytes) + " (etcd's --max-request-bytes, less " +
-                      std::to_string(k_request_slack) +
-                      " of framing): change fewer or smaller records at once, or raise "
-                      "--max-request-bytes on every etcd member and "
-                      "TPUCTL_ETCD_MAX_REQUEST_BYTES",
-                  reason::k_invalid);
+      return Error(ErrorKind::usage,
+                   "this change is " + std::to_string(b.bytes) +
+                       " bytes as one etcd transaction, above the store's limit of " +
+                       std::to_string(bytes) + " (etcd's --max-request-bytes, less " +
+                       std::to_string(k_request_slack) +
+                       " of framing): change fewer or smaller records at once, or raise "
+                       "--max-request-bytes on every etcd member and "
+                       "TPUCTL_ETCD_MAX_REQUEST_BYTES",
+                   reason::k_invalid);
     }
     return ok();
   }
@@ -695,12 +692,12 @@ struct EtcdStore::Internals {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
-    return make(ErrorKind::failure,
-                "the etcd state store did not confirm whether this change was applied (" +
-                    first.message + ") and could not be asked again (" + last.message +
-                    "): its outcome is unknown; look at the state (tpuctl qr list, tpuctl pool "
-                    "describe) once the store is reachable, then retry if it is missing",
-                reason::k_unavailable);
+    return Error(ErrorKind::failure,
+                 "the etcd state store did not confirm whether this change was applied (" +
+                     first.message + ") and could not be asked again (" + last.message +
+                     "): its outcome is unknown; look at the state (tpuctl qr list, tpuctl pool "
+                     "describe) once the store is reachable, then retry if it is missing",
+                 reason::k_unavailable);
   }
 };
 
@@ -759,11 +756,11 @@ Expected<CommitResult> EtcdStore::commit(const std::vector<Op>& ops) {
     std::this_thread::sleep_for(std::chrono::milliseconds(dist(rng)));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   }
-  return make(ErrorKind::failure,
-              "the etcd state store kept changing while this change was being written (" +
-                  std::to_string(attempts) +
-                  " attempts): other tpuctl processes are busy with the same pool; retry",
-              reason::k_conflict);
+  return Error(ErrorKind::failure,
+               "the etcd state store kept changing while this change was being written (" +
+                   std::to_string(attempts) +
+                   " attempts): other tpuctl processes are busy with the same pool; retry",
+               reason::k_conflict);
 }
 
 } // namespace tpuctl::state

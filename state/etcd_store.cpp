@@ -22,17 +22,13 @@ using etcd::KeyValue;
 
 namespace {
 
-Error make(ErrorKind kind, std::string message, std::string_view why) {
-  return Error(kind, std::move(message), std::string(why));
-}
-
 Expected<std::vector<KeyValue>> kvs_of(const Json& range_response) {
   auto kvs = etcd::parse_kvs(range_response);
   if (!kvs) {
-    return make(ErrorKind::failure,
-                "the etcd state store answered a range with keys that are not "
-                "base64: is this etcd's HTTP gateway?",
-                reason::k_unavailable);
+    return Error(ErrorKind::failure,
+                 "the etcd state store answered a range with keys that are not "
+                 "base64: is this etcd's HTTP gateway?",
+                 reason::k_unavailable);
   }
   return std::move(*kvs);
 }
@@ -51,14 +47,14 @@ EtcdStore::EtcdStore(EtcdOptions options)
 
 Expected<std::unique_ptr<EtcdStore>> EtcdStore::open(EtcdOptions options) {
   if (options.client.endpoints.empty()) {
-    return make(ErrorKind::usage, "the etcd state store needs at least one endpoint",
-                reason::k_invalid);
+    return Error(ErrorKind::usage, "the etcd state store needs at least one endpoint",
+                 reason::k_invalid);
   }
   if (options.prefix.empty() || options.prefix.back() != '/') {
     options.prefix += '/';
   }
   if (!etcd::curl_api().ok()) {
-    return make(ErrorKind::failure, etcd::curl_api().error, reason::k_unavailable);
+    return Error(ErrorKind::failure, etcd::curl_api().error, reason::k_unavailable);
   }
   std::unique_ptr<EtcdStore> store(new EtcdStore(std::move(options)));
   TPUCTL_TRY(store->init_schema());
@@ -74,11 +70,11 @@ Status EtcdStore::init_schema() {
     if (!kvs.empty()) {
       Json doc = Json::parse(kvs[0].value, nullptr, false);
       if (!doc.is_object() || !doc.contains("schema") || !doc["schema"].is_number_integer()) {
-        return make(ErrorKind::failure,
-                    "'" + key +
-                        "' in the etcd state store is not a tpuctl schema marker: is the "
-                        "prefix in --state shared with another program?",
-                    reason::k_unavailable);
+        return Error(ErrorKind::failure,
+                     "'" + key +
+                         "' in the etcd state store is not a tpuctl schema marker: is the "
+                         "prefix in --state shared with another program?",
+                     reason::k_unavailable);
       }
       m_schema_version = doc["schema"].get<int>();
       const std::string& seen = m_options.last_seen_cluster_id;
@@ -102,11 +98,11 @@ Status EtcdStore::init_schema() {
     const std::string lost = what_was_lost();
     if (!m_options.create) {
       if (!lost.empty()) {
-        return make(ErrorKind::failure,
-                    "etcd at " + m_options.location + " " + lost +
-                        "; restore a backup with 'tpuctl state restore FILE', or start afresh: "
-                        "the next command that creates a pool makes a new store there",
-                    reason::k_store_replaced);
+        return Error(ErrorKind::failure,
+                     "etcd at " + m_options.location + " " + lost +
+                         "; restore a backup with 'tpuctl state restore FILE', or start afresh: "
+                         "the next command that creates a pool makes a new store there",
+                     reason::k_store_replaced);
       }
       return missing_store(m_options.location,
                            " (etcd holds no tpuctl state under prefix '" + m_options.prefix + "')");
@@ -119,8 +115,9 @@ Status EtcdStore::init_schema() {
         {etcd::op_put(etcd::put_request(key, to_text(Json{{"schema", k_etcd_schema_version}})))});
     TPUCTL_TRY(m_client->post("/v3/kv/txn", txn, etcd::Retry::anywhere));
   }
-  return make(ErrorKind::failure, "cannot initialise the etcd state store at " + m_options.location,
-              reason::k_unavailable);
+  return Error(ErrorKind::failure,
+               "cannot initialise the etcd state store at " + m_options.location,
+               reason::k_unavailable);
 }
 
 std::string EtcdStore::cluster_id() const {
@@ -165,18 +162,18 @@ StoreInfo EtcdStore::info() const {
 
 Status EtcdStore::check_writable() const {
   if (m_held_revision != 0) {
-    return make(ErrorKind::failure,
-                "the etcd state store at " + m_options.location +
-                    " cannot be written while its reads are held at a revision",
-                reason::k_invalid);
+    return Error(ErrorKind::failure,
+                 "the etcd state store at " + m_options.location +
+                     " cannot be written while its reads are held at a revision",
+                 reason::k_invalid);
   }
   if (m_schema_version > k_etcd_schema_version) {
-    return make(ErrorKind::failure,
-                "the etcd state store at " + m_options.location + " has schema version " +
-                    std::to_string(m_schema_version) + ", newer than the " +
-                    std::to_string(k_etcd_schema_version) +
-                    " this tpuctl writes: reads work, writes are refused; upgrade tpuctl",
-                reason::k_schema_too_new);
+    return Error(ErrorKind::failure,
+                 "the etcd state store at " + m_options.location + " has schema version " +
+                     std::to_string(m_schema_version) + ", newer than the " +
+                     std::to_string(k_etcd_schema_version) +
+                     " this tpuctl writes: reads work, writes are refused; upgrade tpuctl",
+                 reason::k_schema_too_new);
   }
   return ok();
 }
@@ -355,7 +352,7 @@ Expected<PoolSnapshot> EtcdStore::snapshot(const std::string& pool) {
   saw(snap.revision);
   TPUCTL_TRY_ASSIGN(auto pool_kvs, kvs_of(read.first[0]));
   if (pool_kvs.empty()) {
-    return make(ErrorKind::not_found, "pool '" + pool + "' does not exist", reason::k_not_found);
+    return Error(ErrorKind::not_found, "pool '" + pool + "' does not exist", reason::k_not_found);
   }
   TPUCTL_TRY_ASSIGN(snap.pool, etcd::decode_record(m_keys, pool_kvs[0]));
   for (size_t i = 1; i <= kinds.size(); ++i) {
@@ -489,9 +486,9 @@ Expected<int64_t> EtcdStore::grant_lease(int64_t ttl_seconds) {
                                    etcd::Retry::anywhere));
   int64_t id = etcd::int64_field(r, "ID");
   if (id == 0) {
-    return make(ErrorKind::failure,
-                "the etcd state store granted no lease: '" + r.value("error", std::string()) + "'",
-                reason::k_unavailable);
+    return Error(ErrorKind::failure,
+                 "the etcd state store granted no lease: '" + r.value("error", std::string()) + "'",
+                 reason::k_unavailable);
   }
   return id;
 }
@@ -514,8 +511,8 @@ Status check_role(const std::string& role) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
   });
   if (!ok_chars) {
-    return make(ErrorKind::usage, "leadership role '" + role + "' is not [a-z0-9-]+",
-                reason::k_invalid);
+    return Error(ErrorKind::usage, "leadership role '" + role + "' is not [a-z0-9-]+",
+                 reason::k_invalid);
   }
   return ok();
 }
@@ -646,9 +643,9 @@ Status EtcdStore::put_heartbeat(const std::string& pool, const std::string& host
                                 const Json& payload, std::chrono::seconds ttl) {
   TPUCTL_TRY(validate_op(CheckOp{host_key(pool, host), k_absent})); // the key rules
   if (ttl.count() <= 0 || !payload.is_object()) {
-    return make(ErrorKind::usage,
-                "heartbeat of host '" + host + "' needs a positive ttl and a JSON object payload",
-                reason::k_invalid);
+    return Error(ErrorKind::usage,
+                 "heartbeat of host '" + host + "' needs a positive ttl and a JSON object payload",
+                 reason::k_invalid);
   }
   TPUCTL_TRY(check_writable());
   TPUCTL_TRY_ASSIGN(int64_t lease, grant_lease(ttl.count()));
@@ -659,10 +656,10 @@ Status EtcdStore::put_heartbeat(const std::string& pool, const std::string& host
   // A heartbeat put twice is the same heartbeat, so any member may be asked again.
   TPUCTL_TRY_ASSIGN(Json r, m_client->post("/v3/kv/txn", txn, etcd::Retry::anywhere));
   if (!etcd::bool_field(r, "succeeded")) {
-    return make(ErrorKind::not_found,
-                "cannot record a heartbeat of host '" + host + "': pool '" + pool +
-                    "' does not exist",
-                reason::k_not_found);
+    return Error(ErrorKind::not_found,
+                 "cannot record a heartbeat of host '" + host + "': pool '" + pool +
+                     "' does not exist",
+                 reason::k_not_found);
   }
   return ok();
 }

@@ -17,10 +17,6 @@ namespace tpuctl::state {
 
 namespace {
 
-Error make(ErrorKind kind, std::string message, std::string_view why) {
-  return Error(kind, std::move(message), std::string(why));
-}
-
 std::string quoted(const std::string& s) {
   return "'" + s + "'";
 }
@@ -97,16 +93,14 @@ Expected<std::optional<int64_t>> SqliteStore::version_of(const Key& key) {
   return std::optional<int64_t>(s->int64(0));
 }
 
-namespace {} // namespace
-
 Status SqliteStore::apply(const CreateOp& op, int64_t rev) {
   if (op.key.kind != Kind::pool) {
     TPUCTL_TRY_ASSIGN(bool exists, pool_exists(op.key.pool));
     if (!exists) {
-      return make(ErrorKind::not_found,
-                  "cannot create " + describe(op.key) + ": pool '" + op.key.pool +
-                      "' does not exist",
-                  reason::k_not_found);
+      return Error(ErrorKind::not_found,
+                   "cannot create " + describe(op.key) + ": pool '" + op.key.pool +
+                       "' does not exist",
+                   reason::k_not_found);
     }
   }
   TPUCTL_TRY_ASSIGN(auto s, m_db.prepare("INSERT INTO records(kind, pool, id, doc, version, "
@@ -115,7 +109,8 @@ Status SqliteStore::apply(const CreateOp& op, int64_t rev) {
   s->bind(4, to_text(op.doc)).bind(5, rev).bind(6, rev);
   int rc = s->step();
   if (rc == SQLITE_CONSTRAINT_PRIMARYKEY) {
-    return make(ErrorKind::failure, describe(op.key) + " already exists", reason::k_already_exists);
+    return Error(ErrorKind::failure, describe(op.key) + " already exists",
+                 reason::k_already_exists);
   }
   if (rc != SQLITE_DONE) {
     return m_db.error(rc, "write");
@@ -173,10 +168,10 @@ Status SqliteStore::apply(const RemoveOp& op, int64_t) {
       return m_db.error(rc, "read");
     }
     if (!busy.empty()) {
-      return make(ErrorKind::failure,
-                  "cannot remove " + describe(op.key) + ": " + util::join(busy, ", ") +
-                      "; release or drain the claims first",
-                  reason::k_hosts_busy);
+      return Error(ErrorKind::failure,
+                   "cannot remove " + describe(op.key) + ": " + util::join(busy, ", ") +
+                       "; release or drain the claims first",
+                   reason::k_hosts_busy);
     }
   }
   if (op.key.kind == Kind::pool) {
@@ -275,10 +270,10 @@ Status SqliteStore::apply(const ReleaseOp& op, int64_t) {
     }
   }
   if (!problems.empty()) {
-    return make(ErrorKind::failure,
-                "cannot release hosts in pool '" + op.pool + "' for '" + op.owner +
-                    "': " + util::join(problems, ", "),
-                reason::k_not_owner);
+    return Error(ErrorKind::failure,
+                 "cannot release hosts in pool '" + op.pool + "' for '" + op.owner +
+                     "': " + util::join(problems, ", "),
+                 reason::k_not_owner);
   }
   for (const auto& host : op.hosts) {
     TPUCTL_TRY_ASSIGN(auto d, m_db.prepare("DELETE FROM claims WHERE pool = ? AND host = ?"));

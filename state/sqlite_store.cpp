@@ -17,15 +17,11 @@ namespace tpuctl::state {
 
 namespace {
 
-Error make(ErrorKind kind, std::string message, std::string_view why) {
-  return Error(kind, std::move(message), std::string(why));
-}
-
 Expected<Json> parse_doc(const std::string& text, const std::string& what) {
   Json doc = Json::parse(text, nullptr, false);
   if (doc.is_discarded()) {
-    return make(ErrorKind::failure, what + " holds invalid JSON in the state store",
-                reason::k_unavailable);
+    return Error(ErrorKind::failure, what + " holds invalid JSON in the state store",
+                 reason::k_unavailable);
   }
   return doc;
 }
@@ -36,10 +32,10 @@ Expected<Record> read_record(const sqlite::Stmt& s) {
   Record r;
   auto kind = parse_kind(s.text(0));
   if (!kind) {
-    return make(ErrorKind::failure,
-                "the state store holds a record of unknown kind '" + s.text(0) +
-                    "' (written by a newer tpuctl?)",
-                reason::k_unavailable);
+    return Error(ErrorKind::failure,
+                 "the state store holds a record of unknown kind '" + s.text(0) +
+                     "' (written by a newer tpuctl?)",
+                 reason::k_unavailable);
   }
   r.key = Key{*kind, s.text(1), s.text(2)};
   Json doc = Json::parse(s.text(3), nullptr, false);
@@ -215,7 +211,7 @@ Expected<PoolSnapshot> SqliteStore::snapshot(const std::string& pool) {
   TPUCTL_TRY_ASSIGN(snap.revision, current_revision());
   TPUCTL_TRY_ASSIGN(auto p, find_locked(pool_key(pool)));
   if (!p) {
-    return make(ErrorKind::not_found, "pool '" + pool + "' does not exist", reason::k_not_found);
+    return Error(ErrorKind::not_found, "pool '" + pool + "' does not exist", reason::k_not_found);
   }
   snap.pool = std::move(*p);
   {
@@ -356,19 +352,19 @@ Status SqliteStore::put_heartbeat(const std::string& pool, const std::string& ho
                                   const Json& payload, std::chrono::seconds ttl) {
   TPUCTL_TRY(validate_op(CheckOp{host_key(pool, host), k_absent})); // the key rules
   if (ttl.count() <= 0 || !payload.is_object()) {
-    return make(ErrorKind::usage,
-                "heartbeat of host '" + host + "' needs a positive ttl and a JSON object payload",
-                reason::k_invalid);
+    return Error(ErrorKind::usage,
+                 "heartbeat of host '" + host + "' needs a positive ttl and a JSON object payload",
+                 reason::k_invalid);
   }
   TPUCTL_TRY(check_writable());
   Txn t(*this);
   TPUCTL_TRY(t.begin(true));
   TPUCTL_TRY_ASSIGN(bool exists, pool_exists(pool));
   if (!exists) {
-    return make(ErrorKind::not_found,
-                "cannot record a heartbeat of host '" + host + "': pool '" + pool +
-                    "' does not exist",
-                reason::k_not_found);
+    return Error(ErrorKind::not_found,
+                 "cannot record a heartbeat of host '" + host + "': pool '" + pool +
+                     "' does not exist",
+                 reason::k_not_found);
   }
   {
     TPUCTL_TRY_ASSIGN(auto s,

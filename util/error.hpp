@@ -38,8 +38,8 @@ struct Error {
 
   Error() = default;
   Error(ErrorKind k, std::string msg) : kind(k), message(std::move(msg)) {}
-  Error(ErrorKind k, std::string msg, std::string why)
-      : kind(k), message(std::move(msg)), reason(std::move(why)) {}
+  Error(ErrorKind k, std::string msg, std::string_view why)
+      : kind(k), message(std::move(msg)), reason(why) {}
 
   // Adds `other`'s messages to this error (used to report every problem in a request).
   void absorb(const Error& other);

@@ -42,6 +42,12 @@ std::string_view trim(std::string_view text) {
   return text;
 }
 
+std::string last_line(std::string_view text) {
+  std::string_view t = trim(text);
+  const size_t nl = t.rfind('\n');
+  return std::string(nl == std::string_view::npos ? t : t.substr(nl + 1));
+}
+
 bool starts_with(std::string_view text, std::string_view prefix) {
   return text.substr(0, prefix.size()) == prefix;
 }

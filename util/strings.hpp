@@ -14,6 +14,9 @@ namespace tpuctl::util {
 std::vector<std::string> split(std::string_view text, char sep);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 std::string_view trim(std::string_view text);
+// The last line of `text` with surrounding whitespace trimmed: what a failed command's stderr
+// says last ("" for none).
+std::string last_line(std::string_view text);
 bool starts_with(std::string_view text, std::string_view prefix);
 std::string to_lower(std::string_view text);
 // `text` safe to show in a message: control characters and bytes >= 0x7f become \xNN, so a

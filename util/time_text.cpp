@@ -116,4 +116,10 @@ std::string format_timestamp_ms(int64_t unix_ms) {
   return text;
 }
 
+int64_t unix_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 } // namespace tpuctl::util

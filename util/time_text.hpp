@@ -20,4 +20,7 @@ std::string format_timestamp(int64_t unix_ms);
 // lost against the stored unix milliseconds). 0 gives "".
 std::string format_timestamp_ms(int64_t unix_ms);
 
+// The system clock now, in unix milliseconds (what records and events store).
+int64_t unix_now_ms();
+
 } // namespace tpuctl::util

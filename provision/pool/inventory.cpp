@@ -10,16 +10,11 @@
 #include "remote/jump_spec.hpp"
 #include "util/json_lines.hpp"
 #include "util/strings.hpp"
+#include "util/time_text.hpp"
 
 namespace tpuctl::provision {
 
 namespace {
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // "line N, FIELD" for messages about the value at JSON `pointer`.
 std::string where_in(const std::map<std::string, int>& lines, const std::string& pointer,
@@ -262,7 +257,7 @@ Expected<std::vector<HostEntry>> import_inventory(state::StateStore& store,
       PoolInfo p;
       p.name = target;
       p.layout = *new_layout;
-      p.created_at_ms = now_ms();
+      p.created_at_ms = util::unix_now_ms();
       p.owner = s.actor();
       layout = p.layout;
       ops.push_back(state::CreateOp{state::pool_key(target), to_json(p)});
@@ -334,7 +329,7 @@ Expected<std::vector<HostEntry>> import_inventory(state::StateStore& store,
       e.proxy_jump = options[i].proxy_jump;
       e.coords = *pos[i];
       e.labels = options[i].labels;
-      e.added_at_ms = now_ms();
+      e.added_at_ms = util::unix_now_ms();
       ops.push_back(state::CreateOp{state::host_key(target, e.name), to_json(e)});
       result.push_back(e);
     }

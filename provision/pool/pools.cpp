@@ -11,16 +11,11 @@
 #include "topology/accelerator_type.hpp"
 #include "util/json_lines.hpp"
 #include "util/strings.hpp"
+#include "util/time_text.hpp"
 
 namespace tpuctl::provision {
 
 namespace {
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 Json dims_json(const Dims& d) {
   return Json::array({d[0], d[1], d[2]});
@@ -258,7 +253,7 @@ Expected<PoolInfo> create_pool(state::StateStore& store, const std::string& name
   p.local = std::move(local);
   p.identity_file = std::move(identity_file);
   p.known_hosts = std::move(known_hosts);
-  p.created_at_ms = now_ms();
+  p.created_at_ms = util::unix_now_ms();
   p.owner = store.actor();
   p.ssh_work = default_ssh_work(store);
   state::Event ev;
@@ -386,7 +381,7 @@ Expected<std::vector<state::Op>> plan_add(state::StateStore& store, const std::s
   ops.push_back(state::UpdateOp{state::pool_key(pool), pool_doc, view.info.version});
   std::vector<std::string> added;
   for (auto& e : entries) {
-    e.added_at_ms = now_ms();
+    e.added_at_ms = util::unix_now_ms();
     ops.push_back(state::CreateOp{state::host_key(pool, e.name), to_json(e)});
     added.push_back(e.name);
   }
@@ -622,6 +617,14 @@ Status require_pool_admin(const state::StateStore& store, const PoolInfo& pool,
                "only the admins of pool '" + pool.name + "' (" + util::join(pool.admins, ", ") +
                    (pool.owner.empty() ? "" : ", and its owner " + pool.owner) + ") may " + action +
                    " it, not " + store.actor() + ": ask one of them");
+}
+
+Status require_admin_of_every_pool(state::StateStore& store, const std::string& action) {
+  TPUCTL_TRY_ASSIGN(auto pools, list_pools(store));
+  for (const auto& p : pools) {
+    TPUCTL_TRY(require_pool_admin(store, p, action));
+  }
+  return ok();
 }
 
 Expected<PoolInfo> change_pool(state::StateStore& store, const std::string& pool,

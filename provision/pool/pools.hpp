@@ -158,6 +158,11 @@ Expected<std::vector<HostEntry>> set_drain(state::StateStore& store, const std::
 Status require_pool_admin(const state::StateStore& store, const PoolInfo& pool,
                           const std::string& action);
 
+// require_pool_admin(`action`) for every pool the store holds: what a change of the whole store
+// (`state restore --force`, which replaces each of them) asks. Errors: auth naming the first pool
+// refused; the store's.
+Status require_admin_of_every_pool(state::StateStore& store, const std::string& action);
+
 // ssh_work_refusal() for what `owner` made in `pool`, asked by the store's actor (as the
 // pool's controller when `as_controller`): nothing when it may do the SSH work, else why not.
 std::optional<std::string> ssh_work_refusal(const state::StateStore& store, const PoolInfo& pool,

@@ -52,6 +52,7 @@
 #include "util/sha256.hpp"
 #include "util/shell_quote.hpp"
 #include "util/strings.hpp"
+#include "util/time_text.hpp"
 
 namespace tpuctl::provision {
 
@@ -73,32 +74,17 @@ struct SliceWorker {
 
 constexpr milliseconds k_relay_timeout{30000};
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 int64_t steady_ms() {
   return std::chrono::duration_cast<milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
-std::string last_line(const std::string& text) {
-  std::string trimmed = text;
-  while (!trimmed.empty() && (trimmed.back() == '\n' || trimmed.back() == '\r')) {
-    trimmed.pop_back();
-  }
-  auto nl = trimmed.rfind('\n');
-  return nl == std::string::npos ? trimmed : trimmed.substr(nl + 1);
-}
-
 // What went wrong with one SSH command, lowercase: "connection refused (...)", "exit code 3:
 // <last stderr line>", "timed out after 120s".
 std::string outcome_text(const remote::HostResult& r, milliseconds timeout) {
   using remote::Outcome;
-  std::string err = last_line(r.err);
+  std::string err = util::last_line(r.err);
   switch (r.outcome) {
   case Outcome::ok:
     return "ok";
@@ -530,7 +516,7 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
   remote::FanoutCallbacks timing;
   timing.on_line = [&first_line](const remote::HostLine& line) {
     if (line.stream == remote::Stream::out && first_line[line.index] == 0) {
-      first_line[line.index] = now_ms();
+      first_line[line.index] = util::unix_now_ms();
     }
   };
   preflight.callbacks = counting("preflight", timing);
@@ -541,7 +527,7 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
       "pushing the agent (sha256 " + sha.substr(0, 12) + ") to " + util::counted(count, "worker"));
   std::optional<QrError> failure;
   int64_t t = steady_ms();
-  int64_t probe_before = now_ms();
+  int64_t probe_before = util::unix_now_ms();
   auto gate = [&](size_t k, const std::vector<remote::HostResult>& results) {
     const std::string& name = steps[k].name;
     const int64_t elapsed = steady_ms() - t;
@@ -647,7 +633,7 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
                        ", port " + std::to_string(options.coordinator_port) + ")");
     }
     t = steady_ms();
-    probe_before = now_ms();
+    probe_before = util::unix_now_ms();
     return true;
   };
   TPUCTL_TRY_ASSIGN(auto step_results, remote::run_steps(targets, ssh, steps, gate, cancel));
@@ -666,7 +652,7 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     }
     report.workers[r.index]["facts"] = facts;
     r.out = nl == std::string::npos ? std::string() : r.out.substr(nl + 1);
-    const int64_t after = first_line[r.index] ? first_line[r.index] : now_ms();
+    const int64_t after = first_line[r.index] ? first_line[r.index] : util::unix_now_ms();
     clocks[r.index] = check_clock(facts["clock_unix_ms"].get<int64_t>(), probe_before, after,
                                   options.max_clock_skew);
   }

@@ -92,7 +92,8 @@ Outcome create_slice(StateStore& s, const std::string& id, size_t n, std::mt1993
       std::shuffle(free.begin(), free.end(), rng);
       free.resize(n);
       Event e{0,         0,  "p",      Kind::queued_resource, id,
-              "CREATED", "", "ACTIVE", Initiator::user,       Json::object()};
+              "CREATED", "", "ACTIVE", Initiator::user,       Json::object(),
+              ""};
       return std::vector<Op>{CreateOp{queued_resource_key("p", id), {{"hosts", free}}},
                              ClaimOp{"p", free, id, std::chrono::seconds(0)}, EventOp{e}};
     });

@@ -159,7 +159,7 @@ TEST_CASE("EtcdStore: a commit whose reply is lost is resolved through its marke
   auto claim_with_event = [&](const std::string& owner) {
     return s.commit({ClaimOp{"p", {"h1"}, owner, std::chrono::seconds(0)},
                      EventOp{Event{0, 0, "p", Kind::host, "h1", "CLAIMED", "", "", Initiator::user,
-                                   Json::object()}}});
+                                   Json::object(), ""}}});
   };
   SUBCASE("the txn applied but its reply was lost: the marker says applied") {
     proxy.arm(Sabotage::drop_reply);

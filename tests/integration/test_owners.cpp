@@ -153,6 +153,24 @@ TEST_CASE("owners: on an authenticated etcd each pool, queued resource, cluster 
                                  "owner alice) may drain hosts of it, not bob: ask one of them\n",
                 not_admin.err);
   CHECK(env.run_with({"pool", "set-admins", "--clear"}, k_bob).exit_code == 5);
+  // A restore over the store replaces every pool: Bob may back it up, not restore over it.
+  const std::string backup = (env.dir.path() / "team.db").string();
+  REQUIRE(env.run_with({"state", "backup", backup}, k_bob).exit_code == 0);
+  auto restore = env.run_with({"state", "restore", backup, "--force"}, k_bob);
+  CHECK(restore.exit_code == 5);
+  CHECK_MESSAGE(restore.err == "tpuctl: error: only the admins of pool 'local' (carol, and its "
+                               "owner alice) may restore a backup over it, not bob: ask one of "
+                               "them\n",
+                restore.err);
+  CHECK(env.run_json({"events", "--type", "STATE_RESTORED"}).empty());
+  // Resizing another owner's cluster needs the intent too (a shrink evicts, a grow charges).
+  auto resize = env.run(
+      {"cluster", "create", "--cluster", "c", "--tpu-type", "v5litepod-4", "--num-slices", "2"});
+  CHECK(resize.exit_code == 2);
+  CHECK_MESSAGE(contains(resize.err, "cluster 'c' belongs to bob, not to you (alice): to resize "
+                                     "it anyway, add --override-owner"),
+                resize.err);
+  CHECK(env.run_json({"cluster", "describe", "c"})["num_slices"] == 1);
   CHECK(env.run({"pool", "set-admins"}).exit_code == 2);
   CHECK(env.run({"pool", "set-admins", "--admins", "a b"}).exit_code == 2);
   CHECK(env.run_json({"pool", "describe"})["admins"] == json::array({"carol"}));
@@ -163,6 +181,34 @@ TEST_CASE("owners: on an authenticated etcd each pool, queued resource, cluster 
   // Bob's own workload and cluster go without the flag.
   CHECK(env.run_with({"workload", "delete", "w"}, k_bob).exit_code == 0);
   CHECK(env.run_with({"cluster", "delete", "c"}, k_bob).exit_code == 0);
+
+  // The trail, as `tpuctl events` reads it: each change with its etcd user, the refused ones
+  // nowhere.
+  auto trail = [&](std::vector<std::string> filter) {
+    filter.insert(filter.begin(), "events");
+    return env.run_json(filter);
+  };
+  auto overridden_rows = trail({"--type", "OWNER_OVERRIDDEN"});
+  REQUIRE(overridden_rows.size() == 1);
+  CHECK(overridden_rows[0]["actor"] == "bob");
+  CHECK(overridden_rows[0]["object"] == "queued_resource/a1");
+  CHECK(overridden_rows[0]["detail"]["owner"] == "alice");
+  auto drains = trail({"--type", "HOST_DRAINED"});
+  REQUIRE(drains.size() == 1); // Alice's; Bob's was refused
+  CHECK(drains[0]["actor"] == "alice");
+  CHECK(drains[0]["object"] == "host/127.0.245.3");
+  CHECK(trail({"--type", "POOL_ADMINS_SET", "--actor", "bob"}).empty());
+  CHECK(trail({"--type", "POOL_ADMINS_SET", "--actor", "alice"}).size() == 2); // carol, cleared
+  for (const auto& [object, maker] : std::map<std::string, std::string>{
+           {"cluster/c", "bob"}, {"workload/w", "bob"}, {"queued_resource/a1", "alice"}}) {
+    auto rows = trail({"--object", object});
+    REQUIRE_MESSAGE(rows.size() >= 2, object);
+    CHECK(rows.front()["action"] == "CREATED");
+    CHECK(rows.front()["actor"] == maker);
+    CHECK(rows.back()["action"] == "DELETED");
+  }
+  CHECK(trail({"--object", "queued_resource/a1"}).back()["actor"] ==
+        "alice"); // her tpuctl ended it
 }
 
 TEST_CASE("owners: on SQLite the owner is the operating-system user and host") {

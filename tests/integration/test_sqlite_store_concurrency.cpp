@@ -104,7 +104,8 @@ int race_child(const std::string& path, int index, int rounds, const std::string
              "WAITING_FOR_RESOURCES",
              "PROVISIONING",
              Initiator::service,
-             Json::object()};
+             Json::object(),
+             ""};
     auto c = s.commit({ClaimOp{"p", want, owner, std::chrono::seconds(0)}, EventOp{ev}});
     if (!c && !has_reason(c.error(), reason::k_hosts_busy)) {
       return fail(c.error());

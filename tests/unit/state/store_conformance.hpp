@@ -195,7 +195,7 @@ inline void commits(StateStore& s) {
         CreateOp{queued_resource_key("p", "qr-1"), {{"state", "ACCEPTED"}}},
         ClaimOp{"p", {"h1"}, "qr-1", std::chrono::seconds(0)},
         EventOp{Event{0, 0, "p", Kind::queued_resource, "qr-1", "CREATED", "", "ACCEPTED",
-                      Initiator::user, Json::object()}},
+                      Initiator::user, Json::object(), ""}},
         UpdateOp{pool_key("p"), {{"n", 2}}, pool_v}, // stale: the whole commit fails
     });
     REQUIRE(!r);
@@ -356,8 +356,8 @@ inline void claims(StateStore& s, FakeClock& clock) {
     REQUIRE(s.create(queued_resource_key("p", "qr-a"), {{"state", "ACTIVE"}}));
     REQUIRE(s.claim_hosts("p", {"h1", "h2"}, "qr-a"));
     REQUIRE(s.put_heartbeat("p", "h1", {{"ok", true}}, std::chrono::seconds(30)));
-    REQUIRE(s.commit({EventOp{
-        Event{0, 0, "p", Kind::pool, "p", "CREATED", "", "", Initiator::user, Json::object()}}}));
+    REQUIRE(s.commit({EventOp{Event{0, 0, "p", Kind::pool, "p", "CREATED", "", "", Initiator::user,
+                                    Json::object(), ""}}}));
     int64_t v = s.get(pool_key("p"))->version;
     auto busy = s.remove(pool_key("p"), v);
     REQUIRE(!busy);
@@ -405,7 +405,7 @@ inline void actors(StateStore& s) {
   seed_pool(s, "pa", 1);
   s.set_actor("dana@ci-1", false);
   REQUIRE(s.commit({EventOp{Event{0, 0, "pa", Kind::pool, "pa", "MINE", "", "", Initiator::user,
-                                  Json::object()}},
+                                  Json::object(), ""}},
                     EventOp{Event{0, 0, "pa", Kind::pool, "pa", "THEIRS", "", "", Initiator::user,
                                   Json::object(), "erin"}}}));
   {
@@ -437,19 +437,20 @@ inline void events(StateStore& s, FakeClock& clock) {
                                                                     from,
                                                                     to,
                                                                     who,
-                                                                    {{"why", to}}}}});
+                                                                    {{"why", to}},
+                                                                    ""}}});
   };
   REQUIRE(s.commit({CreateOp{qr, {{"state", "ACCEPTED"}}},
                     EventOp{Event{0, 0, "p", Kind::queued_resource, "qr-1", "CREATED", "",
-                                  "ACCEPTED", Initiator::user, Json::object()}}}));
+                                  "ACCEPTED", Initiator::user, Json::object(), ""}}}));
   clock.advance(std::chrono::seconds(5));
   auto r2 = transition("ACCEPTED", "WAITING_FOR_RESOURCES", Initiator::service);
   REQUIRE(r2);
   clock.advance(std::chrono::seconds(5));
   auto r3 = transition("WAITING_FOR_RESOURCES", "PROVISIONING", Initiator::service);
   REQUIRE(r3);
-  REQUIRE(s.commit({EventOp{
-      Event{0, 0, "p", Kind::host, "h1", "HOST_ADDED", "", "", Initiator::user, Json::object()}}}));
+  REQUIRE(s.commit({EventOp{Event{0, 0, "p", Kind::host, "h1", "HOST_ADDED", "", "",
+                                  Initiator::user, Json::object(), ""}}}));
 
   SUBCASE("events come back in order with time, states, initiator and detail") {
     auto all = s.events({});
@@ -488,7 +489,7 @@ inline void events(StateStore& s, FakeClock& clock) {
   }
   SUBCASE("an event with an explicit time keeps it") {
     REQUIRE(s.commit({EventOp{
-        Event{0, 12345, "p", Kind::pool, "p", "X", "", "", Initiator::user, Json::object()}}}));
+        Event{0, 12345, "p", Kind::pool, "p", "X", "", "", Initiator::user, Json::object(), ""}}}));
     CHECK(s.events({})->back().time_ms == 12345);
   }
 }

@@ -127,7 +127,8 @@ TEST_CASE("etcd values: heartbeats, events and schema-1 claims decode") {
           "A",
           "B",
           Initiator::service,
-          {{"reason", "x"}}};
+          {{"reason", "x"}},
+          ""};
   Event f = e;
   f.type = "SECOND";
   KeyValue ev{k.event("p", "n", 0), encode_events({e, f}), 9, 9, 1, 0};

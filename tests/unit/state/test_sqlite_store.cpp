@@ -92,7 +92,7 @@ TEST_CASE("state::SqliteStore migrates a schema 1 file: its events keep an empty
     REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
     REQUIRE((*s)->commit({CreateOp{pool_key("p"), Json{{"name", "p"}}},
                           EventOp{Event{0, 0, "p", Kind::pool, "p", "CREATED", "", "",
-                                        Initiator::user, Json::object()}}}));
+                                        Initiator::user, Json::object(), ""}}}));
   }
   // What tpuctl schema 1 left: the events table without its actor column.
   {
@@ -104,7 +104,7 @@ TEST_CASE("state::SqliteStore migrates a schema 1 file: its events keep an empty
   CHECK((*s)->info().schema_version == k_schema_version);
   (*s)->set_actor("carol@ci-3", false);
   REQUIRE((*s)->commit({EventOp{
-      Event{0, 0, "p", Kind::pool, "p", "CHANGED", "", "", Initiator::user, Json::object()}}}));
+      Event{0, 0, "p", Kind::pool, "p", "CHANGED", "", "", Initiator::user, Json::object(), ""}}}));
   auto events = (*s)->events({});
   REQUIRE(events);
   REQUIRE(events->size() == 2);

@@ -52,8 +52,8 @@ TEST_CASE("state::validate_op rejects malformed ops with reason invalid") {
   CHECK(bad(ReleaseOp{"p", {"h1", "h2", "h1"}, "qr"}).find("'h1' is named twice") !=
         std::string::npos);
   CHECK(validate_op(ClaimOp{"p", {"h1"}, "drain:kernel upgrade", std::chrono::seconds(0)}));
-  bad(EventOp{Event{0, 0, "p", Kind::pool, "p", "", "", "", Initiator::user, Json::object()}});
-  bad(EventOp{Event{0, 0, "p", Kind::pool, "p", "X", "", "", Initiator::user, Json::array()}});
+  bad(EventOp{Event{0, 0, "p", Kind::pool, "p", "", "", "", Initiator::user, Json::object(), ""}});
+  bad(EventOp{Event{0, 0, "p", Kind::pool, "p", "X", "", "", Initiator::user, Json::array(), ""}});
 }
 
 TEST_CASE("state::optimistic_transact retries a lost compare-and-swap with fresh reads") {
