@@ -3,6 +3,7 @@
 // on a queued resource's startup script gives the job NAME's value, and the value appears in no
 // tpuctl output, no event, no file tpuctl or its workers wrote (logs included), and no
 // /proc/*/cmdline on this machine, where every worker of the local pool runs.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -147,6 +148,26 @@ TEST_CASE("secrets: --env-secret reaches the workload, ssh and the startup scrip
   auto logs = run({"workload", "logs", "w"});
   REQUIRE(logs.exit_code == 0);
   CHECK(contains(logs.out, digest));
+  // Usage counts the workload for its project and owner: its RUNNING time and goodput are the
+  // ones its own goodput gives (usage rounds to 0.001), and it lost none.
+  const json described_w = env.run_json({"workload", "describe", "w"});
+  const json& own = described_w["goodput"];
+  REQUIRE(own["running_ms"].get<int64_t>() > 0);
+  json usage_row;
+  for (const auto& row : env.run_json({"usage", "--since", "1h"})) {
+    if (row["project"] == "default" && row["owner"] == "alice") {
+      usage_row = row;
+    }
+  }
+  REQUIRE_MESSAGE(usage_row.is_object(), described_w.dump());
+  CHECK(usage_row["workloads"] == 1);
+  CHECK(std::abs(usage_row["running_hours"].get<double>() -
+                 own["running_ms"].get<double>() / 3600000.0) <= 0.0006);
+  CHECK(usage_row["lost_hours"] == 0.0);
+  CHECK(std::abs(usage_row["goodput"].get<double>() - own["goodput"].get<double>()) <= 0.0006);
+  auto csv = run({"usage", "--since", "1h", "--format", "csv(project,owner,workloads)"});
+  REQUIRE(csv.exit_code == 0);
+  CHECK_MESSAGE(contains(csv.out, "default,alice,1\n"), csv.out);
   for (const auto& args :
        std::vector<std::vector<std::string>>{{"workload", "describe", "w", "--format", "json"},
                                              {"workload", "describe", "w"},
@@ -165,8 +186,8 @@ TEST_CASE("secrets: --env-secret reaches the workload, ssh and the startup scrip
   auto files = files_with(env.dir.path(), secret);
   CHECK_MESSAGE(files.empty(), (files.empty() ? std::string() : files.front()));
   // A workload is charged to its cluster's project: another --project is one line, nothing made.
-  auto other = run({"workload", "create", "--workload", "x", "--cluster", "c", "--project",
-                    "other", "--command", "true"});
+  auto other = run({"workload", "create", "--workload", "x", "--cluster", "c", "--project", "other",
+                    "--command", "true"});
   CHECK(other.exit_code == 2);
   CHECK(contains(other.err, "cluster 'c' is charged to project 'default', not 'other'"));
   CHECK(run({"workload", "describe", "x"}).exit_code == 4);
