@@ -18,6 +18,7 @@
 
 #include "util/private_files.hpp"
 #include "util/process_tree.hpp"
+#include "util/strings.hpp"
 #include "util/time_text.hpp"
 
 namespace tpuctl::agent {
@@ -50,6 +51,39 @@ void write_atomically(const std::string& path, const std::string& text) {
   ::rename(tmp.c_str(), path.c_str());
 }
 
+// The log's last non-empty line that is not tpuctl's own attempt marker, at most 300 bytes.
+std::string last_log_line(const std::string& path) {
+  constexpr off_t k_tail = 8192;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return "";
+  }
+  struct stat st {};
+  std::string tail;
+  if (::fstat(fd, &st) == 0) {
+    const off_t from = st.st_size > k_tail ? st.st_size - k_tail : 0;
+    tail.resize(static_cast<size_t>(st.st_size - from));
+    const ssize_t n = ::pread(fd, tail.data(), tail.size(), from);
+    tail.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  ::close(fd);
+  std::string line;
+  for (size_t end = tail.size(); end > 0;) {
+    const size_t nl = tail.rfind('\n', end - 1);
+    const size_t begin = nl == std::string::npos ? 0 : nl + 1;
+    line = std::string(util::trim(std::string_view(tail).substr(begin, end - begin)));
+    if (!line.empty() && line.rfind("--- tpuctl:", 0) != 0) {
+      break;
+    }
+    line.clear();
+    if (nl == std::string::npos) {
+      break;
+    }
+    end = nl;
+  }
+  return line.size() > 300 ? line.substr(0, 297) + "..." : line;
+}
+
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   return abbrev ? abbrev : std::to_string(sig);
@@ -64,6 +98,7 @@ std::string signal_name(int sig) {
   // "<unix ms> <log size>" whenever the log grew since the last beat: where `workload logs
   // --since` starts reading (the size at the last entry not after its time).
   const std::string index_path = o.dir + "/log.index";
+  const std::string events_path = o.dir + "/events";
   int64_t indexed = -1;
   auto index_log = [&]() {
     struct stat st {};
@@ -94,9 +129,16 @@ std::string signal_name(int sig) {
   ::close(null);
   ::close(log);
   if (o.attempt > 0) {
-    util::write_all(1, "--- tpuctl: attempt " + std::to_string(o.attempt) + " (restart " +
-                           std::to_string(o.attempt) + ") ---\n");
+    // "attempt", not "restart": a repair or a resumed eviction is a new attempt too.
+    util::write_all(1, "--- tpuctl: attempt " + std::to_string(o.attempt) + " ---\n");
   }
+  // Each attempt reports afresh (the file is the program's to append to).
+  if (int ev = ::open(events_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      ev >= 0) {
+    ::close(ev);
+  }
+  const bool cache_ready = o.compilation_cache.empty() ||
+                           static_cast<bool>(util::make_private_directories(o.compilation_cache));
 
   sigset_t handled;
   sigemptyset(&handled);
@@ -119,6 +161,12 @@ std::string signal_name(int sig) {
     ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     ::setpgid(0, 0);
     ::close(ready);
+    ::setenv("TPUCTL_EVENTS", events_path.c_str(), 1);
+    if (!o.compilation_cache.empty() && cache_ready) {
+      ::setenv("JAX_COMPILATION_CACHE_DIR", o.compilation_cache.c_str(), 0);
+      ::setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0", 0);
+      ::setenv("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1", 0);
+    }
     // "--": a command starting with '-' is the command, never an option of sh.
     ::execl("/bin/sh", "sh", "-c", "--", o.command.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
@@ -200,6 +248,7 @@ std::string signal_name(int sig) {
   status["state"] = "exited";
   status["finished_ms"] = util::unix_now_ms();
   status["stopped"] = stopping;
+  status["last_line"] = last_log_line(log_path);
   if (WIFEXITED(wait_status)) {
     status["exit_code"] = WEXITSTATUS(wait_status);
   } else if (WIFSIGNALED(wait_status)) {
@@ -298,16 +347,20 @@ Json supervised_status(const std::string& dir) {
            {"status", nullptr},
            {"heartbeat_ms", 0},
            {"supervisor_alive", false}};
-  std::ifstream status(dir + "/status.json");
-  if (status) {
-    std::stringstream text;
-    text << status.rdbuf();
-    try {
-      out["status"] = Json::parse(text.str());
-    } catch (const std::exception& e) {
-      out["error"] = std::string("status.json cannot be parsed: ") + e.what();
+  auto read_status = [&]() {
+    std::ifstream status(dir + "/status.json");
+    if (status) {
+      std::stringstream text;
+      text << status.rdbuf();
+      try {
+        out["status"] = Json::parse(text.str());
+        out.erase("error");
+      } catch (const std::exception& e) {
+        out["error"] = std::string("status.json cannot be parsed: ") + e.what();
+      }
     }
-  }
+  };
+  read_status();
   std::ifstream heartbeat(dir + "/heartbeat");
   int64_t beat = 0;
   if (heartbeat >> beat) {
@@ -315,6 +368,40 @@ Json supervised_status(const std::string& dir) {
   }
   if (out["status"].is_object()) {
     out["supervisor_alive"] = util::process_running(out["status"].value("supervisor_pid", 0));
+    if (!out["supervisor_alive"].get<bool>() && out["status"].value("state", "") != "exited") {
+      // It may have recorded its exit between the read above and its death: the supervisor
+      // writes status.json before it exits, so what the file says now is final.
+      read_status();
+    }
+  }
+  out["events"] = latest_events(dir + "/events");
+  return out;
+}
+
+Json latest_events(const std::string& path) {
+  constexpr off_t k_tail = 256 * 1024;
+  Json out = Json::object();
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return out;
+  }
+  struct stat st {};
+  std::string text;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+    const off_t from = st.st_size > k_tail ? st.st_size - k_tail : 0;
+    text.resize(static_cast<size_t>(st.st_size - from));
+    const ssize_t n = ::pread(fd, text.data(), text.size(), from);
+    text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  ::close(fd);
+  size_t begin = 0;
+  for (size_t nl; (nl = text.find('\n', begin)) != std::string::npos; begin = nl + 1) {
+    Json j = Json::parse(text.begin() + static_cast<long>(begin),
+                         text.begin() + static_cast<long>(nl), nullptr, false);
+    if (j.is_object() && j.contains("event") && j["event"].is_string()) {
+      const std::string kind = j["event"].get<std::string>();
+      out[kind] = std::move(j);
+    }
   }
   return out;
 }

@@ -6,7 +6,16 @@
 // process group, appends its stdout and stderr to <dir>/log, writes a heartbeat (unix ms) to
 // <dir>/heartbeat every interval, and records the outcome in <dir>/status.json:
 //   {"attempt", "state": "running"|"exited", "supervisor_pid", "pid", "started_ms",
-//    "finished_ms", "exit_code" (128+N for signal N), "signal", "stopped"}
+//    "finished_ms", "exit_code" (128+N for signal N), "signal", "stopped", "last_line"}
+// ("last_line": the log's last non-empty line when the command ended, at most 300 bytes: what a
+// failure says, e.g. a Python exception).
+// The command gets TPUCTL_EVENTS=<dir>/events, emptied at each attempt's start: a file of JSON
+// lines ({"event": KIND, ...}) that the program (or tpuctl's Python start-up,
+// agent/python/sitecustomize.py) appends to, one line per write; supervise-status and
+// supervise-watch report the latest line of each kind. With a compilation cache directory, it
+// also gets JAX_COMPILATION_CACHE_DIR (made 0700 when missing),
+// JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 and JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=-1
+// (every compiled program is kept), each unless the environment already sets it.
 // The supervisor is a child subreaper: whatever the command starts stays below it, even after a
 // double fork or setsid. SIGTERM, SIGINT or SIGHUP to the supervisor stops that whole tree (TERM,
 // then KILL after the grace period) and records the command as exited with "stopped": true. When
@@ -35,6 +44,7 @@ struct SuperviseOptions {
   std::string command; // run by /bin/sh -c
   std::chrono::milliseconds heartbeat_interval{2000};
   std::chrono::milliseconds kill_grace{2000};
+  std::string compilation_cache; // JAX's persistent compilation cache directory; "" for none
 };
 
 struct Supervised {
@@ -49,9 +59,15 @@ struct Supervised {
 Expected<Supervised> start_supervised(const SuperviseOptions& options);
 
 // What `tpuctl agent supervise-status --dir D` prints: {"now_ms", "status": <status.json> or
-// null, "heartbeat_ms" (0 when none), "supervisor_alive"}. A status.json that cannot be parsed
-// is reported as null with "error". Never fails.
+// null, "heartbeat_ms" (0 when none), "supervisor_alive", "events": {KIND: the latest line of
+// that kind in <dir>/events}}. A status.json that cannot be parsed is reported as null with
+// "error". Never fails.
 nlohmann::json supervised_status(const std::string& dir);
+
+// The latest event of each kind in an events file (JSON lines with a string "event"): {KIND:
+// line}. Reads at most its last 256 KiB; lines that are not such objects are skipped. Never
+// fails ({} for a missing file).
+nlohmann::json latest_events(const std::string& path);
 
 // `tpuctl agent supervise-watch`: the controller's view of one worker, pushed instead of polled.
 // Writes supervised_status(dir) as one JSON line to `out_fd` at once, again within a moment of

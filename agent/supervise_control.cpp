@@ -28,7 +28,8 @@ namespace {
 
 // What makes a line worth sending before the next heartbeat line is due.
 std::string significant(const Json& s) {
-  return s["status"].dump() + (s.value("supervisor_alive", false) ? "+" : "-");
+  return s["status"].dump() + (s.value("supervisor_alive", false) ? "+" : "-") +
+         s.value("events", Json::object()).dump();
 }
 
 // The worker's files after a stop: its directory, then the workload's (the parent, under a

@@ -4,6 +4,15 @@
 now_ms() { local t=$EPOCHREALTIME; echo $((${t/./} / 1000)); }
 median() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 range() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk 'NR==1{lo=$1} {hi=$1} END {if (NR==0) print "-"; else print lo "-" hi}'; }
+# secs MS: milliseconds as seconds with one decimal ("-" stays "-"). ms_cell MS...: "median
+# (min-max)" of the given milliseconds, in seconds.
+secs() { awk -v ms="$1" 'BEGIN {if (ms=="-") print "-"; else printf "%.1f", ms/1000}'; }
+ms_cell() {
+  local m r
+  m=$(echo "$@" | median)
+  r=$(echo "$@" | range)
+  echo "$(secs "$m") ($(secs "${r%-*}")-$(secs "${r#*-}"))"
+}
 # scratch_cleanup: the end of one scratch HOME ($scratch, with a local pool of $tpuctl's): the
 # pool's sshd stopped, whatever still carries the directory in its command line killed by PID
 # (a supervisor runs the agent from there), the directory removed. Set scratch= when none.

@@ -38,13 +38,6 @@ source "$here/lib.sh"
 cleanup() { scratch_cleanup; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-secs() { awk -v ms="$1" 'BEGIN {if (ms=="-") print "-"; else printf "%.1f", ms/1000}'; }
-cell() { # "median (min-max)" in seconds of the given milliseconds
-  local m r
-  m=$(echo "$@" | median)
-  r=$(echo "$@" | range)
-  echo "$(secs "$m") ($(secs "${r%-*}")-$(secs "${r#*-}"))"
-}
 
 goodput() {
   "$tpuctl" workload describe "$1" --format json | python3 -c '
@@ -139,9 +132,9 @@ done
 
 echo "| measure | seconds: median (min-max) | target |"
 echo "|---|---|---|"
-echo "| host killed -> failure noticed (RECOVERING) | $(cell "${noticed[@]}") | <= 16 |"
-echo "| host killed -> every worker running again on the repaired slice | $(cell "${repaired[@]}") | <= 30 |"
-echo "| reserved request deleted -> the preempted cluster's workload running again | $(cell "${resumed[@]}") | <= 10 |"
+echo "| host killed -> failure noticed (RECOVERING) | $(ms_cell "${noticed[@]}") | <= 16 |"
+echo "| host killed -> every worker running again on the repaired slice | $(ms_cell "${repaired[@]}") | <= 30 |"
+echo "| reserved request deleted -> the preempted cluster's workload running again | $(ms_cell "${resumed[@]}") | <= 10 |"
 echo
 echo "Failed runs: $failed of $runs. Goodput of the last run's workloads, measured a second after"
 echo "they ran again: repaired \`train\` $goodput_repair; resumed \`job\` $goodput_resume."

@@ -7,8 +7,10 @@
 #include <tuple>
 
 #include "agent/preflight.hpp"
+#include "agent/python_hook.hpp"
 #include "agent/probe.hpp"
 #include "agent/serve_file.hpp"
+#include "agent/shared_dir.hpp"
 #include "agent/spmd_matmul.hpp"
 #include "agent/supervise.hpp"
 #include "agent/tcp.hpp"
@@ -44,6 +46,7 @@ struct PreflightFlags {
   std::string calls, expects; // comma lists of worker indices; both empty: every pair
   bool probe = false;         // first print the host's facts (agent probe) as one JSON line
   std::string workdir = ".";
+  std::string python_dir; // write the Python start-up there first (agent/python_hook.hpp)
   int port = 8476;
   std::string timeout = "20s";
   bool kernel_check = false;
@@ -201,6 +204,10 @@ void add_supervise(CLI::App& group, Registry& registry) {
       ->type_name("D");
   supervise->add_option("--kill-grace", sf->kill_grace, "TERM -> KILL delay on stop (default 2s)")
       ->type_name("D");
+  supervise
+      ->add_option("--compilation-cache", sf->options.compilation_cache,
+                   "JAX's persistent compilation cache for the command (JAX_COMPILATION_CACHE_DIR)")
+      ->type_name("DIR");
 
   auto dir = std::make_shared<std::string>();
   CLI::App* status = registry.add(group, "supervise-status",
@@ -297,6 +304,38 @@ struct ServeFileFlags {
 
 } // namespace
 
+// `agent shared-dir`: this worker's part of the check that a checkpoint directory is one
+// filesystem every worker sees (agent/shared_dir.hpp).
+void add_shared_dir(CLI::App& group, Registry& registry) {
+  struct Flags {
+    agent::SharedDirOptions options;
+    std::string timeout = "10s";
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = registry.add(
+      group, "shared-dir",
+      "check with the other workers that DIR is one filesystem they all see (run on each)",
+      [f](Context& ctx) -> Expected<int> {
+        agent::SharedDirOptions o = f->options;
+        TPUCTL_TRY_ASSIGN(o.timeout, util::parse_duration(f->timeout, "--timeout"));
+        TPUCTL_TRY_ASSIGN(auto r, agent::check_shared_dir(o));
+        TPUCTL_TRY(emit(ctx, agent::to_json(r)));
+        return r.shared ? 0 : 1;
+      });
+  cmd->add_option("--dir", f->options.dir, "the directory (absolute)")->required()->type_name("DIR");
+  cmd->add_option("--token", f->options.token, "the check's token, the same on every worker")
+      ->required()
+      ->type_name("HEX");
+  cmd->add_option("--index", f->options.index, "this worker's place in the check (0: the writer)")
+      ->required()
+      ->type_name("I");
+  cmd->add_option("--count", f->options.count, "how many workers take part")
+      ->required()
+      ->type_name("N");
+  cmd->add_option("--timeout", f->timeout, "how long to wait for the others (default 10s)")
+      ->type_name("D");
+}
+
 void setup_agent(CLI::App& group, Registry& registry) {
   auto workdir = std::make_shared<std::string>(".");
   CLI::App* probe =
@@ -328,6 +367,9 @@ void setup_agent(CLI::App& group, Registry& registry) {
               list->push_back(static_cast<int>(id));
             }
           }
+        }
+        if (!pf->python_dir.empty()) {
+          TPUCTL_TRY(agent::install_python_hook(pf->python_dir));
         }
         const char* corrupt = std::getenv("TPUCTL_DEBUG_CORRUPT_RESULT");
         o.corrupt_kernel = corrupt && std::string(corrupt) == "1";
@@ -365,12 +407,16 @@ void setup_agent(CLI::App& group, Registry& registry) {
       ->type_name("D");
   preflight->add_flag("--probe", pf->probe,
                       "first print this host's facts as one JSON line (what agent probe prints)");
+  preflight->add_option("--python-dir", pf->python_dir,
+                        "first write the workers' Python start-up (sitecustomize.py) into DIR")
+      ->type_name("DIR");
   preflight->add_option("--workdir", pf->workdir, "with --probe: the directory whose space counts")
       ->type_name("DIR");
   preflight->add_flag("--kernel-check", pf->kernel_check,
                       "also run a 64x64x64 int8 gemm and compare it to the reference");
 
   add_supervise(group, registry);
+  add_shared_dir(group, registry);
 
   auto serve = std::make_shared<ServeFileFlags>();
   CLI::App* serve_cmd = registry.add(

@@ -181,6 +181,7 @@ Expected<int> run_ssh(Context& ctx, const SliceFlags& f) {
                        "reads its stdin from you");
   }
   TPUCTL_TRY_ASSIGN(auto plans, plan_slice_workers(ctx, f, target, !f.dry_run));
+  provision::mark_partial_job(plans); // no JAX start-up for a part of the job
   TPUCTL_TRY(provision::check_secrets_apart(
       secrets, provision::parse_env_items(f.env).value_or(provision::EnvVars{})));
   if (ssh_args.any() && plans.size() != 1) {
@@ -284,6 +285,10 @@ void add_env_flags(CLI::App& cmd, SliceFlags& f) {
   cmd.add_option("--env-profile", f.env_profile,
                  "also export torchrun, slurm or skypilot variables (default none)")
       ->type_name("P");
+  cmd.add_option("--python-env", f.python_env,
+                 "the workers' Python environment, put on PATH (default: config python-env, "
+                 "else /opt/tpuctl/frameworks)")
+      ->type_name("DIR");
 }
 
 } // namespace

@@ -49,6 +49,8 @@ struct WorkloadFlags {
   std::vector<std::string> env;
   std::vector<std::string> env_secrets;
   std::string env_profile = "none";
+  std::string python_env;     // --python-env (python_env_setting gives the default)
+  std::string checkpoint_dir; // --checkpoint-dir
   std::string fail_policy = "any";
   std::string timeout;
   std::string worker = "all";
@@ -165,6 +167,8 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY(apply_image_flags(
       {f.docker_image, f.base_docker_image, f.script_dir, f.docker_name, f.container_runtime}, r));
   TPUCTL_TRY_ASSIGN(r.env_profile, provision::parse_env_profile(f.env_profile));
+  TPUCTL_TRY_ASSIGN(r.python_env, python_env_setting(f.python_env));
+  r.checkpoint_dir = f.checkpoint_dir;
   TPUCTL_TRY_ASSIGN(r.fail_policy, provision::parse_fail_policy(f.fail_policy));
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   r.timeout_ms = timeout.count();
@@ -616,6 +620,16 @@ void setup_workload(CLI::App& group, Registry& registry) {
                    "also export torchrun (RANK, WORLD_SIZE, MASTER_ADDR...), slurm or skypilot "
                    "variables, over all slices (default none)")
       ->type_name("P");
+  create
+      ->add_option("--python-env", c->python_env,
+                   "the workers' Python environment, put on PATH (default: config python-env, "
+                   "else /opt/tpuctl/frameworks)")
+      ->type_name("DIR");
+  create
+      ->add_option("--checkpoint-dir", c->checkpoint_dir,
+                   "a directory every worker shares, checked before each launch and exported as "
+                   "TPUCTL_CHECKPOINT_DIR (Orbax's)")
+      ->type_name("DIR");
   create
       ->add_option("--fail-policy", c->fail_policy,
                    "any (default): one failing worker stops the others; all: fail once every "

@@ -11,6 +11,7 @@
 #include "cli/list_filter.hpp"
 #include "cli/output.hpp"
 #include "provision/pool/pools.hpp"
+#include "provision/slice/worker_env.hpp"
 #include "state/location.hpp"
 #include "util/private_files.hpp"
 #include "util/strings.hpp"
@@ -83,6 +84,9 @@ const std::vector<ConfigKey>& config_keys() {
       {"ssh.identity_file", "--identity-file", "private key for hosts added with 'pool add-hosts'"},
       {"ssh.batch_size", "--batch-size", "hosts in flight at once"},
       {"ssh.strict_host_key_checking", "--strict-host-key-checking", "yes, accept-new or no"},
+      {"python-env", "--python-env",
+       "the Python environment on the workers whose bin/ leads PATH (default "
+       "/opt/tpuctl/frameworks)"},
   };
   return k_keys;
 }
@@ -147,6 +151,9 @@ Status validate_config_value(const std::string& key, const std::string& value) {
     const bool ok =
         value.find_first_of(" \t\n;'\"`$\\@:/") == std::string::npos && value.front() != '-';
     return ok ? tpuctl::ok() : bad("is not a login name");
+  }
+  if (key == "python-env") {
+    return provision::validate_python_env(value, "config python-env");
   }
   return tpuctl::ok(); // ssh.identity_file: any path
 }
@@ -248,6 +255,18 @@ Expected<std::string> charged_project(const GlobalOptions& globals) {
     return std::string(env);
   }
   return active_config().get("project").value_or(provision::k_default_project);
+}
+
+Expected<std::string> python_env_setting(const std::string& flag) {
+  if (!flag.empty()) {
+    TPUCTL_TRY(provision::validate_python_env(flag, "--python-env"));
+    return flag;
+  }
+  if (const char* env = std::getenv("TPUCTL_PYTHON_ENV"); env && *env) {
+    TPUCTL_TRY(provision::validate_python_env(env, "TPUCTL_PYTHON_ENV"));
+    return std::string(env);
+  }
+  return active_config().get("python-env").value_or(std::string(provision::k_default_python_env));
 }
 
 const Config& active_config() {

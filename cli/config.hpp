@@ -68,6 +68,12 @@ Status validate_config_value(const std::string& key, const std::string& value);
 // else "default". Errors: usage when the value is not a project id, naming it.
 Expected<std::string> charged_project(const GlobalOptions& globals);
 
+// The Python environment on the workers (a directory whose bin/ leads their PATH): `flag`
+// (--python-env) when given, else TPUCTL_PYTHON_ENV, else config python-env, else
+// /opt/tpuctl/frameworks (what scripts/deps.sh --frameworks makes). Errors: usage naming the
+// source and the value when it is not an absolute (or ~/) path.
+Expected<std::string> python_env_setting(const std::string& flag);
+
 // The configuration of this run (loaded by cli::run before the command line is built), so
 // setup functions can take their defaults from it. Empty when not loaded.
 const Config& active_config();

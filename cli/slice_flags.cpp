@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cli/compat.hpp"
+#include "cli/config.hpp"
 #include "cli/state_access.hpp"
 #include "provision/pool/pools.hpp"
 #include "provision/queue/queued_resource.hpp"
@@ -55,6 +56,7 @@ plan_slice_workers(Context& ctx, const SliceFlags& f, const UserTarget& target, 
   selection.node = f.shape == SliceShape::tpu_vm ? "all" : f.node;
   TPUCTL_TRY_ASSIGN(selection.user_env, provision::parse_env_items(f.env));
   TPUCTL_TRY_ASSIGN(selection.profile, provision::parse_env_profile(f.env_profile));
+  TPUCTL_TRY_ASSIGN(selection.python_env, python_env_setting(f.python_env));
   TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
   TPUCTL_TRY_ASSIGN(auto pool, resolve_pool(ctx, *store));
   TPUCTL_TRY_ASSIGN(auto nodes, provision::resolve_target(*store, pool, target.target));

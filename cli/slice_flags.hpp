@@ -37,6 +37,7 @@ struct SliceFlags {
   std::vector<std::string> env;
   std::vector<std::string> env_secrets; // ssh: --env-secret NAME (provision/slice/secrets.hpp)
   std::string env_profile = "none";
+  std::string python_env; // --python-env (python_env_setting gives the default)
   std::string command;
   std::vector<std::string> argv;      // ssh: the words after "--"
   std::vector<std::string> ssh_flags; // ssh: --ssh-flag values (cli/ssh_args.hpp)

@@ -1,5 +1,6 @@
 #include "cli/workload_view.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include "cli/qr_view.hpp"
@@ -34,7 +35,63 @@ Json workload_worker_json(const provision::WorkloadWorker& w) {
               {"attempt", w.attempt},
               {"last_heartbeat", time_json(w.last_heartbeat_ms)},
               {"last_contact", time_json(w.last_contact_ms)},
-              {"detail", w.detail}};
+              {"detail", w.detail},
+              {"ended_at", time_json(w.ended_ms)},
+              {"stopped", w.stopped},
+              {"last_line", w.last_line},
+              {"events", w.events}};
+}
+
+Json jax_summary(const provision::Workload& w) {
+  int tpuctl = 0, program = 0, hits = 0, misses = 0, reporting = 0;
+  int processes = 0;
+  for (const auto& x : w.workers) {
+    if (x.attempt != w.attempt) {
+      continue;
+    }
+    if (const auto it = x.events.find("jax_distributed"); it != x.events.end()) {
+      (it->value("by", "") == "tpuctl" ? tpuctl : program) += 1;
+      processes = std::max(processes, it->value("num_processes", 0));
+    }
+    if (const auto it = x.events.find("compile_cache"); it != x.events.end()) {
+      reporting += 1;
+      hits += it->value("hits", 0);
+      misses += it->value("misses", 0);
+    }
+  }
+  Json distributed;
+  if (tpuctl + program > 0) {
+    distributed = Json{{"started_by", tpuctl > 0 && program > 0 ? "both"
+                                      : tpuctl > 0                ? "tpuctl"
+                                                                  : "program"},
+                       {"processes_reporting", tpuctl + program},
+                       {"num_processes", processes}};
+  }
+  Json cache;
+  if (reporting > 0) {
+    cache = Json{{"hits", hits}, {"misses", misses}, {"used", hits > 0}, {"workers", reporting}};
+  }
+  return Json{{"attempt", w.attempt}, {"distributed", distributed}, {"compilation_cache", cache}};
+}
+
+std::string jax_line(const Json& jax) {
+  std::string out;
+  if (const Json& d = jax["distributed"]; d.is_object()) {
+    const std::string by = d.value("started_by", "");
+    out = "jax: distributed runtime started " +
+          std::string(by == "tpuctl"    ? "by tpuctl"
+                      : by == "program" ? "by the program"
+                                        : "by tpuctl and by the program") +
+          " (" + std::to_string(d.value("processes_reporting", 0)) + " of " +
+          std::to_string(d.value("num_processes", 0)) + " processes reported)";
+  }
+  if (const Json& c = jax["compilation_cache"]; c.is_object()) {
+    out += (out.empty() ? "jax: " : "; ") + std::string("compilation cache ") +
+           (c.value("used", false) ? "used" : "not used") + " (" +
+           std::to_string(c.value("hits", 0)) + " hits, " + std::to_string(c.value("misses", 0)) +
+           " misses, attempt " + std::to_string(jax.value("attempt", 0)) + ")";
+  }
+  return out;
 }
 
 Json workload_json(const provision::Workload& w) {
@@ -72,6 +129,7 @@ Json workload_json(const provision::Workload& w) {
   j["head_of_queue_since"] = time_json(w.head_since_ms);
   j["goodput"] = provision::to_json(provision::goodput_of(w, util::unix_now_ms()));
   j["running"] = running;
+  j["jax"] = jax_summary(w);
   j["worker_count"] = static_cast<int>(w.workers.size());
   j["workers"] = std::move(workers);
   return j;
@@ -114,6 +172,12 @@ void print_workload(std::ostream& os, const provision::Workload& w) {
        << w.message << "\n";
   }
   os << goodput_line(provision::goodput_of(w, util::unix_now_ms())) << "\n";
+  if (const std::string jax = jax_line(jax_summary(w)); !jax.empty()) {
+    os << jax << "\n";
+  }
+  if (!w.checkpoint_dir.empty()) {
+    os << "checkpoint dir: " << util::printable(w.checkpoint_dir) << " (shared by every worker)\n";
+  }
   std::vector<std::vector<std::string>> rows;
   for (const auto& x : w.workers) {
     const Json j = workload_worker_json(x);

@@ -17,6 +17,13 @@ namespace tpuctl::cli {
 // A workload worker: node, slice, worker, host, state, exit_code (null until it exited),
 // attempt, last_heartbeat and last_contact (RFC 3339, null before the first), detail.
 Json workload_worker_json(const provision::WorkloadWorker& worker);
+
+// What the current attempt's workers reported of JAX (their events, agent/supervise.hpp):
+// {"attempt", "distributed": {started_by: tpuctl|program|both, processes_reporting,
+// num_processes} or null, "compilation_cache": {hits, misses, used, workers} or null}.
+Json jax_summary(const provision::Workload& workload);
+// Its one line for `workload describe`: "" when nothing was reported.
+std::string jax_line(const Json& jax);
 // A workload: its record (times as RFC 3339, null when unset; the monitor's lease left out),
 // plus running and worker_count.
 Json workload_json(const provision::Workload& workload);

@@ -3,8 +3,11 @@
 # everything is there it only checks (a second or two). Needs root (or sudo) to install.
 #   scripts/deps.sh            build + test dependencies
 #   scripts/deps.sh --bench    also the benchmark peers (OpenBLAS, oneDNN, pdsh, clush)
-#   scripts/deps.sh --frameworks  also PyTorch (python3-torch, ~1 GB): the README's PyTorch recipe
-#                              then runs for real in tests/integration/test_workload_frameworks.cpp
+#   scripts/deps.sh --frameworks  also the frameworks users run on the workers: Debian's PyTorch
+#                              (python3-torch) and, from PyPI, JAX, Orbax and optax pinned in
+#                              scripts/frameworks-requirements.txt, in the project's own Python
+#                              environment $TPUCTL_FRAMEWORKS_DIR (default /opt/tpuctl/frameworks,
+#                              the one tpuctl puts on the workers' PATH), never the system's
 set -euo pipefail
 
 packages=(
@@ -28,26 +31,71 @@ packages=(
   # packaging test (cpack's dpkg-shlibdeps)
   dpkg-dev file
 )
+frameworks=0
 for a in "$@"; do
   case "$a" in
     --bench) packages+=(libopenblas-dev libdnnl-dev pdsh clustershell) ;;
-    --frameworks) packages+=(python3-torch) ;;
+    --frameworks) packages+=(python3-torch python3-venv); frameworks=1 ;;
     *) echo "deps.sh: unknown option '$a' (use --bench or --frameworks)" >&2; exit 2 ;;
   esac
 done
+
+sudo=""
+if [[ $(id -u) -ne 0 ]] && command -v sudo >/dev/null; then
+  sudo="sudo"
+fi
+
+# The project's Python environment: a virtual environment of Debian's python3 (the one the
+# workers run), holding exactly the pinned set. Made again only when the pins change.
+install_frameworks() {
+  local dir=${TPUCTL_FRAMEWORKS_DIR:-/opt/tpuctl/frameworks}
+  local reqs
+  reqs="$(cd "$(dirname "$0")" && pwd)/frameworks-requirements.txt"
+  local want
+  want=$(sha256sum "$reqs" | cut -d' ' -f1)
+  if [[ -x $dir/bin/python3 && "$(cat "$dir/.tpuctl-requirements" 2>/dev/null)" == "$want" ]]; then
+    return 0
+  fi
+  if [[ -e $dir && -n "$(ls -A "$dir" 2>/dev/null)" && ! -f $dir/pyvenv.cfg ]]; then
+    echo "deps: $dir holds files but no virtual environment: not replacing it (set TPUCTL_FRAMEWORKS_DIR to an empty or new directory)" >&2
+    exit 1
+  fi
+  echo "deps: installing JAX, Orbax and optax into $dir (scripts/frameworks-requirements.txt)" >&2
+  local as=""
+  if ! mkdir -p "$dir" 2>/dev/null || [[ ! -w $dir ]]; then
+    [[ -n $sudo ]] || { echo "deps: cannot write $dir: run as root or with sudo, or set TPUCTL_FRAMEWORKS_DIR" >&2; exit 1; }
+    as=$sudo
+    $as mkdir -p "$dir"
+  fi
+  # Made afresh in place (a virtual environment knows its own path); the stamp is written last,
+  # so an interrupted install is redone by the next run.
+  $as rm -rf "$dir"
+  $as /usr/bin/python3 -m venv "$dir"
+  if ! $as "$dir/bin/python3" -m pip install --quiet --disable-pip-version-check --no-input \
+      --requirement "$reqs" >&2; then
+    $as rm -rf "$dir"
+    echo "deps: pip could not install scripts/frameworks-requirements.txt from PyPI" >&2
+    exit 1
+  fi
+  $as "$dir/bin/python3" -m pip check --disable-pip-version-check >&2
+  echo "$want" | $as tee "$dir/.tpuctl-requirements" >/dev/null
+  echo "deps: $("$dir/bin/python3" -c 'import jax, orbax.checkpoint, optax; print("jax", jax.__version__, "orbax-checkpoint", orbax.checkpoint.__version__, "optax", optax.__version__)') in $dir" >&2
+}
 
 missing=()
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
   [[ "$status" == "install ok installed" ]] || missing+=("$p")
 done
-[[ ${#missing[@]} -eq 0 ]] && exit 0
+if [[ ${#missing[@]} -eq 0 ]]; then
+  [[ $frameworks -eq 1 ]] && install_frameworks
+  exit 0
+fi
 
 echo "deps: installing ${missing[*]}" >&2
-sudo=""
-if [[ $(id -u) -ne 0 ]]; then
-  command -v sudo >/dev/null || { echo "deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-  sudo="sudo"
+if [[ $(id -u) -ne 0 && -z $sudo ]]; then
+  echo "deps: need root or sudo to install: ${missing[*]}" >&2
+  exit 1
 fi
 # Keep packages from starting their system services (sshd on :22, etcd on :2379): tpuctl's tests
 # start their own servers on their own loopback ports.
@@ -66,3 +114,5 @@ if ! $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 echo "deps: done" >&2
+[[ $frameworks -eq 1 ]] && install_frameworks
+exit 0

@@ -34,7 +34,7 @@ fi
 if [[ $mode != plain && -n $selected ]]; then
   build_args+=(--test-files "$selected")
 fi
-scripts/deps.sh
+scripts/deps.sh --frameworks
 build_dir=$(scripts/build.sh "${build_args[@]}" | tail -n 1)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

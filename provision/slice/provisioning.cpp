@@ -476,7 +476,8 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
     const auto& w = workers[i];
     std::string cmd = tag + util::shell_quote_path(w.agent_path) +
                       " agent preflight --format json --probe --workdir " +
-                      util::shell_quote_path(w.agent_dir);
+                      util::shell_quote_path(w.agent_dir) + " --python-dir " +
+                      util::shell_quote_path(w.agent_dir + "/python");
     if (links.empty()) { // not a grid tpuctl knows: every pair of the node
       cmd += " --worker " + std::to_string(w.worker) + " --hostnames " +
              util::shell_quote(util::join(w.peers, ","));

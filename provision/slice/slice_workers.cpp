@@ -1,5 +1,8 @@
 #include "provision/slice/slice_workers.hpp"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "provision/slice/slice_env.hpp"
 #include "provision/slice/worker_select.hpp"
 #include "util/strings.hpp"
@@ -31,6 +34,22 @@ Expected<EnvVars> parse_env_items(const std::vector<std::string>& items) {
 
 std::string worker_label(const std::string& node, int worker, const std::string& host) {
   return node + "/" + std::to_string(worker) + "@" + host;
+}
+
+void mark_partial_job(std::vector<WorkerPlan>& plans) {
+  for (auto& p : plans) {
+    bool set = false;
+    size_t processes = 0;
+    for (const auto& [name, value] : p.env) {
+      set = set || name == k_jax_init_var;
+      if (name == "TPUCTL_NUM_PROCESSES") {
+        processes = static_cast<size_t>(std::max(0, std::atoi(value.c_str())));
+      }
+    }
+    if (!set && plans.size() < processes) {
+      p.env.emplace_back(std::string(k_jax_init_var), "0");
+    }
+  }
 }
 
 std::string host_workdir(const HostEntry& host) {
@@ -93,6 +112,7 @@ Expected<std::vector<WorkerPlan>> plan_workers(const TargetNodes& target, const 
   for (int n : nodes) {
     for (int w : selected) {
       TPUCTL_TRY_ASSIGN(auto input, slice_env_input(qr, n, w, pool, selection.job_nodes));
+      input.python_env = selection.python_env;
       TPUCTL_TRY_ASSIGN(auto host, worker_host(qr, n, w, pool));
       TPUCTL_TRY_ASSIGN(auto env, worker_env(input, w, selection.profile, selection.user_env));
       WorkerPlan p;

@@ -35,6 +35,8 @@ struct WorkerSelection {
   // The nodes (indices) that make up the job, e.g. the slices a workload holds: only they are
   // planned (`node` must be "all"), numbered 0..n-1 in their environment. Empty: every node.
   std::vector<int> job_nodes;
+  // The workers' Python environment (SliceEnvInput::python_env).
+  std::string python_env{k_default_python_env};
 };
 
 // The one name of a slice's worker wherever output names it (ssh and scp line prefixes, grouped
@@ -55,6 +57,13 @@ Expected<EnvVars> parse_env_items(const std::vector<std::string>& items);
 // ACTIVE), not_found (no such node), usage (bad --worker, bad environment).
 Expected<std::vector<WorkerPlan>> plan_workers(const TargetNodes& target, const PoolView& pool,
                                                const WorkerSelection& selection);
+
+// A command that runs on only some workers of the job (ssh --worker=0, one node of several) is
+// not a whole-slice program: JAX's distributed runtime would wait for processes that never
+// come (5 minutes, then an abort). So when `plans` are fewer than the job's processes
+// (TPUCTL_NUM_PROCESSES), each gets TPUCTL_JAX_INIT=0 unless the user set it: JAX there sees
+// its own host's chips only. Never fails.
+void mark_partial_job(std::vector<WorkerPlan>& plans);
 
 // The host's tpuctl working directory as a remote path: absolute, or under the login directory
 // ("~/.tpuctl"). Never ends with '/'.

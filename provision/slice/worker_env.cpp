@@ -21,9 +21,9 @@ namespace {
 
 // Variables a user may set to another value (ports, the coordinator, the metadata switch): they
 // tune the rendezvous but do not change who a worker is.
-constexpr std::array<std::string_view, 5> k_tunables = {
-    "TPU_SKIP_MDS_QUERY", "JAX_COORDINATOR_ADDRESS", "MEGASCALE_PORT", "MASTER_PORT",
-    "SKYPILOT_NUM_GPUS_PER_NODE"};
+constexpr std::array<std::string_view, 6> k_tunables = {
+    "TPU_SKIP_MDS_QUERY", "JAX_COORDINATOR_ADDRESS", "JAX_NUM_CPU_DEVICES",
+    "MEGASCALE_PORT",     "MASTER_PORT",             "SKYPILOT_NUM_GPUS_PER_NODE"};
 
 bool is_tunable(std::string_view name) {
   return std::find(k_tunables.begin(), k_tunables.end(), name) != k_tunables.end();
@@ -147,13 +147,14 @@ void apply_user_env(EnvVars& env, const EnvVars& user_env, ErrorList& errors) {
     }
     auto it = std::find_if(env.begin(), env.end(),
                            [&wanted = name](const auto& kv) { return kv.first == wanted; });
-    bool reserved = name == "PATH" || util::starts_with(name, "TPUCTL_");
+    bool reserved =
+        name == "PATH" || (util::starts_with(name, "TPUCTL_") && name != k_jax_init_var);
     if (reserved || (it != env.end() && !is_tunable(name))) {
       errors.add(usage_error("environment variable '" + name +
                              "' describes the worker and is set by tpuctl: it cannot be "
                              "overridden (tunable ones: TPU_SKIP_MDS_QUERY, "
-                             "JAX_COORDINATOR_ADDRESS, MEGASCALE_PORT, MASTER_PORT, "
-                             "SKYPILOT_NUM_GPUS_PER_NODE)"));
+                             "JAX_COORDINATOR_ADDRESS, JAX_NUM_CPU_DEVICES, MEGASCALE_PORT, "
+                             "MASTER_PORT, SKYPILOT_NUM_GPUS_PER_NODE, TPUCTL_JAX_INIT)"));
       continue;
     }
     if (it != env.end()) {
@@ -260,6 +261,7 @@ Expected<EnvVars> worker_env(const SliceEnvInput& in, int worker, EnvProfile pro
   add("TPU_NAME", in.tpu_name);
   add("JAX_COORDINATOR_ADDRESS",
       host_port(in.num_slices > 1 ? global_head : in.hostnames[0], k_jax_coordinator_port));
+  add("JAX_NUM_CPU_DEVICES", std::to_string(chips_per_worker(type)));
   if (in.num_slices > 1) {
     add("MEGASCALE_COORDINATOR_ADDRESS", global_head);
     add("MEGASCALE_NUM_SLICES", std::to_string(in.num_slices));
@@ -275,6 +277,9 @@ Expected<EnvVars> worker_env(const SliceEnvInput& in, int worker, EnvProfile pro
   add("TPUCTL_NUM_PROCESSES", std::to_string(num_processes));
   if (!in.slice_uid.empty()) {
     add("TPUCTL_QR_UID", in.slice_uid);
+  }
+  if (!in.python_env.empty()) {
+    add("TPUCTL_PYTHON_ENV", in.python_env);
   }
 
   switch (profile) {
@@ -319,20 +324,58 @@ Expected<EnvVars> worker_env(const SliceEnvInput& in, int worker, EnvProfile pro
   return env;
 }
 
+Status validate_python_env(std::string_view dir, std::string_view source) {
+  const bool rooted = util::starts_with(dir, "/") || util::starts_with(dir, "~/");
+  if (!rooted || dir.find_first_of(std::string_view("\0\n", 2)) != std::string_view::npos) {
+    return usage_error(std::string(source) + " '" + util::printable(dir) +
+                       "' is not a Python environment's directory: give an absolute path (or "
+                       "~/...) on the workers, e.g. /opt/tpuctl/frameworks");
+  }
+  return tpuctl::ok();
+}
+
+bool jax_init_off(const EnvVars& env) {
+  for (const auto& [name, value] : env) {
+    if (name == k_jax_init_var) {
+      const std::string v = util::to_lower(util::trim(value));
+      return v == "0" || v == "off" || v == "false" || v == "no";
+    }
+  }
+  return false;
+}
+
+int chips_per_worker(const topology::AcceleratorType& type) {
+  const auto& b = type.chips_per_host_bounds;
+  return std::max(1, b[0] * b[1] * b[2]);
+}
+
 std::string env_command_prefix(const EnvVars& env, const std::string& agent_dir) {
   std::string out;
+  std::string python_env;
   for (const auto& [name, value] : env) {
     if (!is_env_name(name)) {
       continue; // precondition violated; never let a name become shell syntax
     }
     out += out.empty() ? "export " : " ";
     out += name + "=" + util::shell_quote(value);
+    if (name == "TPUCTL_PYTHON_ENV") {
+      python_env = value;
+    }
   }
   if (!out.empty()) {
     out += "; ";
   }
   if (!agent_dir.empty()) {
-    out += "export PATH=" + util::shell_quote_path(agent_dir) + ":\"$PATH\"; ";
+    std::string path = util::shell_quote_path(agent_dir);
+    if (!python_env.empty()) {
+      path += ":" + util::shell_quote_path(python_env + "/bin");
+    }
+    out += "export PATH=" + path + ":\"$PATH\"";
+    if (!jax_init_off(env)) {
+      out += " PYTHONPATH=" + util::shell_quote_path(agent_dir + "/python") +
+             "${PYTHONPATH:+:\"$PYTHONPATH\"}";
+    }
+    out += "; ";
   }
   return out;
 }

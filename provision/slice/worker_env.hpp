@@ -8,13 +8,17 @@
 //   TPU_CHIPS_PER_HOST_BOUNDS ("x,y,z"), TPU_SKIP_MDS_QUERY=1, TPU_NAME,
 //   JAX_COORDINATOR_ADDRESS ("<host>:8476", host = MEGASCALE_COORDINATOR_ADDRESS when there are
 //   several slices, else worker 0 of this slice: exactly JAX's own rule, topology.md b.4),
+//   JAX_NUM_CPU_DEVICES (the chips of one worker: JAX on the CPU shows one device per chip),
 //   MEGASCALE_COORDINATOR_ADDRESS (host only), MEGASCALE_NUM_SLICES, MEGASCALE_SLICE_ID,
 //   MEGASCALE_PORT=8081 (Ray's default; only when num_slices > 1),
 //   TPUCTL_WORKER_ID, TPUCTL_NUM_WORKERS, TPUCTL_WORKER_HOSTNAMES, TPUCTL_SLICE_ID,
 //   TPUCTL_NUM_SLICES, TPUCTL_PROCESS_ID (slice_id * workers + worker), TPUCTL_NUM_PROCESSES,
-//   TPUCTL_QR_UID (when slice_uid is set),
+//   TPUCTL_QR_UID (when slice_uid is set), TPUCTL_PYTHON_ENV (when python_env is set),
 //   then the profile's variables, then the user's additions (see worker_env).
-// PATH is not in the list: env_command_prefix puts the agent directory in front of it.
+// PATH and PYTHONPATH are not in the list: env_command_prefix puts the agent directory and the
+// Python environment's bin/ in front of PATH, and the agent's python/ directory (its
+// sitecustomize.py: JAX sees the whole slice, agent/python/sitecustomize.py) in front of
+// PYTHONPATH.
 #pragma once
 
 #include <string>
@@ -32,6 +36,11 @@ using EnvVars = std::vector<std::pair<std::string, std::string>>;
 inline constexpr int k_jax_coordinator_port = 8476;  // JAX's fixed port on Cloud TPU
 inline constexpr int k_megascale_port = 8081;        // Ray's default (xpk's Pathways uses 8080)
 inline constexpr int k_torchrun_master_port = 29500; // torchrun's default
+// Where `scripts/deps.sh --frameworks` puts JAX, Orbax and optax on a host: the Python
+// environment a worker's PATH leads with unless the user names another (config python-env).
+inline constexpr std::string_view k_default_python_env = "/opt/tpuctl/frameworks";
+// The one variable of tpuctl's own that a user may set (to 0): no JAX start-up on the workers.
+inline constexpr std::string_view k_jax_init_var = "TPUCTL_JAX_INIT";
 
 struct SliceEnvInput {
   topology::AcceleratorType type;
@@ -50,6 +59,10 @@ struct SliceEnvInput {
   // The queued resource's unique id, exported as TPUCTL_QR_UID when set: every process a slice
   // starts carries it, so suspend and delete can find and kill them (provision/provisioning).
   std::string slice_uid;
+  // The Python environment (a virtual environment's directory) on the worker whose bin/ leads
+  // PATH after the agent's directory; exported as TPUCTL_PYTHON_ENV. Empty: PATH as the login
+  // gives it.
+  std::string python_env{k_default_python_env};
 };
 
 enum class EnvProfile { none, torchrun, slurm, skypilot };
@@ -76,9 +89,10 @@ Status validate_env_name(std::string_view name);
 //             SKYPILOT_NUM_NODES, SKYPILOT_NUM_GPUS_PER_NODE=0 (TPU hosts have no GPUs; the
 //             chips per host are in TPU_CHIPS_PER_HOST_BOUNDS).
 // `user_env` entries replace a variable in place when it is a tunable (TPU_SKIP_MDS_QUERY,
-// JAX_COORDINATOR_ADDRESS, MEGASCALE_PORT, MASTER_PORT, SKYPILOT_NUM_GPUS_PER_NODE) and are
-// appended otherwise; identity variables (anything else tpuctl sets, any TPUCTL_* name, PATH)
-// cannot be overridden. Values may hold any byte except NUL.
+// JAX_COORDINATOR_ADDRESS, JAX_NUM_CPU_DEVICES, MEGASCALE_PORT, MASTER_PORT,
+// SKYPILOT_NUM_GPUS_PER_NODE) and are appended otherwise (TPUCTL_JAX_INIT among them);
+// identity variables (anything else tpuctl sets, any other TPUCTL_* name, PATH) cannot be
+// overridden. Values may hold any byte except NUL.
 // Fails with usage, reporting every problem: worker out of range (names it and the range),
 // hostnames count != type.hosts, a bad host name, slice_id/num_slices out of range, a missing
 // coordinator, job_hostnames inconsistent with hostnames, an invalid or duplicate user name,
@@ -86,10 +100,13 @@ Status validate_env_name(std::string_view name);
 Expected<EnvVars> worker_env(const SliceEnvInput& input, int worker, EnvProfile profile,
                              const EnvVars& user_env = {});
 
-// `export K='v' K2='v2'; export PATH=<agent_dir>:"$PATH"; ` ready to put in front of a command
+// `export K='v' K2='v2'; export PATH=<agent_dir>:<python env>/bin:"$PATH"
+// PYTHONPATH=<agent_dir>/python${PYTHONPATH:+:$PYTHONPATH}; ` ready to put in front of a command
 // that a POSIX login shell (sh, bash, dash, zsh) runs. Every value is single-quoted
 // (util::shell_quote), so `'`, `$(...)`, backticks, newlines, `;` and unicode arrive literally.
-// A leading `~/` of agent_dir stays expandable; an empty agent_dir leaves PATH alone.
+// The Python environment is env's TPUCTL_PYTHON_ENV (none: PATH gets only the agent); PYTHONPATH
+// is left alone when env sets TPUCTL_JAX_INIT to 0 (off, false, no). A leading `~/` of agent_dir
+// stays expandable; an empty agent_dir leaves PATH and PYTHONPATH alone.
 // Precondition: names are valid (worker_env guarantees it); an invalid name is skipped.
 // Never fails.
 std::string env_command_prefix(const EnvVars& env, const std::string& agent_dir);
@@ -99,5 +116,16 @@ std::string env_command_prefix(const EnvVars& env, const std::string& agent_dir)
 // shell form of dotenv: parsers that do not implement shell quoting (docker --env-file) may
 // read values holding `'` differently. Never fails.
 std::string to_dotenv(const EnvVars& env);
+
+// A Python environment's directory as a worker sees it: absolute, or under the login directory
+// (~/...), without NUL or newline. Errors: usage naming `source` (the flag or setting), the value
+// and the rule.
+Status validate_python_env(std::string_view dir, std::string_view source);
+
+// True when `env` switches tpuctl's JAX start-up off (TPUCTL_JAX_INIT=0, off, false or no).
+bool jax_init_off(const EnvVars& env);
+
+// The chips of one worker of `type` (JAX_NUM_CPU_DEVICES): the product of its chip bounds.
+int chips_per_worker(const topology::AcceleratorType& type);
 
 } // namespace tpuctl::provision

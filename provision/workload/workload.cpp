@@ -66,7 +66,11 @@ Json worker_json(const WorkloadWorker& w) {
               {"attempt", w.attempt},
               {"last_heartbeat_ms", w.last_heartbeat_ms},
               {"last_contact_ms", w.last_contact_ms},
-              {"detail", w.detail}};
+              {"detail", w.detail},
+              {"ended_ms", w.ended_ms},
+              {"stopped", w.stopped},
+              {"last_line", w.last_line},
+              {"events", w.events}};
 }
 
 WorkloadWorker worker_from_json(const Json& j) {
@@ -85,6 +89,10 @@ WorkloadWorker worker_from_json(const Json& j) {
   w.last_heartbeat_ms = j.value("last_heartbeat_ms", int64_t{0});
   w.last_contact_ms = j.value("last_contact_ms", int64_t{0});
   w.detail = j.value("detail", "");
+  w.ended_ms = j.value("ended_ms", int64_t{0});
+  w.stopped = j.value("stopped", false);
+  w.last_line = j.value("last_line", "");
+  w.events = j.value("events", Json::object());
   return w;
 }
 
@@ -178,6 +186,8 @@ Json to_json(const Workload& w) {
          {"finished_at_ms", w.finished_at_ms},
          {"message", w.message},
          {"workers", workers},
+         {"python_env", w.python_env},
+         {"checkpoint_dir", w.checkpoint_dir.empty() ? Json() : Json(w.checkpoint_dir)},
          {"monitor", w.monitor}};
   if (!w.container.image.empty()) {
     j["container"] = Json{{"image", w.container.image},
@@ -254,6 +264,10 @@ Expected<Workload> workload_from_json(const Json& doc) {
       w.workers.push_back(worker_from_json(x));
     }
     w.monitor = doc.value("monitor", Json::object());
+    w.python_env = doc.value("python_env", std::string(k_default_python_env));
+    if (doc.contains("checkpoint_dir") && doc["checkpoint_dir"].is_string()) {
+      w.checkpoint_dir = doc["checkpoint_dir"].get<std::string>();
+    }
     if (doc.contains("container")) {
       const Json& c = doc.at("container");
       w.container.image = c.at("image").get<std::string>();

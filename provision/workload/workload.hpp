@@ -68,6 +68,16 @@ struct WorkloadWorker {
   int64_t last_heartbeat_ms = 0; // the worker's clock, unix ms; 0 before the first
   int64_t last_contact_ms = 0;   // this machine's clock: the last successful poll
   std::string detail;            // why LOST, or a transport error
+  // When it ended (the worker's clock, unix ms; 0 while it runs), whether a stop of tpuctl's
+  // ended it (delete, eviction, a peer's failure) rather than the command itself, and the last
+  // line it wrote (what a failure says: a Python exception's last line).
+  int64_t ended_ms = 0;
+  bool stopped = false;
+  std::string last_line;
+  // What the program reported through the worker's event file (TPUCTL_EVENTS) in this attempt,
+  // the latest event of each kind by its name: "jax_distributed" ({by: tpuctl|program,
+  // process_id, num_processes, coordinator}), "compile_cache" ({hits, misses}). {} when none.
+  nlohmann::json events = nlohmann::json::object();
 };
 
 // The image a workload's command runs in (provision/workload/container.hpp); no image: on the host.
@@ -141,6 +151,11 @@ struct Workload {
   int64_t finished_at_ms = 0;
   std::string message; // FAILED: which worker, what exit code; SUCCEEDED: a summary
   std::vector<WorkloadWorker> workers;
+  // The Python environment on the workers (--python-env), and the checkpoint directory every
+  // worker shares (--checkpoint-dir: checked before each launch, exported as
+  // TPUCTL_CHECKPOINT_DIR; "" when not given).
+  std::string python_env{k_default_python_env};
+  std::string checkpoint_dir;
   nlohmann::json monitor = nlohmann::json::object(); // the monitor's lease (reconcile.hpp)
   int64_t version = 0;
 };

@@ -41,7 +41,8 @@ bool same_view(const std::vector<WorkloadWorker>& a, const std::vector<WorkloadW
   }
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].state != b[i].state || a[i].exit_code != b[i].exit_code ||
-        a[i].attempt != b[i].attempt || a[i].detail != b[i].detail) {
+        a[i].attempt != b[i].attempt || a[i].detail != b[i].detail ||
+        a[i].events != b[i].events) {
       return false;
     }
   }
@@ -91,6 +92,16 @@ Status validate_request(const WorkloadRequest& r) {
   if (r.timeout_ms < 0) {
     problems.add(ErrorKind::usage, "--timeout must not be negative");
   }
+  if (!r.checkpoint_dir.empty() &&
+      (r.checkpoint_dir.front() != '/' ||
+       r.checkpoint_dir.find_first_of(std::string_view("\0\n", 2)) != std::string::npos)) {
+    problems.add(ErrorKind::usage, "--checkpoint-dir '" + util::printable(r.checkpoint_dir) +
+                                       "' is not an absolute path: give the directory every "
+                                       "worker shares, e.g. /mnt/shared/ckpt");
+  }
+  if (auto v = validate_python_env(r.python_env, "--python-env"); !v) {
+    problems.add(v.error());
+  }
   if (!r.container.image.empty() || !r.app_files.empty()) {
     if (auto v = validate_container(r.container); !v) {
       problems.add(v.error());
@@ -124,6 +135,28 @@ Expected<int> slices_asked(const Cluster& c, const std::string& tpu_type, int nu
                        "'tpuctl cluster create --cluster " + c.name + " --num-slices N'");
   }
   return num_slices;
+}
+
+// After the stop of a failed attempt every worker's end is known: which ones the stop ended,
+// and when the others ended by themselves. The failure is decided again on that, so the worker
+// that failed first is the one named (and whose exit code counts), whichever line reached the
+// monitor first: a JAX process that dies takes its peers with it a moment later.
+void settle_after_stop(Workload& wl, WorkerWatch& watch, const MonitorOptions& o, Decision& d) {
+  watch.wait_for_news(Ms(1000));
+  const auto observations = watch.turn();
+  Workload after = wl;
+  const int64_t now = now_of(o);
+  for (size_t i = 0; i < after.workers.size() && i < observations.size(); ++i) {
+    if (observations[i]) {
+      observe(after.workers[i], *observations[i], wl.attempt, wl.attempt_started_ms, now,
+              o.policy);
+    }
+  }
+  Decision again = decide(after, now);
+  if (again.verdict == Verdict::fail || again.verdict == Verdict::restart) {
+    d = std::move(again);
+    wl.workers = std::move(after.workers);
+  }
 }
 
 } // namespace
@@ -181,6 +214,8 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   }
   wl.container = r.container;
   wl.container.app = !r.app_files.empty();
+  wl.python_env = r.python_env;
+  wl.checkpoint_dir = r.checkpoint_dir;
   wl.created_at_ms = now_of(o);
   wl.owner = store.actor();
   wl.project = cluster.project;
@@ -191,6 +226,9 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   TPUCTL_TRY_ASSIGN(auto plans, plan_workload(store, wl));
   for (const auto& p : plans) {
     TPUCTL_TRY(remote::check_command_length(launch_command(wl, p))); // before anything is stored
+  }
+  if (!wl.checkpoint_dir.empty() && !r.dry_run) {
+    TPUCTL_TRY(check_shared_dir(wl.checkpoint_dir, plans, o.ssh));
   }
   if (!wl.container.image.empty()) {
     say(o, "asking " + util::counted(plans.size(), "worker") + " for docker or podman");
@@ -488,11 +526,17 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
       }
     }
     if (d.verdict == Verdict::fail || d.verdict == Verdict::restart) {
-      say(o, (d.verdict == Verdict::fail ? "failing: " : "") + d.message);
       stop_attempt(wl, *plans, watch.get(), o);
+      if (watch) {
+        settle_after_stop(wl, *watch, o, d);
+      }
+      say(o, (d.verdict == Verdict::fail ? "failing: " : "") + d.message);
     }
     if (d.verdict == Verdict::fail) {
       TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
+                          if (w.workers.size() == wl.workers.size()) {
+                            w.workers = wl.workers; // as settled after the stop
+                          }
                           return finish(w, WorkloadState::failed, d.message, now_of(o));
                         }));
       admit_quietly(store, wl, o);

@@ -54,6 +54,10 @@ struct WorkloadRequest {
   ContainerSpec container; // an image: the runtime is chosen (or the request refused)
   std::vector<AppFile> app_files; // --script-dir: copied to every worker, mounted at /app
   bool dry_run = false;           // validate and plan; store and start nothing
+  std::string python_env{k_default_python_env}; // --python-env (cli resolves the default)
+  // --checkpoint-dir: one directory every worker shares (checked on each before anything is
+  // stored, and before each launch); "" when not given.
+  std::string checkpoint_dir;
 };
 
 struct MonitorOptions {

@@ -1,6 +1,7 @@
 #include "provision/workload/workload_policy.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 #include "util/strings.hpp"
 
@@ -17,9 +18,22 @@ bool ended(WorkerState s) {
 
 std::string what_happened(const WorkloadWorker& w) {
   if (w.state == WorkerState::failed) {
-    return describe_worker(w) + " exited with " + std::to_string(w.exit_code);
+    return describe_worker(w) + " exited with " + std::to_string(w.exit_code) +
+           (w.last_line.empty() ? std::string() : ": " + w.last_line);
   }
   return describe_worker(w) + " was lost: " + w.detail;
+}
+
+// The culprits in the order they ended: failed workers by their end (the worker's clock), then
+// lost ones (their end is unknown) in worker order.
+void order_by_end(const Workload& wl, std::vector<size_t>& culprits) {
+  auto key = [&](size_t i) {
+    const auto& w = wl.workers[i];
+    const bool timed = w.state == WorkerState::failed && w.ended_ms > 0;
+    return std::tuple(timed ? 0 : 1, timed ? w.ended_ms : int64_t{0}, i);
+  };
+  std::stable_sort(culprits.begin(), culprits.end(),
+                   [&](size_t a, size_t b) { return key(a) < key(b); });
 }
 
 std::string seconds(int64_t ms) {
@@ -51,6 +65,10 @@ void observe(WorkloadWorker& w, const WorkerObservation& obs, int attempt,
   if (!obs.has_status || obs.attempt < attempt) {
     w.state = WorkerState::pending;
     w.attempt = attempt;
+    w.ended_ms = 0;
+    w.stopped = false;
+    w.last_line.clear();
+    w.events = nlohmann::json::object();
     if (now_ms - attempt_started_ms > lost_after) {
       w.state = WorkerState::lost;
       w.detail = "attempt " + std::to_string(attempt) + " never started on the worker";
@@ -61,9 +79,17 @@ void observe(WorkloadWorker& w, const WorkerObservation& obs, int attempt,
   if (obs.heartbeat_ms > 0) {
     w.last_heartbeat_ms = obs.heartbeat_ms;
   }
+  if (!obs.events.empty()) {
+    w.events = obs.events;
+  }
   if (obs.state == "exited") {
     w.exit_code = obs.exit_code;
-    w.state = obs.exit_code == 0 ? WorkerState::succeeded : WorkerState::failed;
+    w.ended_ms = obs.finished_ms;
+    w.stopped = obs.stopped;
+    w.last_line = obs.last_line;
+    w.state = obs.exit_code == 0 ? WorkerState::succeeded
+              : obs.stopped      ? WorkerState::stopped
+                                 : WorkerState::failed;
     return;
   }
   const int64_t age = obs.heartbeat_ms > 0 ? obs.now_ms - obs.heartbeat_ms : 0;
@@ -85,17 +111,36 @@ Decision decide(const Workload& wl, int64_t now_ms) {
   if (wl.workers.empty()) {
     return d;
   }
-  std::vector<std::string> problems;
   bool all_ended = true;
   bool all_succeeded = true;
   for (size_t i = 0; i < wl.workers.size(); ++i) {
     const auto& w = wl.workers[i];
-    all_ended = all_ended && ended(w.state);
+    all_ended = all_ended && (ended(w.state) || w.state == WorkerState::stopped);
     all_succeeded = all_succeeded && w.state == WorkerState::succeeded;
     if (bad(w.state)) {
       d.culprits.push_back(i);
-      problems.push_back(what_happened(w));
     }
+  }
+  order_by_end(wl, d.culprits);
+  // The first failure, and a count of what followed it (a cascade, not a cause); lost workers
+  // (the infrastructure's) are each named.
+  std::vector<std::string> problems;
+  size_t followed = 0;
+  bool first_failed = false;
+  for (size_t i : d.culprits) {
+    const auto& w = wl.workers[i];
+    if (w.state == WorkerState::lost) {
+      problems.push_back(what_happened(w));
+    } else if (!first_failed) {
+      first_failed = true;
+      problems.insert(problems.begin(), what_happened(w));
+    } else {
+      ++followed;
+    }
+  }
+  if (followed > 0 && !problems.empty()) {
+    problems.front() += " (the first to fail; " + util::counted(followed, "other worker") +
+                        " failed after it)";
   }
   if (all_succeeded) {
     d.verdict = Verdict::succeeded;
@@ -111,10 +156,11 @@ Decision decide(const Workload& wl, int64_t now_ms) {
     for (size_t i : d.culprits) {
       const auto& w = wl.workers[i];
       if (w.state == WorkerState::failed) {
-        job_failed = true;
+        job_failed = true; // the first failure decides: the others followed it
         if (!restartable_exit(w.exit_code, wl.restart_on_exit_codes)) {
           final_codes.push_back(std::to_string(w.exit_code));
         }
+        break;
       }
     }
     if (!final_codes.empty()) {

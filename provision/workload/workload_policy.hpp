@@ -11,6 +11,11 @@
 // on. A dead host is noticed 10 s after its last line when its connections are refused; one
 // that hangs within 14 s (documented in README and workload_watch.hpp).
 //
+// A worker whose command a stop of tpuctl's ended (a peer's failure, a restart) is STOPPED, not
+// FAILED: it is never a culprit. Of several failed workers, the one that ended first (by the
+// clocks of the workers, which a cascade follows by seconds) is the failure: the message names
+// it, its exit code and its last line, counts the others, and its exit code alone decides
+// whether the job restarts (the others died of it, as JAX's peers do when one process dies).
 // Verdicts: every worker SUCCEEDED -> succeeded. Policy any: one FAILED or LOST worker ends the
 // attempt; policy all: once every worker has ended, any FAILED or LOST does. Then the failure is
 // the job's or the infrastructure's, and each has its own budget (SkyPilot draws the same line):
@@ -44,6 +49,10 @@ struct WorkerObservation {
   int attempt = -1;
   std::string state;        // "running" or "exited"
   int exit_code = -1;       // exited: the status, 128+N for signal N
+  int64_t finished_ms = 0;  // exited: when (worker clock)
+  bool stopped = false;     // exited: a stop of tpuctl's ended it, not the command itself
+  std::string last_line;    // exited: the log's last line
+  nlohmann::json events = nlohmann::json::object(); // the latest event of each kind
   int64_t heartbeat_ms = 0; // worker clock
   int64_t now_ms = 0;       // worker clock when polled
   bool supervisor_alive = false;

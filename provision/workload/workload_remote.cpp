@@ -80,6 +80,7 @@ Expected<std::vector<WorkerPlan>> plan_workload(state::StateStore& store, const 
   WorkerSelection selection;
   selection.user_env = wl.env;
   selection.profile = wl.env_profile;
+  selection.python_env = wl.python_env;
   std::vector<std::string> node_ids;
   for (const auto& n : target->qr.nodes) {
     node_ids.push_back(n.id);
@@ -99,6 +100,9 @@ Expected<std::vector<WorkerPlan>> plan_workload(state::StateStore& store, const 
     p.env.emplace_back(k_workload_uid_var, wl.uid);
     p.env.emplace_back("TPUCTL_WORKLOAD_ATTEMPT", std::to_string(wl.attempt));
     p.env.emplace_back(k_process_grace_var, std::to_string(wl.termination_grace_ms / 1000));
+    if (!wl.checkpoint_dir.empty()) {
+      p.env.emplace_back("TPUCTL_CHECKPOINT_DIR", wl.checkpoint_dir);
+    }
   }
   return plans;
 }
@@ -117,6 +121,16 @@ std::vector<WorkloadWorker> pending_workers(const std::vector<WorkerPlan>& plans
   return out;
 }
 
+std::string compilation_cache_dir(const WorkerPlan& p) {
+  std::string slice_uid = "shared";
+  for (const auto& [name, value] : p.env) {
+    if (name == "TPUCTL_QR_UID") {
+      slice_uid = value;
+    }
+  }
+  return p.workdir + "/jax-cache/" + slice_uid;
+}
+
 std::string launch_command(const Workload& wl, const WorkerPlan& p) {
   const std::string command =
       wl.container.image.empty()
@@ -126,7 +140,9 @@ std::string launch_command(const Workload& wl, const WorkerPlan& p) {
   return secret_read_prefix(wl.secrets) + env_command_prefix(p.env, p.agent_dir) + agent_of(p) +
          " agent supervise --format json --dir " + util::shell_quote_path(dir_of(wl, p)) +
          " --attempt " + std::to_string(wl.attempt) + " --kill-grace " +
-         std::to_string(wl.termination_grace_ms) + "ms --command " + util::shell_quote(command);
+         std::to_string(wl.termination_grace_ms) + "ms --compilation-cache " +
+         util::shell_quote_path(compilation_cache_dir(p)) + " --command " +
+         util::shell_quote(command);
 }
 
 Expected<std::vector<remote::HostResult>> launch_workers(const Workload& wl,
@@ -158,12 +174,74 @@ WorkerObservation parse_observation(const std::string& out) {
       obs.attempt = st.value("attempt", -1);
       obs.state = st.value("state", "");
       obs.exit_code = st.value("exit_code", -1);
+      obs.finished_ms = st.value("finished_ms", int64_t{0});
+      obs.stopped = st.value("stopped", false);
+      obs.last_line = st.value("last_line", "");
+    }
+    if (j.contains("events") && j["events"].is_object()) {
+      obs.events = j["events"];
     }
   } catch (const std::exception& e) {
     obs.reached = false;
     obs.error = std::string("unreadable status: ") + e.what();
   }
   return obs;
+}
+
+Status check_shared_dir(const std::string& dir, const std::vector<WorkerPlan>& plans,
+                        const remote::SshOptions& ssh) {
+  if (plans.empty()) {
+    return tpuctl::ok();
+  }
+  const std::string token = util::random_hex_id();
+  std::vector<std::string> commands;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    commands.push_back(agent_of(plans[i]) + " agent shared-dir --format json --dir " +
+                       util::shell_quote_path(dir) + " --token " + token + " --index " +
+                       std::to_string(i) + " --count " + std::to_string(plans.size()));
+  }
+  TPUCTL_TRY_ASSIGN(auto results, remote::run_fanout(jobs_for(plans, commands),
+                                                     control_options(ssh, plans.size(),
+                                                                     std::chrono::seconds(30))));
+  std::sort(results.begin(), results.end(),
+            [](const auto& a, const auto& b) { return a.index < b.index; });
+  const std::string fix = ": Orbax needs one directory every worker shares; give a path on a "
+                          "filesystem they all mount (NFS, a shared disk)";
+  std::string unreachable;
+  for (const auto& r : results) {
+    const WorkerPlan& p = plans[r.index];
+    Json j = Json::parse(r.out, nullptr, false);
+    if (j.is_object() && j.contains("shared")) {
+      if (!j.value("shared", false) && r.index != 0) {
+        return usage_error("--checkpoint-dir '" + util::printable(dir) +
+                           "' is not shared by every worker: on " + worker_label(p) + ", " +
+                           j.value("problem", std::string("it was not seen")) + fix);
+      }
+      if (!j.value("shared", false) && j.value("missing", Json::array()).empty()) {
+        return usage_error("--checkpoint-dir '" + util::printable(dir) + "': on " +
+                           worker_label(p) + ", " + j.value("problem", std::string()));
+      }
+      continue;
+    }
+    if (unreachable.empty()) {
+      unreachable = worker_label(p) + ": " +
+                    (r.error.empty() ? util::last_line(r.err + r.out) : r.error);
+    }
+  }
+  if (!unreachable.empty()) {
+    return Error(ErrorKind::failure, "could not check --checkpoint-dir '" +
+                                         util::printable(dir) + "' on every worker (" +
+                                         unreachable + ")");
+  }
+  for (const auto& r : results) { // worker 0's view: whose files never reached it
+    Json j = Json::parse(r.out, nullptr, false);
+    if (r.index == 0 && !j.value("shared", true)) {
+      return usage_error("--checkpoint-dir '" + util::printable(dir) +
+                         "' is not shared by every worker: " + j.value("problem", std::string()) +
+                         fix);
+    }
+  }
+  return tpuctl::ok();
 }
 
 Expected<std::vector<WorkerObservation>> poll_workers(const Workload& wl,

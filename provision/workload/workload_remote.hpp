@@ -45,11 +45,24 @@ std::vector<WorkloadWorker> pending_workers(const std::vector<WorkerPlan>& plans
 // The shell command that starts attempt `workload.attempt` on the worker of `plan`.
 std::string launch_command(const Workload& workload, const WorkerPlan& plan);
 
+// The persistent JAX compilation cache of the worker's cluster on its host:
+// <workdir>/jax-cache/<the cluster's request uid>. Every attempt of every workload of the cluster
+// uses it (the supervisor exports JAX_COMPILATION_CACHE_DIR unless the job sets its own), so a
+// restart, a repair or a resumed eviction does not compile again.
+std::string compilation_cache_dir(const WorkerPlan& plan);
+
 // Starts the current attempt on every worker at once. Per-worker results in plan order; a
 // worker whose result is not ok did not start.
 Expected<std::vector<remote::HostResult>>
 launch_workers(const Workload& workload, const std::vector<WorkerPlan>& plans,
                const remote::SshOptions& ssh, const remote::FanoutCallbacks& callbacks = {});
+
+// Checks that `dir` is one filesystem every worker of `plans` sees (agent/shared_dir.hpp: worker
+// 0 writes a file there, every other worker must read it), in one round. Errors: usage naming
+// the directory, the first worker that did not see it (NODE/WORKER@HOST) and what it said, and
+// how to fix it; failure when workers cannot be reached.
+Status check_shared_dir(const std::string& dir, const std::vector<WorkerPlan>& plans,
+                        const remote::SshOptions& ssh);
 
 // Polls every worker's status. Never fails for a worker (an unreachable one is an observation
 // with reached = false); errors are the engine's (bad options).

@@ -113,6 +113,11 @@ std::string launch_failures(const std::vector<WorkerPlan>& plans,
 Expected<std::string> start_attempt(const Workload& wl, const std::vector<WorkerPlan>& plans,
                                     std::vector<size_t>& failed, const MonitorOptions& o,
                                     WorkerWatch* watch) {
+  if (!wl.checkpoint_dir.empty()) { // its hosts may have changed since it was created
+    if (auto shared = check_shared_dir(wl.checkpoint_dir, plans, o.ssh); !shared) {
+      return shared.error().message;
+    }
+  }
   auto done = std::make_shared<size_t>(0);
   auto started = [&o, done, total = plans.size()](const remote::HostResult& r) {
     if (o.worker_started) {

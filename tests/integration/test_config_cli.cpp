@@ -45,7 +45,7 @@ TEST_CASE("config: set, get, list, unset; the file is 0600 in a 0700 directory")
   auto list = h.run({"config", "list", "--format", "json"});
   REQUIRE(list.exit_code == 0);
   auto rows = nlohmann::json::parse(list.out);
-  CHECK(rows.size() == 8);
+  CHECK(rows.size() == 9);
   CHECK(rows[2]["key"] == "state");
   CHECK(rows[2]["value"] == "etcd://127.0.0.1:23999");
   struct stat st {};
@@ -71,6 +71,7 @@ TEST_CASE("config: bad keys and values are refused like their flags; the file is
                                                         {"state", "ftp://x"},
                                                         {"pool", "Bad Pool"},
                                                         {"ssh.user", "root;id"},
+                                                        {"python-env", "venv"},
                                                         {"colour", "red"}}) {
     CAPTURE(key);
     auto r = h.run({"config", "set", key, value});

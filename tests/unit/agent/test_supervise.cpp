@@ -328,7 +328,7 @@ TEST_CASE("agent supervise: a restart appends to the log with a marker; bad inpu
   auto s = wait_exited(o.dir, std::chrono::seconds(10));
   CHECK(s["status"]["attempt"] == 1);
   CHECK(tpuctl::test::read_file(o.dir + "/log") ==
-        "first\n--- tpuctl: attempt 1 (restart 1) ---\nsecond\n");
+        "first\n--- tpuctl: attempt 1 ---\nsecond\n");
 
   SuperviseOptions empty;
   empty.dir = o.dir;

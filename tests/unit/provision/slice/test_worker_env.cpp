@@ -132,7 +132,11 @@ TEST_CASE("provision::worker_env reproduces the two-slice v5p-32 example of topo
   CHECK(m["TPUCTL_SLICE_ID"] == "1");
   CHECK(m["TPUCTL_NUM_SLICES"] == "2");
   CHECK(m["TPUCTL_NUM_WORKERS"] == "4");
+  // One JAX CPU device per chip of the worker (2x2x1), and the Python environment for PATH.
+  CHECK(m["JAX_NUM_CPU_DEVICES"] == "4");
+  CHECK(m["TPUCTL_PYTHON_ENV"] == "/opt/tpuctl/frameworks");
   CHECK(m.count("PATH") == 0);
+  CHECK(m.count("PYTHONPATH") == 0);
   CHECK(m.size() == env->size()); // no name twice
 }
 
@@ -149,6 +153,7 @@ TEST_CASE("provision::worker_env keeps the documented variable order") {
                                                    "TPU_SKIP_MDS_QUERY",
                                                    "TPU_NAME",
                                                    "JAX_COORDINATOR_ADDRESS",
+                                                   "JAX_NUM_CPU_DEVICES",
                                                    "MEGASCALE_COORDINATOR_ADDRESS",
                                                    "MEGASCALE_NUM_SLICES",
                                                    "MEGASCALE_SLICE_ID",
@@ -160,6 +165,7 @@ TEST_CASE("provision::worker_env keeps the documented variable order") {
                                                    "TPUCTL_NUM_SLICES",
                                                    "TPUCTL_PROCESS_ID",
                                                    "TPUCTL_NUM_PROCESSES",
+                                                   "TPUCTL_PYTHON_ENV",
                                                    "RANK",
                                                    "WORLD_SIZE",
                                                    "LOCAL_RANK",
@@ -402,6 +408,14 @@ TEST_CASE("provision::worker_env lets users tune ports but not change a worker's
     CHECK(names.back() == "ALPHA");
     CHECK(names.size() == m.size());
   }
+  SUBCASE("JAX's CPU device count is tunable, and TPUCTL_JAX_INIT is the one TPUCTL_ name") {
+    auto env = worker_env(in, 2, EnvProfile::none,
+                          {{"JAX_NUM_CPU_DEVICES", "2"}, {"TPUCTL_JAX_INIT", "0"}});
+    REQUIRE(env);
+    CHECK(as_map(*env)["JAX_NUM_CPU_DEVICES"] == "2");
+    CHECK(as_map(*env)["TPUCTL_JAX_INIT"] == "0");
+    CHECK(jax_init_off(*env));
+  }
   SUBCASE("RANK is free to set when no profile sets it") {
     auto env = worker_env(in, 2, EnvProfile::none, {{"RANK", "99"}});
     REQUIRE(env);
@@ -410,7 +424,8 @@ TEST_CASE("provision::worker_env lets users tune ports but not change a worker's
   SUBCASE("identity variables, TPUCTL_* and PATH are refused by name") {
     for (const char* name :
          {"TPU_WORKER_ID", "TPU_WORKER_HOSTNAMES", "TPU_NAME", "MEGASCALE_SLICE_ID",
-          "TPUCTL_WORKER_ID", "TPUCTL_ANYTHING", "PATH", "RANK", "MASTER_ADDR"}) {
+          "TPUCTL_WORKER_ID", "TPUCTL_ANYTHING", "TPUCTL_PYTHON_ENV", "PATH", "RANK",
+          "MASTER_ADDR"}) {
       CAPTURE(name);
       auto all = message_of(worker_env(in, 2, EnvProfile::torchrun, {{name, "0"}}));
       CHECK(mentions(all, std::string("environment variable '") + name +
@@ -573,6 +588,54 @@ TEST_CASE("provision::env_command_prefix puts the agent directory first in PATH"
     CHECK(env_command_prefix({}, "") == "");
     CHECK(sh(env_command_prefix({}, "/x") + "printf '%s' \"$PATH\"", {{"PATH", "/bin"}}) ==
           "/x:/bin");
+  }
+}
+
+TEST_CASE("provision::env_command_prefix puts the Python environment after the agent in PATH "
+          "and the agent's Python start-up first in PYTHONPATH") {
+  test::TempDir home;
+  const std::string agent = (home.path() / "agent").string();
+  EnvVars env = {{"TPUCTL_PYTHON_ENV", (home.path() / "venv").string()}};
+  const std::map<std::string, std::string> base = {{"PATH", "/usr/bin:/bin"}};
+  SUBCASE("PATH: agent, environment's bin, then the login's") {
+    CHECK(sh(env_command_prefix(env, agent) + "printf '%s' \"$PATH\"", base) ==
+          agent + ":" + (home.path() / "venv" / "bin").string() + ":/usr/bin:/bin");
+  }
+  SUBCASE("PYTHONPATH: the start-up first, a value already there kept after it") {
+    CHECK(sh(env_command_prefix(env, agent) + "printf '%s' \"$PYTHONPATH\"", base) ==
+          agent + "/python");
+    EnvVars with_user = env;
+    with_user.emplace_back("PYTHONPATH", "/my lib");
+    CHECK(sh(env_command_prefix(with_user, agent) + "printf '%s' \"$PYTHONPATH\"", base) ==
+          agent + "/python:/my lib");
+  }
+  SUBCASE("TPUCTL_JAX_INIT=0 (or off, false, no) leaves PYTHONPATH alone") {
+    for (const char* off : {"0", "off", "FALSE", "no"}) {
+      CAPTURE(off);
+      EnvVars e = env;
+      e.emplace_back("TPUCTL_JAX_INIT", off);
+      CHECK(sh(env_command_prefix(e, agent) + "printf '%s' \"${PYTHONPATH-unset}\"", base) ==
+            "unset");
+    }
+    EnvVars on = env;
+    on.emplace_back("TPUCTL_JAX_INIT", "1");
+    CHECK(!jax_init_off(on));
+  }
+  SUBCASE("no Python environment: PATH gets the agent alone") {
+    CHECK(sh(env_command_prefix({}, agent) + "printf '%s' \"$PATH\"", base) ==
+          agent + ":/usr/bin:/bin");
+  }
+}
+
+TEST_CASE("provision::validate_python_env takes absolute and ~/ paths only") {
+  CHECK(validate_python_env("/opt/tpuctl/frameworks", "--python-env"));
+  CHECK(validate_python_env("~/venvs/jax", "--python-env"));
+  for (const char* bad : {"", "venv", "./venv", "~user/venv", "/a\nb"}) {
+    CAPTURE(bad);
+    auto v = validate_python_env(bad, "--python-env");
+    REQUIRE(!v);
+    CHECK(v.error().kind == ErrorKind::usage);
+    CHECK(mentions(v.error().message, "--python-env"));
   }
 }
 

@@ -108,6 +108,27 @@ TEST_CASE("provision::observe turns a poll into the worker's state") {
     observe(w, exited(3, 0), 1, 30'000, 45'000, config);
     CHECK(w.state == WorkerState::lost);
   }
+  SUBCASE("an exit a stop of tpuctl's caused is STOPPED, never FAILED; its end and last line "
+          "are kept") {
+    auto o = exited(143);
+    o.stopped = true;
+    o.finished_ms = 4321;
+    o.last_line = "Terminated";
+    observe(w, o, 0, 1000, 6000, config);
+    CHECK(w.state == WorkerState::stopped);
+    CHECK(w.exit_code == 143);
+    CHECK(w.ended_ms == 4321);
+    CHECK(w.stopped);
+    CHECK(w.last_line == "Terminated");
+  }
+  SUBCASE("events are kept per attempt: a new attempt starts without the last one's") {
+    auto o = running(20'000, 19'000);
+    o.events = nlohmann::json{{"compile_cache", {{"event", "compile_cache"}, {"hits", 3}}}};
+    observe(w, o, 0, 1000, 20'000, config);
+    CHECK(w.events["compile_cache"]["hits"] == 3);
+    observe(w, exited(3, 0), 1, 30'000, 31'000, config); // attempt 1 not started yet
+    CHECK(w.events.empty());
+  }
   SUBCASE("an outcome is final for its attempt") {
     observe(w, exited(0), 0, 1000, 6000, config);
     WorkerObservation down;
@@ -208,6 +229,32 @@ TEST_CASE("provision::decide applies the failure policy") {
     auto d = decide(w, 61'001);
     CHECK(d.verdict == Verdict::fail);
     CHECK(d.message.find("--timeout 1m") != std::string::npos);
+  }
+  SUBCASE("of several failed workers the first to end is named, with its last line; the cascade "
+          "is counted, not blamed") {
+    auto w = four_workers(FailPolicy::any, 5);
+    w.restart_on_exit_codes = "42";
+    // Worker 3's line reached the monitor first, but worker 1 ended 2 s before it.
+    w.workers[3].state = WorkerState::failed;
+    w.workers[3].exit_code = 1; // the peer's abort: not restartable on its own
+    w.workers[3].ended_ms = 12'000;
+    w.workers[1].state = WorkerState::failed;
+    w.workers[1].exit_code = 137; // killed: restartable (128+N)
+    w.workers[1].ended_ms = 10'000;
+    w.workers[1].last_line = "Killed";
+    w.workers[2].state = WorkerState::stopped; // ended by tpuctl's stop: never a culprit
+    w.workers[2].exit_code = 143;
+    auto d = decide(w, 13'000);
+    CHECK(d.verdict == Verdict::restart); // worker 1's 137 decides, not worker 3's 1
+    CHECK(d.culprits == std::vector<size_t>{1, 3});
+    CHECK(d.message.find("worker 1 of node c-0 (host h1) exited with 137: Killed (the first to "
+                         "fail; 1 other worker failed after it)") != std::string::npos);
+    CHECK(d.message.find("worker 3") == std::string::npos);
+    CHECK(d.message.find("worker 2") == std::string::npos);
+    w.workers[1].ended_ms = 13'000; // now worker 3 was first: its exit 1 is not restarted
+    d = decide(w, 14'000);
+    CHECK(d.verdict == Verdict::fail);
+    CHECK(d.message.rfind("worker 3 of node c-0 (host h3) exited with 1", 0) == 0);
   }
   SUBCASE("running workers keep it running") {
     CHECK(decide(four_workers(), 9000).verdict == Verdict::keep_running);

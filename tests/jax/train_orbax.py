@@ -1,0 +1,147 @@
+# A small model trained with optax on synthetic data, its train state sharded over every device
+# of every process and checkpointed with a real Orbax CheckpointManager, as a JAX job on a TPU
+# slice is: run it on every worker at once (tpuctl workload create ... --checkpoint-dir DIR).
+#
+#   python3 train_orbax.py --steps 400 --save-every 10 [--step-seconds 0.05] [--dir DIR]
+#
+# The checkpoint directory is --dir, else TPUCTL_CHECKPOINT_DIR (what `workload create
+# --checkpoint-dir` exports); every worker must see the same one. It resumes from the latest
+# complete checkpoint (Orbax never lists a half-written one), saves every --save-every steps,
+# and on SIGTERM (a delete, an eviction, a preemption: tpuctl's stop) saves the step Orbax's
+# preemption sync point agrees on with every other process, then exits 143, as xpk's jobs do.
+# What it did, one line each, for tests and people:
+#   resumed from step N | starting from step 0
+#   step N loss L
+#   saved step N
+#   preempted: saved step N
+#   done: N steps
+# It also reports to tpuctl (TPUCTL_EVENTS, the worker's event file): a "step" event for each
+# step, a "first_step" event for this process's first, and a "checkpoint" event for each save
+# and restore.
+import argparse
+import json
+import os
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import orbax.checkpoint as ocp
+from jax.experimental import mesh_utils
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=400)
+parser.add_argument("--save-every", type=int, default=10)
+parser.add_argument("--step-seconds", type=float, default=0.0, help="extra time per step")
+parser.add_argument("--dir", default=os.environ.get("TPUCTL_CHECKPOINT_DIR", ""))
+args = parser.parse_args()
+if not args.dir:
+    sys.exit("train_orbax.py: give --dir, or run it with workload create --checkpoint-dir")
+
+
+def event(kind, **fields):
+    path = os.environ.get("TPUCTL_EVENTS")
+    if path:
+        fields.update(event=kind, time_ms=int(time.time() * 1000))
+        with open(path, "a") as f:
+            f.write(json.dumps(fields) + "\n")
+
+
+processes, local = jax.process_count(), jax.local_device_count()
+mesh = jax.sharding.Mesh(mesh_utils.create_device_mesh((processes, local)), ("data", "model"))
+replicated = NamedSharding(mesh, P())
+shardings = {
+    "w1": NamedSharding(mesh, P(None, "model")),
+    "b1": NamedSharding(mesh, P("model")),
+    "w2": NamedSharding(mesh, P("model", None)),
+    "b2": replicated,
+}
+width = 64 * local
+
+
+def init_params():
+    k1, k2 = jax.random.split(jax.random.key(0))
+    params = {
+        "w1": jax.random.normal(k1, (32, width)) * 0.1,
+        "b1": jnp.zeros((width,)),
+        "w2": jax.random.normal(k2, (width, 8)) * 0.1,
+        "b2": jnp.zeros((8,)),
+    }
+    return jax.tree.map(jax.device_put, params, shardings)
+
+
+def place(tree):
+    """Every leaf on the mesh: the parameters and their optimizer moments sharded by name, the
+    rest (counters) replicated, so a restored state has the shardings of a fresh one."""
+    def put(path, leaf):
+        key = getattr(path[-1], "key", None)
+        return jax.device_put(leaf, shardings.get(key, replicated) if leaf.ndim else replicated)
+    return jax.tree_util.tree_map_with_path(put, tree)
+
+
+optimizer = optax.adam(1e-2)
+params = init_params()
+state = place({"params": params, "opt": optimizer.init(params), "step": jnp.zeros((), jnp.int32)})
+batch_sharding = NamedSharding(mesh, P("data"))
+target_w = np.linspace(-1.0, 1.0, 32 * 8, dtype=np.float32).reshape(32, 8)
+
+
+def batch_for(step):
+    # The same global batch on every process for a step, so a resumed run repeats a step exactly.
+    rng = np.random.default_rng(step)
+    x = rng.standard_normal((16 * processes, 32), dtype=np.float32)
+    y = x @ target_w
+    return (jax.make_array_from_callback(x.shape, batch_sharding, lambda i: x[i]),
+            jax.make_array_from_callback(y.shape, batch_sharding, lambda i: y[i]))
+
+
+@jax.jit
+def train_step(state, x, y):
+    def loss_fn(p):
+        h = jax.nn.relu(x @ p["w1"] + p["b1"])
+        return jnp.mean((h @ p["w2"] + p["b2"] - y) ** 2)
+
+    loss, grads = jax.value_and_grad(loss_fn)(state["params"])
+    updates, opt = optimizer.update(grads, state["opt"], state["params"])
+    return {"params": optax.apply_updates(state["params"], updates), "opt": opt,
+            "step": state["step"] + 1}, loss
+
+
+manager = ocp.CheckpointManager(
+    os.path.abspath(args.dir),
+    options=ocp.CheckpointManagerOptions(save_interval_steps=args.save_every, max_to_keep=3))
+latest = manager.latest_step()
+start = 0
+if latest is not None:
+    t0 = time.time()
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
+    state = manager.restore(latest, args=ocp.args.StandardRestore(abstract))
+    event("checkpoint", action="restore", step=latest, seconds=time.time() - t0)
+    start = latest + 1
+    print(f"resumed from step {latest}", flush=True)
+else:
+    print("starting from step 0", flush=True)
+
+for step in range(start, args.steps):
+    t0 = time.time()
+    x, y = batch_for(step)
+    state, loss = train_step(state, x, y)
+    loss = float(loss)
+    if args.step_seconds:
+        time.sleep(args.step_seconds)
+    print(f"step {step} loss {loss:.6f}", flush=True)
+    if step == start:
+        event("first_step", step=step)  # this process's first step: a restart's cost ends here
+    event("step", step=step, seconds=time.time() - t0)
+    if manager.save(step, args=ocp.args.StandardSave(state)):
+        print(f"saved step {step}", flush=True)
+        event("checkpoint", action="save", step=step)
+    if manager.reached_preemption(step):
+        manager.wait_until_finished()
+        print(f"preempted: saved step {step}", flush=True)
+        sys.exit(143)
+manager.wait_until_finished()
+print(f"done: {args.steps} steps", flush=True)

@@ -1,0 +1,48 @@
+// The JAX tests' world: the project's Python environment (scripts/deps.sh --frameworks makes
+// /opt/tpuctl/frameworks: JAX, Orbax, optax), the programs of tests/jax/, and a WorkloadEnv with
+// the waits those tests share. A JAX test fails, never skips, when the environment is missing:
+// CI installs it (scripts/test.sh runs deps.sh --frameworks).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/workload_env.hpp"
+
+namespace tpuctl::test {
+
+// The workers' Python environment: TPUCTL_PYTHON_ENV, else /opt/tpuctl/frameworks.
+std::string frameworks_dir();
+// Fails the test (REQUIRE), saying how to install it, unless the environment's python3 imports
+// jax, orbax.checkpoint and optax.
+void require_frameworks();
+// tests/jax/NAME in the source tree, shell-quoted for a --command.
+std::string jax_program(const std::string& name);
+
+struct JaxEnv : WorkloadEnv {
+  JaxEnv(int hosts, const std::string& address_base, const std::string& shape = "");
+  // Polls `workload describe NAME --format json` until `done` holds or `timeout` passes; returns
+  // the last description.
+  nlohmann::json wait_for(const std::string& name,
+                          const std::function<bool(const nlohmann::json&)>& done,
+                          std::chrono::seconds timeout) const;
+  // Worker `worker` of node `node`'s log (all attempts), as `workload logs` gives it.
+  std::string log_of(const std::string& name, const std::string& node, int worker) const;
+  // The monitor's log of the workload (what to print when a test fails).
+  std::string monitor_log(const std::string& name) const;
+};
+
+// The Python processes (their program: /proc/PID/comm starts with "python") of worker `worker` of
+// the workload `uid`: the job itself, not its supervisor or shell.
+std::vector<int> python_processes(const std::string& uid, int worker);
+
+// The lines of `text` that start with `prefix`.
+std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix);
+// The numbers N of lines "<prefix>N..." in `text`, in order.
+std::vector<int> numbers_after(const std::string& text, const std::string& prefix);
+
+} // namespace tpuctl::test
