@@ -132,6 +132,8 @@ std::string signal_name(int sig) {
     // "attempt", not "restart": a repair or a resumed eviction is a new attempt too.
     util::write_all(1, "--- tpuctl: attempt " + std::to_string(o.attempt) + " ---\n");
   }
+  struct stat log_st {};
+  const int64_t log_start = ::fstat(1, &log_st) == 0 ? static_cast<int64_t>(log_st.st_size) : 0;
   // Each attempt reports afresh (the file is the program's to append to).
   if (int ev = ::open(events_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
       ev >= 0) {
@@ -177,7 +179,8 @@ std::string signal_name(int sig) {
               {"state", "running"},
               {"supervisor_pid", self},
               {"pid", static_cast<int>(child)},
-              {"started_ms", started}};
+              {"started_ms", started},
+              {"log_start", log_start}};
   write_atomically(status_path, status.dump() + "\n");
   write_atomically(heartbeat_path, std::to_string(util::unix_now_ms()) + "\n");
   index_log();
@@ -342,7 +345,7 @@ Expected<Supervised> start_supervised(const SuperviseOptions& o) {
   return make_error(ErrorKind::failure, "the supervisor exited before starting the command");
 }
 
-Json supervised_status(const std::string& dir) {
+Json supervised_status(const std::string& dir, bool with_events) {
   Json out{{"now_ms", util::unix_now_ms()},
            {"status", nullptr},
            {"heartbeat_ms", 0},
@@ -374,7 +377,9 @@ Json supervised_status(const std::string& dir) {
       read_status();
     }
   }
-  out["events"] = latest_events(dir + "/events");
+  if (with_events) {
+    out["events"] = latest_events(dir + "/events");
+  }
   return out;
 }
 

@@ -6,7 +6,9 @@
 // process group, appends its stdout and stderr to <dir>/log, writes a heartbeat (unix ms) to
 // <dir>/heartbeat every interval, and records the outcome in <dir>/status.json:
 //   {"attempt", "state": "running"|"exited", "supervisor_pid", "pid", "started_ms",
-//    "finished_ms", "exit_code" (128+N for signal N), "signal", "stopped", "last_line"}
+//    "log_start", "finished_ms", "exit_code" (128+N for signal N), "signal", "stopped",
+//    "last_line"}
+// ("log_start": where the attempt's part of the log begins.)
 // ("last_line": the log's last non-empty line when the command ended, at most 300 bytes: what a
 // failure says, e.g. a Python exception).
 // The command gets TPUCTL_EVENTS=<dir>/events, emptied at each attempt's start: a file of JSON
@@ -62,7 +64,9 @@ Expected<Supervised> start_supervised(const SuperviseOptions& options);
 // null, "heartbeat_ms" (0 when none), "supervisor_alive", "events": {KIND: the latest line of
 // that kind in <dir>/events}}. A status.json that cannot be parsed is reported as null with
 // "error". Never fails.
-nlohmann::json supervised_status(const std::string& dir);
+// `with_events` false leaves "events" out (supervise-watch reads the event file on its own,
+// incrementally).
+nlohmann::json supervised_status(const std::string& dir, bool with_events = true);
 
 // The latest event of each kind in an events file (JSON lines with a string "event"): {KIND:
 // line}. Reads at most its last 256 KiB; lines that are not such objects are skipped. Never
@@ -71,8 +75,13 @@ nlohmann::json latest_events(const std::string& path);
 
 // `tpuctl agent supervise-watch`: the controller's view of one worker, pushed instead of polled.
 // Writes supervised_status(dir) as one JSON line to `out_fd` at once, again within a moment of
-// every change of status.json or of the supervisor's liveness, and at least every `interval`
-// (a heartbeat line); returns when `in_fd` reaches end-of-file or hangs up (the SSH channel
+// every change of status.json, of the supervisor's liveness or of an event other than a step,
+// and at least every `interval` (a heartbeat line). It also reads the attempt's progress
+// (agent/step_source.hpp: the event file, and the log's lines matching `step_pattern` when one
+// is given): each line carries "events" (the latest of each kind) and "progress", and the steps
+// read since the last line go out as "steps": [[N, unix ms], ...] (with `report_steps` only:
+// the monitor needs process 0's), at most one line a second for them (a job of 10 steps a
+// second costs one line a second); returns when `in_fd` reaches end-of-file or hangs up (the SSH channel
 // that runs it closed: nothing outlives its connection) or `out_fd` cannot be written. Uses
 // inotify on `dir` where it can, else wakes every `interval`.
 // The controller may stop the worker through the stream instead of a new session: a line
@@ -86,11 +95,21 @@ nlohmann::json latest_events(const std::string& path);
 // supervise ...`), runs as that session would (the login shell's -c, stdin empty) and is answered
 // with {"started": {"exit_code", "out", "err"}}; the controller then needs no new session to
 // restart a worker it watches. {"close": {}} ends the stream (the controller moved the worker
-// elsewhere). The stream's first line, {"watching": {"accepts": ["stop", "start", "close"]}},
-// says which control lines this agent takes. Other lines are ignored.
-// Errors: usage (interval under 100 ms).
-Status watch_supervised(const std::string& dir, std::chrono::milliseconds interval, int in_fd,
-                        int out_fd);
+// elsewhere). {"dump": {}} asks for the job's Python stacks: SIGUSR1 to the process that
+// registered faulthandler for it (its "stack_dump" event), answered with {"dumped": {"pid",
+// "text"}}, what it wrote to the log, or {"dumped": {"error"}}. The stream's first line,
+// {"watching": {"accepts": ["stop", "start", "close", "dump"]}}, says which control lines this
+// agent takes. Other lines are ignored.
+// Errors: usage (interval under 100 ms, a step pattern that does not compile).
+struct WatchOptions {
+  std::string dir;
+  std::chrono::milliseconds interval{2000};
+  std::string step_pattern; // "": the event protocol's steps only
+  // Send the steps themselves (process 0's: the goodput ledger's source); every worker sends
+  // its progress counters either way, with its regular lines.
+  bool report_steps = false;
+};
+Status watch_supervised(const WatchOptions& options, int in_fd, int out_fd);
 
 struct SupervisedStop {
   int supervisors = 0;  // live supervisors told to stop, each stopping its own tree

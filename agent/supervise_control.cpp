@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
+#include <memory>
 #include <optional>
 #include <poll.h>
 #include <pwd.h>
@@ -13,10 +15,13 @@
 #include <thread>
 #include <unistd.h>
 
+#include "agent/job_sampler.hpp"
+#include "agent/step_source.hpp"
 #include "agent/supervise.hpp"
 #include "util/private_files.hpp"
 #include "util/process.hpp"
 #include "util/process_tree.hpp"
+#include "util/time_text.hpp"
 
 namespace tpuctl::agent {
 
@@ -26,10 +31,11 @@ using std::chrono::milliseconds;
 
 namespace {
 
-// What makes a line worth sending before the next heartbeat line is due.
+// What makes a line worth sending before the next heartbeat line is due: the status, the
+// supervisor's liveness and the latest events other than steps (those go once a second).
 std::string significant(const Json& s) {
   return s["status"].dump() + (s.value("supervisor_alive", false) ? "+" : "-") +
-         s.value("events", Json::object()).dump();
+         s.value("significant_events", Json::object()).dump();
 }
 
 // The worker's files after a stop: its directory, then the workload's (the parent, under a
@@ -97,6 +103,55 @@ Json start_through_stream(const Json& request) {
   return Json{{"started", {{"exit_code", ran->exit_code}, {"out", ran->out}, {"err", ran->err}}}};
 }
 
+// The job's Python stacks: SIGUSR1 to the process that registered faulthandler for it (its
+// "stack_dump" event, agent/python/sitecustomize.py), if it still runs below this worker's
+// supervisor, then what it wrote to the log until the log is quiet for 300 ms (3 s at most).
+Json dump_through_stream(const std::string& dir, const Json& latest) {
+  auto fail = [](const std::string& why) { return Json{{"dumped", {{"error", why}}}}; };
+  const Json status = supervised_status(dir, false);
+  const int supervisor = status["status"].is_object()
+                             ? status["status"].value("supervisor_pid", 0)
+                             : 0;
+  const int pid = latest.contains("stack_dump") ? latest["stack_dump"].value("pid", 0) : 0;
+  if (pid <= 0) {
+    return fail("no Python process of the job registered for stack dumps (it does not import "
+                "JAX, or it handles SIGUSR1 itself)");
+  }
+  const auto tree = util::descendants(supervisor);
+  if (supervisor <= 0 || std::find(tree.begin(), tree.end(), pid) == tree.end()) {
+    return fail("the process that registered for stack dumps (" + std::to_string(pid) +
+                ") is no longer the job's");
+  }
+  const std::string log = dir + "/log";
+  std::error_code ec;
+  const auto before = std::filesystem::file_size(log, ec);
+  if (ec || ::kill(pid, SIGUSR1) != 0) {
+    return fail("cannot signal process " + std::to_string(pid));
+  }
+  auto size = before;
+  const auto deadline = Clock::now() + milliseconds(3000);
+  auto quiet_since = Clock::now();
+  while (Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(50));
+    const auto now_size = std::filesystem::file_size(log, ec);
+    if (!ec && now_size != size) {
+      size = now_size;
+      quiet_since = Clock::now();
+    } else if (size > before && Clock::now() - quiet_since >= milliseconds(300)) {
+      break;
+    }
+  }
+  std::string text;
+  if (size > before) {
+    std::ifstream in(log, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(before));
+    text.resize(std::min<size_t>(size - before, 64 * 1024));
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
+  }
+  return Json{{"dumped", {{"pid", pid}, {"text", text}}}};
+}
+
 Json stop_through_stream(const std::string& dir, const Json& request) {
   const int64_t grace =
       std::clamp<int64_t>(request.value("grace_ms", int64_t{0}), 0, int64_t{24} * 3600 * 1000);
@@ -115,37 +170,96 @@ Json stop_through_stream(const std::string& dir, const Json& request) {
 
 } // namespace
 
-Status watch_supervised(const std::string& dir, milliseconds interval, int in_fd, int out_fd) {
+Status watch_supervised(const WatchOptions& o, int in_fd, int out_fd) {
+  const std::string& dir = o.dir;
+  const milliseconds interval = o.interval;
   if (interval.count() < 100) {
     return usage_error("--interval must be at least 100ms");
   }
+  std::optional<std::regex> pattern;
+  if (!o.step_pattern.empty()) {
+    TPUCTL_TRY_ASSIGN(pattern, compile_step_pattern(o.step_pattern));
+  }
   int notify = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (notify >= 0 &&
-      ::inotify_add_watch(notify, dir.c_str(), IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE) < 0) {
+  // With a step pattern the log's writes wake it too (its lines are the steps).
+  const uint32_t mask = IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE | (pattern ? IN_MODIFY : 0u);
+  if (notify >= 0 && ::inotify_add_watch(notify, dir.c_str(), mask) < 0) {
     ::close(notify);
     notify = -1; // no directory yet, or no inotify: wake every interval instead
   }
   std::string last;
   std::string input; // the controller's lines, as they come
   auto next_beat = Clock::now();
+  // The attempt's progress (agent/step_source.hpp), read anew for each attempt.
+  std::unique_ptr<StepSource> source;
+  int source_attempt = -1;
+  Json pending_steps = Json::array();
+  constexpr milliseconds k_step_flush{1000};
+  auto steps_due = Clock::time_point::max();
+  // How busy the job is, sampled twice a second (agent/job_sampler.hpp): the straggler signal.
+  JobSampler sampler;
+  constexpr milliseconds k_sample_every{500};
+  auto next_sample = Clock::now();
   // What the controller may send (a controller that meets an older agent, without this line,
   // starts workers over new sessions instead).
   bool ok = util::write_all(
-      out_fd, Json{{"watching", {{"accepts", {"stop", "start", "close"}}}}}.dump() + "\n");
+      out_fd,
+      Json{{"watching", {{"accepts", {"stop", "start", "close", "dump"}}}}}.dump() + "\n");
   while (ok) {
-    const Json s = supervised_status(dir);
+    Json s = supervised_status(dir, false);
+    if (const Json& st = s["status"]; st.is_object() && st.value("attempt", -1) != source_attempt) {
+      source_attempt = st.value("attempt", -1);
+      source = std::make_unique<StepSource>(dir, pattern, st.value("log_start", int64_t{0}));
+      pending_steps = Json::array();
+      steps_due = Clock::time_point::max();
+      sampler = JobSampler{};
+    }
+    if (Clock::now() >= next_sample) {
+      if (const Json& st = s["status"]; st.is_object() && st.value("state", "") == "running") {
+        sampler.sample(st.value("supervisor_pid", 0));
+      }
+      next_sample = Clock::now() + k_sample_every;
+    }
+    if (source) {
+      source->poll(util::unix_now_ms());
+      for (const auto& m : source->take_steps()) {
+        if (o.report_steps) {
+          pending_steps.push_back(Json::array({m.step, m.time_ms}));
+          steps_due = std::min(steps_due, Clock::now() + k_step_flush);
+        }
+      }
+      Json events = source->latest();
+      s["progress"] = source->progress();
+      s["progress"]["samples"] = sampler.samples();
+      s["progress"]["busy"] = sampler.busy();
+      // Steps are news only once a second (below); every other event at once.
+      const Json without_steps = [&] {
+        Json e = events;
+        e.erase("step");
+        return e;
+      }();
+      s["events"] = std::move(events);
+      s["significant_events"] = without_steps;
+    }
     const std::string key = significant(s);
+    s.erase("significant_events");
     const auto now = Clock::now();
-    if (key != last || now >= next_beat) {
+    if (key != last || now >= next_beat || now >= steps_due) {
+      if (!pending_steps.empty()) {
+        s["steps"] = std::move(pending_steps);
+        pending_steps = Json::array();
+      }
+      steps_due = Clock::time_point::max();
       ok = util::write_all(out_fd, s.dump() + "\n");
       last = key;
       next_beat = now + interval;
     }
     // The supervisor's liveness changes without a file event when it is killed: look at least
     // once a second.
+    const auto until = std::min({next_beat, steps_due, next_sample});
     const auto wait = std::min<int64_t>(
-        1000, std::max<int64_t>(
-                  0, std::chrono::duration_cast<milliseconds>(next_beat - Clock::now()).count()));
+        1000,
+        std::max<int64_t>(0, std::chrono::duration_cast<milliseconds>(until - Clock::now()).count()));
     pollfd fds[2] = {{in_fd, POLLIN, 0}, {notify, POLLIN, 0}};
     const int n = ::poll(fds, notify >= 0 ? 2 : 1, static_cast<int>(wait));
     if (n < 0 && errno != EINTR) {
@@ -166,6 +280,12 @@ Status watch_supervised(const std::string& dir, milliseconds interval, int in_fd
             ::close(notify);
           }
           return tpuctl::ok(); // the controller watches this worker no more
+        }
+        if (control_request(line, "dump")) {
+          ok = util::write_all(
+              out_fd, dump_through_stream(dir, source ? source->latest() : Json::object()).dump() +
+                          "\n");
+          continue;
         }
         if (auto start = control_request(line, "start")) {
           ok = util::write_all(out_fd, start_through_stream(*start).dump() + "\n");

@@ -5,7 +5,8 @@
 #
 # launch: the seeds' hello-world program (tests/jax/my_parallel_tutorial.py, the mesh shaped
 #   for the job) on 4 workers (one v5litepod-16) and on 8 (two of them: 32 devices, a (4, 8)
-#   mesh), started three ways with the same environment: `tpuctl workload create`, a plain `ssh
+#   mesh, and a 4096 x 4096 matrix: 8 processes of the 8192 one do not fit 24 GiB), started three
+#   ways with the same environment: `tpuctl workload create`, a plain `ssh
 #   &` loop and pdsh (-R ssh). Each worker's command is the very line `tpuctl ssh --dry-run`
 #   would send it (the worker environment, PATH, PYTHONPATH), its output read by a line stamper
 #   (bench/jax/stamp.sh) that notes when "Computation complete." appears: the seed prints it right
@@ -52,12 +53,21 @@ marker=
 cleanup() {
   if [[ -n $marker ]]; then
     pkill -9 -f -- "$marker" 2>/dev/null || true
+    kill_marked "BENCH_OUT=$marker"
   fi
   scratch_cleanup
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 log() { printf '[jax-bench %s] %s\n' "$(date +%T)" "$*" >&2; }
+# SIGKILLs every process whose environment holds $1 (a run's BENCH_OUT=DIR: its jobs, whatever
+# their command lines say).
+kill_marked() {
+  local pid
+  for pid in $(grep -lzF -- "$1" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
+    kill -9 "$pid" 2>/dev/null || true
+  done
+}
 fresh_home() {
   scratch=$(mktemp -d /tmp/tpuctl-jax-bench-XXXXXX)
   chmod 755 "$scratch"
@@ -89,10 +99,11 @@ wait_stamps() {
   done
   echo "-"
 }
-# The seed's program with its mesh shaped for $1 devices, in the scratch directory.
+# The seed's program with its mesh shaped for $1 devices and an $2 x $2 matrix, in the scratch
+# directory.
 program_for() {
-  local devices=$1 out=$scratch/my_parallel_tutorial_$1.py
-  sed "s/create_device_mesh((4, 4))/create_device_mesh((4, $((devices / 4))))/" \
+  local devices=$1 size=$2 out=$scratch/my_parallel_tutorial_$1_$2.py
+  sed "s/create_device_mesh((4, 4))/create_device_mesh((4, $((devices / 4))))/; s/(8192, 8192)/($size, $size)/" \
     "$root/tests/jax/my_parallel_tutorial.py" >"$out"
   echo "$out"
 }
@@ -114,22 +125,25 @@ launch_part() {
       "$tpuctl" cluster delete b4 --force -q >/dev/null
       "$tpuctl" cluster create --cluster b8 --tpu-type v5litepod-16 --num-slices 2 -q >/dev/null
     fi
-    program=$(program_for $((size * 4)))
+    # 8 processes of the seed's 8192 x 8192 product need ~3.5 GB each: more than a 24 GiB host
+    # holds. The 8-worker row runs it at 4096 x 4096.
+    local matrix=8192
+    [[ $size == 8 ]] && matrix=4096
+    program=$(program_for $((size * 4)) $matrix)
     local stamp="bash $root/bench/jax/stamp.sh"
-    local job="OPENBLAS_NUM_THREADS=1 PYTHONUNBUFFERED=1 python3 $program"
+    local job="env OPENBLAS_NUM_THREADS=1 PYTHONUNBUFFERED=1 python3 $program"
     # Each worker's line as tpuctl would send it: the environment, PATH and PYTHONPATH.
     local qr
     qr=$("$tpuctl" cluster describe "$cluster" --format json | python3 -c \
       'import json,sys; print(json.load(sys.stdin)["queued_resource"])')
     "$tpuctl" ssh "$qr" --worker=all --dry-run --format json \
       --command "$stamp \"\$BENCH_OUT\" $job" >"$scratch/plan.json"
-    python3 - "$scratch" <"$scratch/plan.json" <<'EOF'
+    rm -f "$scratch"/run-*.sh
+    python3 -c '
 import json, sys
-plan = json.load(sys.stdin)
-for w in plan:
-    with open(f"{sys.argv[1]}/run-{w['address']}.sh", "w") as f:
-        f.write(w["command"] + "\n")
-EOF
+for w in json.load(open(sys.argv[1] + "/plan.json")):
+    with open(sys.argv[1] + "/run-" + w["address"] + ".sh", "w") as f:
+        f.write(w["command"] + "\n")' "$scratch"
     for round in $(seq "$runs"); do
       local order=(tpuctl ssh-loop pdsh)
       local shift_by=$(((round - 1) % 3))
@@ -141,11 +155,11 @@ EOF
         t0=$(now_ms)
         case $how in
           tpuctl)
-            "$tpuctl" workload create --cluster "$cluster" --workload "l$round" --num-slices all \
+            "$tpuctl" workload create --cluster "$cluster" --workload "l$size-$round" --num-slices all \
               --env BENCH_OUT="$out" --env JAX_ENABLE_COMPILATION_CACHE=false \
               --command "$stamp \"\$BENCH_OUT\" $job" -q >/dev/null
-            end=$(wait_stamps "$out" "$size" 600)
-            "$tpuctl" workload delete "l$round" --force -q >/dev/null 2>&1 || true
+            end=$(wait_stamps "$out" "$size" 300)
+            "$tpuctl" workload delete "l$size-$round" --force -q >/dev/null 2>&1 || true
             ;;
           ssh-loop)
             local pids=()
@@ -157,8 +171,8 @@ EOF
                 >/dev/null 2>&1 &
               pids+=($!)
             done
-            end=$(wait_stamps "$out" "$size" 600)
-            pkill -9 -f -- "$out" 2>/dev/null || true
+            end=$(wait_stamps "$out" "$size" 300)
+            kill_marked "BENCH_OUT=$out"
             kill "${pids[@]}" 2>/dev/null || true
             wait "${pids[@]}" 2>/dev/null || true
             ;;
@@ -170,14 +184,15 @@ EOF
               "BENCH_OUT=$out; export BENCH_OUT; . $scratch/run-\$(echo \$SSH_CONNECTION | cut -d' ' -f3).sh" \
               >/dev/null 2>&1 &
             local pdsh_pid=$!
-            end=$(wait_stamps "$out" "$size" 600)
-            pkill -9 -f -- "$out" 2>/dev/null || true
+            end=$(wait_stamps "$out" "$size" 300)
+            kill_marked "BENCH_OUT=$out"
             kill "$pdsh_pid" 2>/dev/null || true
             wait "$pdsh_pid" 2>/dev/null || true
             ;;
         esac
         # Nothing of this run may outlive it.
-        pkill -9 -f -- "$out" 2>/dev/null || true
+        kill_marked "BENCH_OUT=$out"
+        while grep -qlzF -- "BENCH_OUT=$out" /proc/[0-9]*/environ 2>/dev/null; do sleep 0.2; done
         if [[ $end == - ]]; then
           log "launch: $how on $size workers did not reach every worker's first step"
           took[$size,$how]+=" -"
@@ -190,16 +205,18 @@ EOF
   done
   echo "### Launch: \`workload create\` to every worker's first step (the seeds' matmul dispatched)"
   echo
-  echo "| workers | tpuctl workload create | ssh loop | pdsh | tpuctl / faster baseline |"
+  echo "| workers (matrix) | tpuctl workload create | ssh loop | pdsh | tpuctl / faster baseline |"
   echo "|---|---|---|---|---|"
   for size in 4 8; do
+    local label="4 (8192)"
+    [[ $size == 8 ]] && label="8 (4096)"
     local t s p
     t=$(echo ${took[$size,tpuctl]} | median)
     s=$(echo ${took[$size,ssh-loop]} | median)
     p=$(echo ${took[$size,pdsh]} | median)
     local ratio
     ratio=$(awk -v t="$t" -v s="$s" -v p="$p" 'BEGIN {b = (s < p ? s : p); if (t == "-" || b <= 0) print "-"; else printf "%.3f", t / b}')
-    echo "| $size | $(ms_cell ${took[$size,tpuctl]}) | $(ms_cell ${took[$size,ssh-loop]}) | $(ms_cell ${took[$size,pdsh]}) | $ratio |"
+    echo "| $label | $(ms_cell ${took[$size,tpuctl]}) | $(ms_cell ${took[$size,ssh-loop]}) | $(ms_cell ${took[$size,pdsh]}) | $ratio |"
   done
   echo
   scratch_cleanup

@@ -223,14 +223,20 @@ void add_supervise(CLI::App& group, Registry& registry) {
   struct WatchFlags {
     std::string dir;
     std::string interval = "2s";
+    std::string step_pattern;
+    bool report_steps = false;
   };
   auto wf = std::make_shared<WatchFlags>();
   CLI::App* watch = registry.add(
       group, "supervise-watch",
       "stream supervise-status lines (on every change, and every --interval) until stdin closes",
       [wf](Context&) -> Expected<int> {
-        TPUCTL_TRY_ASSIGN(auto interval, util::parse_duration(wf->interval, "--interval"));
-        TPUCTL_TRY(agent::watch_supervised(wf->dir, interval, 0, 1));
+        agent::WatchOptions o;
+        o.dir = wf->dir;
+        TPUCTL_TRY_ASSIGN(o.interval, util::parse_duration(wf->interval, "--interval"));
+        o.step_pattern = wf->step_pattern;
+        o.report_steps = wf->report_steps;
+        TPUCTL_TRY(agent::watch_supervised(o, 0, 1));
         return 0;
       });
   watch->add_option("--dir", wf->dir, "the workload's directory on this worker")
@@ -238,6 +244,11 @@ void add_supervise(CLI::App& group, Registry& registry) {
       ->type_name("DIR");
   watch->add_option("--interval", wf->interval, "a line at least this often (default 2s)")
       ->type_name("D");
+  watch->add_option("--step-pattern", wf->step_pattern,
+                    "log lines matching REGEX are steps (its first group the number)")
+      ->type_name("REGEX");
+  watch->add_flag("--report-steps", wf->report_steps,
+                  "send the steps themselves (once a second), not only the progress counters");
 
   struct StopFlags {
     std::vector<std::string> dirs;

@@ -10,6 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/compat.hpp"
+#include "agent/step_source.hpp"
 #include "cli/config.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/fanout_output.hpp"
@@ -51,6 +52,9 @@ struct WorkloadFlags {
   std::string env_profile = "none";
   std::string python_env;     // --python-env (python_env_setting gives the default)
   std::string checkpoint_dir; // --checkpoint-dir
+  std::string step_pattern = agent::k_default_step_pattern; // --step-pattern
+  std::string hang_timeout;                                 // --hang-timeout
+  std::string straggler_interval = "60s";                   // --straggler-interval
   std::string fail_policy = "any";
   std::string timeout;
   std::string worker = "all";
@@ -169,6 +173,12 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(r.env_profile, provision::parse_env_profile(f.env_profile));
   TPUCTL_TRY_ASSIGN(r.python_env, python_env_setting(f.python_env));
   r.checkpoint_dir = f.checkpoint_dir;
+  r.step_pattern = f.step_pattern;
+  TPUCTL_TRY_ASSIGN(auto hang, util::parse_optional_duration(f.hang_timeout, "--hang-timeout"));
+  r.hang_timeout_ms = hang.count();
+  TPUCTL_TRY_ASSIGN(auto interval,
+                    util::parse_duration(f.straggler_interval, "--straggler-interval"));
+  r.straggler_interval_ms = interval.count();
   TPUCTL_TRY_ASSIGN(r.fail_policy, provision::parse_fail_policy(f.fail_policy));
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   r.timeout_ms = timeout.count();
@@ -630,6 +640,22 @@ void setup_workload(CLI::App& group, Registry& registry) {
                    "a directory every worker shares, checked before each launch and exported as "
                    "TPUCTL_CHECKPOINT_DIR (Orbax's)")
       ->type_name("DIR");
+  create
+      ->add_option("--step-pattern", c->step_pattern,
+                   "log lines matching REGEX are the job's steps, its first group the number "
+                   "(default MaxText's 'completed step: (\\d+)'; '' for none): goodput by steps")
+      ->type_name("REGEX");
+  create
+      ->add_option("--hang-timeout", c->hang_timeout,
+                   "a job that reports steps and makes none for D while every worker runs is "
+                   "hung: its stacks are gathered and it restarts or fails (default: max(60s, "
+                   "20 x the ideal step))")
+      ->type_name("D");
+  create
+      ->add_option("--straggler-interval", c->straggler_interval,
+                   "how often the workers' busy shares are compared to name the one the job "
+                   "waits for (default 60s)")
+      ->type_name("D");
   create
       ->add_option("--fail-policy", c->fail_policy,
                    "any (default): one failing worker stops the others; all: fail once every "

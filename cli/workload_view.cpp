@@ -19,7 +19,8 @@ std::string goodput_line(const provision::Goodput& g) {
   auto d = [](int64_t ms) { return util::format_duration(std::chrono::milliseconds(ms)); };
   char pct[16];
   std::snprintf(pct, sizeof pct, "%.1f%%", g.goodput * 100.0);
-  return std::string("goodput: ") + pct + " of " + d(g.wall_ms) + " (running " + d(g.running_ms) +
+  return std::string("goodput by phases: ") + pct + " of " + d(g.wall_ms) + " (running " +
+         d(g.running_ms) +
          ", lost " + d(g.lost_ms) + ", recovering " + d(g.recovering_ms) + ", queued " +
          d(g.queued_ms) + ", provisioning " + d(g.provisioning_ms) +
          (g.evicted_ms > 0 ? ", evicted " + d(g.evicted_ms) : std::string()) + ")";
@@ -39,7 +40,38 @@ Json workload_worker_json(const provision::WorkloadWorker& w) {
               {"ended_at", time_json(w.ended_ms)},
               {"stopped", w.stopped},
               {"last_line", w.last_line},
-              {"events", w.events}};
+              {"events", w.events},
+              {"progress", w.progress},
+              {"straggler", w.straggler.empty() ? Json() : Json(w.straggler)}};
+}
+
+namespace {
+
+provision::StepGoodput step_report(const provision::Workload& w) {
+  const bool ended = provision::is_terminal(w.state) && w.finished_at_ms > 0;
+  return provision::step_goodput(w.steps, ended ? w.finished_at_ms : util::unix_now_ms(),
+                                 w.state == WorkloadState::succeeded);
+}
+
+} // namespace
+
+std::string step_goodput_line(const provision::Workload& w) {
+  const auto g = step_report(w);
+  if (!g.has_steps) {
+    return "";
+  }
+  auto d = [](int64_t ms) { return util::format_duration(std::chrono::milliseconds(ms)); };
+  char pct[16];
+  std::snprintf(pct, sizeof pct, "%.1f%%", g.goodput * 100.0);
+  return std::string("goodput by steps: ") + pct + " of " + d(g.total_ms) + " since its start" +
+         " (productive " + d(g.productive_ms) + "; badput: program startup " +
+         d(g.program_startup_ms) + ", wasted progress from disruption " + d(g.wasted_progress_ms) +
+         ", infrastructure recovery from disruption " + d(g.infrastructure_recovery_ms) +
+         ", checkpoint save " + d(g.checkpoint_save_ms) + ", checkpoint restore " +
+         d(g.checkpoint_restore_ms) + ", other " + d(g.other_ms) + "); " +
+         util::counted(static_cast<size_t>(g.disruptions), "disruption") + ", ideal step " +
+         d(g.ideal_step_ms) + ", last productive step " +
+         (g.last_productive_step >= 0 ? std::to_string(g.last_productive_step) : "none");
 }
 
 Json jax_summary(const provision::Workload& w) {
@@ -128,8 +160,26 @@ Json workload_json(const provision::Workload& w) {
   j["queue_position"] = w.queue_position > 0 ? Json(w.queue_position) : Json(); // null: not queued
   j["head_of_queue_since"] = time_json(w.head_since_ms);
   j["goodput"] = provision::to_json(provision::goodput_of(w, util::unix_now_ms()));
+  // By steps when the job reports them (Google's buckets), else by phases, and says which.
+  if (const auto g = step_report(w); g.has_steps) {
+    j["goodput"]["kind"] = "steps";
+    j["goodput"]["steps"] = provision::to_json(g);
+    j["goodput"]["goodput"] = provision::to_json(g)["goodput"];
+  } else {
+    j["goodput"]["kind"] = "phases";
+  }
+  j.erase("steps"); // the ledger: the monitor's bookkeeping, shown as goodput.steps
   j["running"] = running;
   j["jax"] = jax_summary(w);
+  // The workers flagged as stragglers in the last interval (workload_straggler.hpp).
+  Json flagged = Json::array();
+  for (const auto& x : w.workers) {
+    if (!x.straggler.empty()) {
+      flagged.push_back(provision::describe_worker(x));
+    }
+  }
+  j["straggler_count"] = flagged.size();
+  j["straggler_workers"] = flagged;
   j["worker_count"] = static_cast<int>(w.workers.size());
   j["workers"] = std::move(workers);
   return j;
@@ -140,7 +190,8 @@ const std::vector<Column> k_workload_columns = {
     {"STATE", "state"},       {"PRIORITY", "priority"},
     {"SLICES", "slices"},     {"POSITION", "queue_position"},
     {"RUNNING", "running"},   {"WORKER_COUNT", "worker_count"},
-    {"RESTARTS", "restarts"}, {"OWNER", "owner"},
+    {"RESTARTS", "restarts"}, {"STRAGGLERS", "straggler_count"},
+    {"OWNER", "owner"},
     {"PROJECT", "project"},   {"CREATED_AT", "created_at"}};
 
 void print_workload(std::ostream& os, const provision::Workload& w) {
@@ -172,8 +223,16 @@ void print_workload(std::ostream& os, const provision::Workload& w) {
        << w.message << "\n";
   }
   os << goodput_line(provision::goodput_of(w, util::unix_now_ms())) << "\n";
+  if (const std::string steps = step_goodput_line(w); !steps.empty()) {
+    os << steps << "\n";
+  }
   if (const std::string jax = jax_line(jax_summary(w)); !jax.empty()) {
     os << jax << "\n";
+  }
+  for (const auto& x : w.workers) {
+    if (!x.straggler.empty()) {
+      os << "straggler: " << provision::describe_worker(x) << ": " << x.straggler << "\n";
+    }
   }
   if (!w.checkpoint_dir.empty()) {
     os << "checkpoint dir: " << util::printable(w.checkpoint_dir) << " (shared by every worker)\n";
@@ -182,8 +241,10 @@ void print_workload(std::ostream& os, const provision::Workload& w) {
   for (const auto& x : w.workers) {
     const Json j = workload_worker_json(x);
     rows.push_back({x.node, std::to_string(x.slice), std::to_string(x.worker), x.host,
-                    std::string(to_string(x.state)), cell_text(j["exit_code"]),
-                    std::to_string(x.attempt), cell_text(j["last_heartbeat"]), x.detail});
+                    std::string(to_string(x.state)) + (x.straggler.empty() ? "" : "*"),
+                    cell_text(j["exit_code"]), std::to_string(x.attempt),
+                    cell_text(j["last_heartbeat"]),
+                    x.straggler.empty() ? x.detail : "straggler" + (x.detail.empty() ? "" : "; " + x.detail)});
   }
   os << render_table({"NODE", "SLICE", "WORKER", "HOST", "STATE", "EXIT_CODE", "ATTEMPT",
                       "LAST_HEARTBEAT", "DETAIL"},

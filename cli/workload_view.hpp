@@ -22,6 +22,9 @@ Json workload_worker_json(const provision::WorkloadWorker& worker);
 // {"attempt", "distributed": {started_by: tpuctl|program|both, processes_reporting,
 // num_processes} or null, "compilation_cache": {hits, misses, used, workers} or null}.
 Json jax_summary(const provision::Workload& workload);
+// `workload describe`'s line of goodput by steps (Google's buckets): "" when the job reports no
+// steps.
+std::string step_goodput_line(const provision::Workload& workload);
 // Its one line for `workload describe`: "" when nothing was reported.
 std::string jax_line(const Json& jax);
 // A workload: its record (times as RFC 3339, null when unset; the monitor's lease left out),

@@ -25,6 +25,9 @@ PYTHONPATH, so Python imports it at start-up (`sitecustomize`). Then:
 * It reports to tpuctl through the worker's event file (TPUCTL_EVENTS, JSON lines, the same
   protocol a program may use itself): who started the distributed runtime and how, and the
   persistent compilation cache's hits and misses.
+* SIGUSR1 makes the process write every thread's Python stack to stderr (faulthandler, as
+  cloud-tpu-diagnostics does), unless the program handles SIGUSR1 itself: tpuctl asks for the
+  stacks of a job that hangs (a "stack_dump" event says which pid to ask).
 * An uncaught exception that says the program cannot import JAX, or that its mesh does not fit
   the slice's devices, gets one more line saying how to fix it.
 
@@ -203,6 +206,19 @@ def _tpuctl_install(jax_module):
 
     backends.__wrapped__ = original_backends
     xla_bridge.backends = backends
+
+    # Python stacks on demand, as cloud-tpu-diagnostics dumps them: SIGUSR1 writes every
+    # thread's stack to stderr (the worker's log). tpuctl sends it when the job hangs; it learns
+    # the pid from the event. A program with its own SIGUSR1 handler keeps it.
+    try:
+        import faulthandler
+        import signal
+
+        if signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL:
+            faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
+            _tpuctl_event("stack_dump", signal=int(signal.SIGUSR1), pid=os.getpid())
+    except Exception:
+        pass
 
     try:
         from jax import monitoring

@@ -70,7 +70,9 @@ Json worker_json(const WorkloadWorker& w) {
               {"ended_ms", w.ended_ms},
               {"stopped", w.stopped},
               {"last_line", w.last_line},
-              {"events", w.events}};
+              {"events", w.events},
+              {"progress", w.progress},
+              {"straggler", w.straggler}};
 }
 
 WorkloadWorker worker_from_json(const Json& j) {
@@ -93,6 +95,8 @@ WorkloadWorker worker_from_json(const Json& j) {
   w.stopped = j.value("stopped", false);
   w.last_line = j.value("last_line", "");
   w.events = j.value("events", Json::object());
+  w.progress = j.value("progress", Json::object());
+  w.straggler = j.value("straggler", "");
   return w;
 }
 
@@ -188,6 +192,12 @@ Json to_json(const Workload& w) {
          {"workers", workers},
          {"python_env", w.python_env},
          {"checkpoint_dir", w.checkpoint_dir.empty() ? Json() : Json(w.checkpoint_dir)},
+         {"step_pattern", w.step_pattern},
+         {"hang_timeout_seconds", w.hang_timeout_ms / 1000},
+         {"hang", w.hang.empty() ? Json() : w.hang},
+         {"straggler_interval_seconds", w.straggler_interval_ms / 1000},
+         {"stragglers", w.stragglers.empty() ? Json() : w.stragglers},
+         {"steps", to_json(w.steps)},
          {"monitor", w.monitor}};
   if (!w.container.image.empty()) {
     j["container"] = Json{{"image", w.container.image},
@@ -265,6 +275,16 @@ Expected<Workload> workload_from_json(const Json& doc) {
     }
     w.monitor = doc.value("monitor", Json::object());
     w.python_env = doc.value("python_env", std::string(k_default_python_env));
+    w.step_pattern = doc.value("step_pattern", std::string());
+    w.hang_timeout_ms = doc.value("hang_timeout_seconds", int64_t{0}) * 1000;
+    if (doc.contains("hang") && doc["hang"].is_object()) {
+      w.hang = doc["hang"];
+    }
+    w.straggler_interval_ms = doc.value("straggler_interval_seconds", int64_t{60}) * 1000;
+    if (doc.contains("stragglers") && doc["stragglers"].is_object()) {
+      w.stragglers = doc["stragglers"];
+    }
+    w.steps = step_ledger_from_json(doc.value("steps", Json()));
     if (doc.contains("checkpoint_dir") && doc["checkpoint_dir"].is_string()) {
       w.checkpoint_dir = doc["checkpoint_dir"].get<std::string>();
     }

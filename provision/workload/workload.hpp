@@ -31,6 +31,7 @@
 
 #include "provision/slice/secrets.hpp"
 #include "provision/slice/worker_env.hpp"
+#include "provision/workload/step_ledger.hpp"
 #include "provision/workload/workload_goodput.hpp"
 #include "remote/ssh_settings.hpp"
 #include "state/store.hpp"
@@ -78,6 +79,11 @@ struct WorkloadWorker {
   // the latest event of each kind by its name: "jax_distributed" ({by: tpuctl|program,
   // process_id, num_processes, coordinator}), "compile_cache" ({hits, misses}). {} when none.
   nlohmann::json events = nlohmann::json::object();
+  // Its attempt's progress as its worker reads it (agent/step_source.hpp): {source, steps,
+  // last_step, last_step_ms, save_ms, restore_ms, saves, restores}; {} when none.
+  nlohmann::json progress = nlohmann::json::object();
+  // Flagged a straggler in the last interval (workload_straggler.hpp): the evidence; "" if not.
+  std::string straggler;
 };
 
 // The image a workload's command runs in (provision/workload/container.hpp); no image: on the host.
@@ -156,6 +162,19 @@ struct Workload {
   // TPUCTL_CHECKPOINT_DIR; "" when not given).
   std::string python_env{k_default_python_env};
   std::string checkpoint_dir;
+  // --step-pattern: the log lines that are steps (agent/step_source.hpp; default MaxText's
+  // `completed step: N`), and the goodput ledger the monitor keeps from process 0's steps
+  // (step_ledger.hpp).
+  std::string step_pattern;
+  StepLedger steps;
+  // --hang-timeout (0: max(60 s, 20 x the ideal step), workload_hang.hpp), and the last hang
+  // found: {at_ms, attempt, why, worker (describe_worker's words, or ""), where} ({} for none).
+  int64_t hang_timeout_ms = 0;
+  nlohmann::json hang = nlohmann::json::object();
+  // --straggler-interval, and the last interval's verdict (workload_straggler.hpp): {at_ms,
+  // attempt, interval_ms, found: [{worker, index, share, peers, score, evidence}]}.
+  int64_t straggler_interval_ms = 60'000;
+  nlohmann::json stragglers = nlohmann::json::object();
   nlohmann::json monitor = nlohmann::json::object(); // the monitor's lease (reconcile.hpp)
   int64_t version = 0;
 };

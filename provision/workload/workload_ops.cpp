@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <utility>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
@@ -13,6 +14,8 @@
 #include "provision/workload/cluster.hpp"
 #include "provision/workload/workload_admit.hpp"
 #include "provision/workload/workload_delete.hpp"
+#include "provision/workload/workload_hang.hpp"
+#include "provision/workload/workload_straggler.hpp"
 #include "provision/workload/workload_recovery.hpp"
 #include "provision/workload/workload_remote.hpp"
 #include "provision/workload/workload_steps.hpp"
@@ -92,6 +95,16 @@ Status validate_request(const WorkloadRequest& r) {
   if (r.timeout_ms < 0) {
     problems.add(ErrorKind::usage, "--timeout must not be negative");
   }
+  if (r.hang_timeout_ms < 0 || (r.hang_timeout_ms > 0 && r.hang_timeout_ms < 1000)) {
+    problems.add(ErrorKind::usage, "--hang-timeout must be 1s or more (0, or leaving it out: "
+                                   "max(60s, 20 x the ideal step))");
+  }
+  if (r.straggler_interval_ms < 10'000) {
+    problems.add(ErrorKind::usage,
+                 "--straggler-interval " + util::format_duration(std::chrono::milliseconds(
+                                               std::max<int64_t>(0, r.straggler_interval_ms))) +
+                     " is too short: give 10s or more (each worker is sampled twice a second)");
+  }
   if (!r.checkpoint_dir.empty() &&
       (r.checkpoint_dir.front() != '/' ||
        r.checkpoint_dir.find_first_of(std::string_view("\0\n", 2)) != std::string::npos)) {
@@ -101,6 +114,11 @@ Status validate_request(const WorkloadRequest& r) {
   }
   if (auto v = validate_python_env(r.python_env, "--python-env"); !v) {
     problems.add(v.error());
+  }
+  if (!r.step_pattern.empty()) {
+    if (auto re = agent::compile_step_pattern(r.step_pattern); !re) {
+      problems.add(re.error());
+    }
   }
   if (!r.container.image.empty() || !r.app_files.empty()) {
     if (auto v = validate_container(r.container); !v) {
@@ -137,22 +155,150 @@ Expected<int> slices_asked(const Cluster& c, const std::string& tpu_type, int nu
   return num_slices;
 }
 
+// The straggler intervals of a monitor (workload_straggler.hpp): each worker's busy counters
+// (cumulative for the attempt, from its agent) when the interval began and now.
+struct StragglerWindow {
+  int attempt = -1;
+  int64_t started_ms = 0;
+  std::vector<BusySample> at_start, latest;
+};
+
+// Folds this turn's counters in; when the interval is over (and every worker of the attempt is
+// RUNNING), decides it: each worker's mark, the workload's verdict, and an event when the set of
+// stragglers changed (returned, for the next write).
+std::optional<state::Op> straggler_turn(Workload& wl, StragglerWindow& win,
+                                        const std::vector<std::optional<WorkerObservation>>& obs,
+                                        int64_t now, const MonitorOptions& o) {
+  if (win.attempt != wl.attempt || win.latest.size() != wl.workers.size()) {
+    win = StragglerWindow{};
+    win.attempt = wl.attempt;
+    win.started_ms = now;
+    win.at_start.assign(wl.workers.size(), BusySample{});
+    win.latest = win.at_start;
+  }
+  for (size_t i = 0; i < obs.size() && i < win.latest.size(); ++i) {
+    if (obs[i] && obs[i]->attempt == wl.attempt && obs[i]->progress.is_object()) {
+      win.latest[i] = {obs[i]->progress.value("samples", int64_t{0}),
+                       obs[i]->progress.value("busy", int64_t{0})};
+    }
+  }
+  const bool all_running =
+      std::all_of(wl.workers.begin(), wl.workers.end(), [&](const WorkloadWorker& x) {
+        return x.state == WorkerState::running && x.attempt == wl.attempt;
+      });
+  if (now - win.started_ms < wl.straggler_interval_ms || !all_running) {
+    if (!all_running) {
+      win.started_ms = now; // an interval counts only while every worker runs
+      win.at_start = win.latest;
+    }
+    return std::nullopt;
+  }
+  std::vector<BusySample> delta(win.latest.size());
+  for (size_t i = 0; i < delta.size(); ++i) {
+    delta[i] = {win.latest[i].samples - win.at_start[i].samples,
+                win.latest[i].busy - win.at_start[i].busy};
+  }
+  const auto found = find_stragglers(delta, now - win.started_ms);
+  const int64_t interval = now - win.started_ms;
+  win.started_ms = now;
+  win.at_start = win.latest;
+  std::vector<std::string> before, after;
+  nlohmann::json list = nlohmann::json::array();
+  for (auto& x : wl.workers) {
+    if (!x.straggler.empty()) {
+      before.push_back(describe_worker(x));
+    }
+    x.straggler.clear();
+  }
+  for (const auto& f : found) {
+    auto& x = wl.workers[f.worker];
+    x.straggler = f.evidence;
+    after.push_back(describe_worker(x));
+    list.push_back(nlohmann::json{{"worker", describe_worker(x)},
+                                  {"index", f.worker},
+                                  {"share", f.share},
+                                  {"peers", f.peers},
+                                  {"score", f.score},
+                                  {"evidence", f.evidence}});
+  }
+  wl.stragglers = nlohmann::json{
+      {"at_ms", now}, {"attempt", wl.attempt}, {"interval_ms", interval}, {"found", list}};
+  if (after == before) {
+    return std::nullopt;
+  }
+  std::string message;
+  for (const auto& f : found) {
+    message += (message.empty() ? "" : "; ") + describe_worker(wl.workers[f.worker]) +
+               " is a straggler: " + f.evidence;
+  }
+  if (message.empty()) {
+    message = "no straggler any more (" + util::join(before, ", ") + " caught up)";
+  }
+  say(o, message);
+  return state_event(wl, wl.state, wl.state, now, found.empty() ? "STRAGGLER_CLEARED" : "STRAGGLER",
+                     message);
+}
+
+// A hang (workload_hang.hpp): every worker's Python stacks gathered through the streams (into
+// each worker's log, and here into the monitor's), the worker whose stack differs named, and
+// the job's failure decided as any other: restarted while --max-restarts allows, else FAILED.
+Decision hang_decision(Workload& wl, const std::string& why, WorkerWatch& watch,
+                       const MonitorOptions& o) {
+  say(o, "hung: " + why + ": gathering every worker's Python stacks");
+  const auto dumps = watch.dump_stacks(Ms(10000));
+  for (size_t i = 0; i < dumps.size() && i < wl.workers.size(); ++i) {
+    say(o, describe_worker(wl.workers[i]) + ": " +
+               (dumps[i] ? "Python stacks:\n" + *dumps[i] : std::string("no answer")));
+  }
+  const auto odd = odd_stack(dumps);
+  std::string who = "no single worker's stack differs";
+  if (odd && odd->worker < wl.workers.size()) {
+    who = describe_worker(wl.workers[odd->worker]) + "'s stack differs: it is at " + odd->where +
+          " while the others are at " + odd->others;
+  }
+  const std::string message =
+      "hung: " + why + "; " + who + " (every worker's stacks: tpuctl workload logs " + wl.name + ")";
+  wl.hang = nlohmann::json{{"at_ms", now_of(o)},
+                           {"attempt", wl.attempt},
+                           {"why", why},
+                           {"worker", odd && odd->worker < wl.workers.size()
+                                          ? describe_worker(wl.workers[odd->worker])
+                                          : std::string()},
+                           {"where", odd ? odd->where : std::string()}};
+  Decision d = job_failure(wl, message);
+  if (odd) {
+    d.culprits.push_back(odd->worker);
+  }
+  return d;
+}
+
 // After the stop of a failed attempt every worker's end is known: which ones the stop ended,
 // and when the others ended by themselves. The failure is decided again on that, so the worker
 // that failed first is the one named (and whose exit code counts), whichever line reached the
 // monitor first: a JAX process that dies takes its peers with it a moment later.
+// A worker still unheard of after the stop may be the cause (a host that died: its stream ended
+// before its peers died of it), so the decision waits until every worker has ended or is known
+// LOST, at most lost_after and a check's time.
 void settle_after_stop(Workload& wl, WorkerWatch& watch, const MonitorOptions& o, Decision& d) {
-  watch.wait_for_news(Ms(1000));
-  const auto observations = watch.turn();
   Workload after = wl;
-  const int64_t now = now_of(o);
-  for (size_t i = 0; i < after.workers.size() && i < observations.size(); ++i) {
-    if (observations[i]) {
-      observe(after.workers[i], *observations[i], wl.attempt, wl.attempt_started_ms, now,
-              o.policy);
+  auto open = [&]() {
+    return std::any_of(after.workers.begin(), after.workers.end(), [](const WorkloadWorker& x) {
+      return x.state == WorkerState::running || x.state == WorkerState::pending;
+    });
+  };
+  const auto until = std::chrono::steady_clock::now() + o.policy.lost_after + Ms(6000);
+  do {
+    watch.wait_for_news(Ms(1000));
+    const auto observations = watch.turn();
+    const int64_t now = now_of(o);
+    for (size_t i = 0; i < after.workers.size() && i < observations.size(); ++i) {
+      if (observations[i]) {
+        observe(after.workers[i], *observations[i], wl.attempt, wl.attempt_started_ms, now,
+                o.policy);
+      }
     }
-  }
-  Decision again = decide(after, now);
+  } while (open() && std::chrono::steady_clock::now() < until);
+  Decision again = decide(after, now_of(o));
   if (again.verdict == Verdict::fail || again.verdict == Verdict::restart) {
     d = std::move(again);
     wl.workers = std::move(after.workers);
@@ -216,6 +362,9 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   wl.container.app = !r.app_files.empty();
   wl.python_env = r.python_env;
   wl.checkpoint_dir = r.checkpoint_dir;
+  wl.step_pattern = r.step_pattern;
+  wl.hang_timeout_ms = r.hang_timeout_ms;
+  wl.straggler_interval_ms = r.straggler_interval_ms;
   wl.created_at_ms = now_of(o);
   wl.owner = store.actor();
   wl.project = cluster.project;
@@ -334,6 +483,8 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
   auto replan = [&]() { plans.reset(); };
   int64_t last_write = now_of(o);
   int64_t last_visit = 0;
+  StragglerWindow stragglers;
+  std::vector<state::Op> pending_events; // written with the next visit
   // A change to the store (a delete's mark, a slice's state) makes the next turn visit it.
   int64_t revision = store_revision(store, pool);
   while (!(cancel && cancel->cancelled())) {
@@ -411,6 +562,13 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
     }
     const auto observations = watch->turn();
     const int64_t now = now_of(o);
+    if (!observations.empty()) {
+      fold_steps(wl, observations[0]); // the goodput ledger, from process 0's steps
+    }
+    if (auto flagged = straggler_turn(wl, stragglers, observations, now, o)) {
+      pending_events.push_back(std::move(*flagged));
+      last_visit = 0; // said at once: describe, list and the event log
+    }
     // What the turn means, worked out on this process's copy first: a turn that changes nothing
     // (heartbeats only) does not visit the store, which is read (and the lease refreshed) every
     // k_visit_ms all the same: at 256 workers, reading the records every second was most of the
@@ -454,6 +612,13 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
     Decision d;
     auto step =
         mutate(store, pool, name, true, [&](Workload& w) -> std::optional<std::vector<state::Op>> {
+          w.steps = wl.steps; // this monitor's, kept under its lease
+          w.stragglers = wl.stragglers;
+          for (size_t i = 0; i < w.workers.size() && i < wl.workers.size(); ++i) {
+            if (w.workers[i].host == wl.workers[i].host) {
+              w.workers[i].straggler = wl.workers[i].straggler;
+            }
+          }
           for (size_t i = 0; i < w.workers.size() && i < observations.size(); ++i) {
             if (observations[i]) {
               observe(w.workers[i], *observations[i], w.attempt, w.attempt_started_ms, now,
@@ -472,11 +637,11 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
             return finish(w, WorkloadState::succeeded, d.message, now);
           }
           if (d.verdict == Verdict::keep_running && same_view(before, w.workers) &&
-              now - last_write < k_refresh_ms) {
+              now - last_write < k_refresh_ms && pending_events.empty()) {
             return std::nullopt; // nothing new: no write
           }
           w.monitor = to_json(own_lease(now, o.lease_ttl));
-          return std::vector<state::Op>{};
+          return std::exchange(pending_events, {});
         });
     if (!step) {
       spdlog::warn("workload '{}': {}", name, step.error().message);
@@ -511,10 +676,22 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
         }
       }
     }
+    if (d.verdict == Verdict::keep_running && watch) {
+      if (auto hung = hang_check(wl, now)) {
+        d = hang_decision(wl, *hung, *watch, o);
+      }
+    }
     if (d.verdict == Verdict::succeeded) {
       say(o, "workload '" + name + "' SUCCEEDED: " + d.message);
       admit_quietly(store, wl, o); // its slices go to the next in the queue before anything else
       return std::optional<Workload>(wl);
+    }
+    if (d.verdict == Verdict::fail || d.verdict == Verdict::restart) {
+      stop_attempt(wl, *plans, watch.get(), o);
+      if (watch) {
+        settle_after_stop(wl, *watch, o, d);
+      }
+      say(o, (d.verdict == Verdict::fail ? "failing: " : "") + d.message);
     }
     // A restart with a lost worker repairs the slice first (workload_recovery.hpp).
     std::vector<std::string> lost_hosts;
@@ -525,18 +702,13 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
         }
       }
     }
-    if (d.verdict == Verdict::fail || d.verdict == Verdict::restart) {
-      stop_attempt(wl, *plans, watch.get(), o);
-      if (watch) {
-        settle_after_stop(wl, *watch, o, d);
-      }
-      say(o, (d.verdict == Verdict::fail ? "failing: " : "") + d.message);
-    }
     if (d.verdict == Verdict::fail) {
       TPUCTL_TRY_ASSIGN(auto f, mutate(store, pool, name, true, [&](Workload& w) {
                           if (w.workers.size() == wl.workers.size()) {
                             w.workers = wl.workers; // as settled after the stop
                           }
+                          w.steps = wl.steps;
+                          w.hang = wl.hang;
                           return finish(w, WorkloadState::failed, d.message, now_of(o));
                         }));
       admit_quietly(store, wl, o);
@@ -544,6 +716,7 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
     }
     if (d.verdict == Verdict::restart && !lost_hosts.empty()) {
       TPUCTL_TRY_ASSIGN(auto r, mutate(store, pool, name, true, [&](Workload& w) {
+                          w.steps = wl.steps;
                           w.restarts += d.counts_restart ? 1 : 0; // the job failed too
                           return std::optional<std::vector<state::Op>>(
                               begin_recovery(w, now_of(o), d.message, lost_hosts));
@@ -559,6 +732,8 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
       const int64_t restart_at = now_of(o);
       TPUCTL_TRY_ASSIGN(
           auto r, mutate(store, pool, name, true, [&](Workload& w) {
+            w.steps = wl.steps;
+            w.hang = wl.hang;
             w.restarts += 1;
             w.attempt += 1;
             w.attempt_started_ms = restart_at;

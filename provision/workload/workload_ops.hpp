@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "agent/step_source.hpp"
 #include "provision/slice/provisioning.hpp"
 #include "provision/workload/container.hpp"
 #include "provision/workload/workload.hpp"
@@ -58,6 +59,10 @@ struct WorkloadRequest {
   // --checkpoint-dir: one directory every worker shares (checked on each before anything is
   // stored, and before each launch); "" when not given.
   std::string checkpoint_dir;
+  // --step-pattern: the log lines that are steps (agent/step_source.hpp).
+  std::string step_pattern{agent::k_default_step_pattern};
+  int64_t hang_timeout_ms = 0; // --hang-timeout; 0: workload_hang.hpp's default
+  int64_t straggler_interval_ms = 60'000; // --straggler-interval
 };
 
 struct MonitorOptions {

@@ -24,13 +24,14 @@ std::string what_happened(const WorkloadWorker& w) {
   return describe_worker(w) + " was lost: " + w.detail;
 }
 
-// The culprits in the order they ended: failed workers by their end (the worker's clock), then
-// lost ones (their end is unknown) in worker order.
+// The culprits in the order they ended, on the workers' clocks: a failed worker when its
+// command ended, a lost one when it was last heard of (its last heartbeat: it died after it,
+// and a peer that died of it died later still); those with no time last, in worker order.
 void order_by_end(const Workload& wl, std::vector<size_t>& culprits) {
   auto key = [&](size_t i) {
     const auto& w = wl.workers[i];
-    const bool timed = w.state == WorkerState::failed && w.ended_ms > 0;
-    return std::tuple(timed ? 0 : 1, timed ? w.ended_ms : int64_t{0}, i);
+    const int64_t at = w.state == WorkerState::failed ? w.ended_ms : w.last_heartbeat_ms;
+    return std::tuple(at > 0 ? 0 : 1, at > 0 ? at : int64_t{0}, i);
   };
   std::stable_sort(culprits.begin(), culprits.end(),
                    [&](size_t a, size_t b) { return key(a) < key(b); });
@@ -69,6 +70,7 @@ void observe(WorkloadWorker& w, const WorkerObservation& obs, int attempt,
     w.stopped = false;
     w.last_line.clear();
     w.events = nlohmann::json::object();
+    w.progress = nlohmann::json::object();
     if (now_ms - attempt_started_ms > lost_after) {
       w.state = WorkerState::lost;
       w.detail = "attempt " + std::to_string(attempt) + " never started on the worker";
@@ -81,6 +83,9 @@ void observe(WorkloadWorker& w, const WorkerObservation& obs, int attempt,
   }
   if (!obs.events.empty()) {
     w.events = obs.events;
+  }
+  if (obs.progress.is_object() && !obs.progress.empty()) {
+    w.progress = obs.progress;
   }
   if (obs.state == "exited") {
     w.exit_code = obs.exit_code;
@@ -106,6 +111,49 @@ void observe(WorkloadWorker& w, const WorkerObservation& obs, int attempt,
   }
 }
 
+void fold_steps(Workload& wl, const std::optional<WorkerObservation>& obs0) {
+  StepLedger& l = wl.steps;
+  if (wl.attempt_started_ms > 0) {
+    begin_attempt(l, wl.attempt, wl.attempt_started_ms);
+  }
+  if (!obs0 || obs0->attempt != wl.attempt || l.segment.attempt != wl.attempt) {
+    return;
+  }
+  const auto& progress = obs0->progress;
+  if (progress.is_object()) {
+    if (const std::string source = progress.value("source", ""); !source.empty()) {
+      l.source = source;
+    }
+    l.segment.save_ms = std::max<int64_t>(l.segment.save_ms, progress.value("save_ms", int64_t{0}));
+    l.segment.restore_ms =
+        std::max<int64_t>(l.segment.restore_ms, progress.value("restore_ms", int64_t{0}));
+  }
+  for (const auto& [step, at] : obs0->steps) {
+    if (l.segment.first_step >= 0 && step <= l.segment.last_step && at <= l.segment.last_ms) {
+      continue; // heard before
+    }
+    add_step(l, wl.attempt, step, at);
+  }
+}
+
+Decision job_failure(const Workload& wl, const std::string& what) {
+  Decision d;
+  d.counts_restart = true;
+  if (wl.restarts < wl.max_restarts) {
+    d.verdict = Verdict::restart;
+    d.message = "restarting every worker (restart " + std::to_string(wl.restarts + 1) + " of " +
+                std::to_string(wl.max_restarts) + "): " + what;
+  } else {
+    d.verdict = Verdict::fail;
+    d.message = what;
+    if (wl.max_restarts > 0) {
+      d.message += " (after " + std::to_string(wl.restarts) + " restart(s), --max-restarts " +
+                   std::to_string(wl.max_restarts) + ")";
+    }
+  }
+  return d;
+}
+
 Decision decide(const Workload& wl, int64_t now_ms) {
   Decision d;
   if (wl.workers.empty()) {
@@ -122,16 +170,19 @@ Decision decide(const Workload& wl, int64_t now_ms) {
     }
   }
   order_by_end(wl, d.culprits);
-  // The first failure, and a count of what followed it (a cascade, not a cause); lost workers
-  // (the infrastructure's) are each named.
+  // The first failure decides: a lost worker first is the infrastructure's failure (the peers
+  // that died after it died of it), a failed one first is the job's. Lost workers are each
+  // named; the failed ones after the first are counted, not blamed.
   std::vector<std::string> problems;
   size_t followed = 0;
   bool first_failed = false;
+  const bool lost_first =
+      !d.culprits.empty() && wl.workers[d.culprits.front()].state == WorkerState::lost;
   for (size_t i : d.culprits) {
     const auto& w = wl.workers[i];
     if (w.state == WorkerState::lost) {
       problems.push_back(what_happened(w));
-    } else if (!first_failed) {
+    } else if (!first_failed && !lost_first) {
       first_failed = true;
       problems.insert(problems.begin(), what_happened(w));
     } else {
@@ -139,8 +190,8 @@ Decision decide(const Workload& wl, int64_t now_ms) {
     }
   }
   if (followed > 0 && !problems.empty()) {
-    problems.front() += " (the first to fail; " + util::counted(followed, "other worker") +
-                        " failed after it)";
+    problems.front() += std::string(lost_first ? " (" : " (the first to fail; ") +
+                        util::counted(followed, "other worker") + " failed after it)";
   }
   if (all_succeeded) {
     d.verdict = Verdict::succeeded;
@@ -155,6 +206,9 @@ Decision decide(const Workload& wl, int64_t now_ms) {
     std::vector<std::string> final_codes; // exits the restart policy does not restart
     for (size_t i : d.culprits) {
       const auto& w = wl.workers[i];
+      if (lost_first) {
+        break; // the infrastructure's: the failures after it are its cascade
+      }
       if (w.state == WorkerState::failed) {
         job_failed = true; // the first failure decides: the others followed it
         if (!restartable_exit(w.exit_code, wl.restart_on_exit_codes)) {
@@ -168,18 +222,11 @@ Decision decide(const Workload& wl, int64_t now_ms) {
       d.message = what + " (exit " + util::join(final_codes, ", ") +
                   " is not restarted: only 42, 127-255 and --restart-on-exit-codes " +
                   wl.restart_on_exit_codes + " are)";
-    } else if (job_failed && wl.restarts < wl.max_restarts) {
-      d.verdict = Verdict::restart;
-      d.counts_restart = true;
-      d.message = "restarting every worker (restart " + std::to_string(wl.restarts + 1) + " of " +
-                  std::to_string(wl.max_restarts) + "): " + what;
     } else if (job_failed) {
-      d.verdict = Verdict::fail;
-      d.message = what;
-      if (wl.max_restarts > 0) {
-        d.message += " (after " + std::to_string(wl.restarts) + " restart(s), --max-restarts " +
-                     std::to_string(wl.max_restarts) + ")";
-      }
+      const Decision job = job_failure(wl, what);
+      d.verdict = job.verdict;
+      d.counts_restart = job.counts_restart;
+      d.message = job.message;
     } else if (wl.repairs < wl.max_repairs) { // lost workers only: the infrastructure's failure
       d.verdict = Verdict::restart;
       d.message = "repairing (repair " + std::to_string(wl.repairs + 1) + " of " +

@@ -12,10 +12,13 @@
 // that hangs within 14 s (documented in README and workload_watch.hpp).
 //
 // A worker whose command a stop of tpuctl's ended (a peer's failure, a restart) is STOPPED, not
-// FAILED: it is never a culprit. Of several failed workers, the one that ended first (by the
-// clocks of the workers, which a cascade follows by seconds) is the failure: the message names
-// it, its exit code and its last line, counts the others, and its exit code alone decides
-// whether the job restarts (the others died of it, as JAX's peers do when one process dies).
+// FAILED: it is never a culprit. Of several failed or lost workers, the one that ended first (by
+// the clocks of the workers, which a cascade follows by seconds: a failed worker's end, a lost
+// one's last heartbeat) is the failure: the message names it, its exit code and its last line,
+// counts the others, and it alone decides. A lost worker first is the infrastructure's failure
+// (repaired, never a restart), whatever its peers did after it (JAX's peers die when one
+// process dies); a failed one first is the job's, and its exit code alone decides whether the
+// job restarts.
 // Verdicts: every worker SUCCEEDED -> succeeded. Policy any: one FAILED or LOST worker ends the
 // attempt; policy all: once every worker has ended, any FAILED or LOST does. Then the failure is
 // the job's or the infrastructure's, and each has its own budget (SkyPilot draws the same line):
@@ -32,6 +35,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +57,10 @@ struct WorkerObservation {
   bool stopped = false;     // exited: a stop of tpuctl's ended it, not the command itself
   std::string last_line;    // exited: the log's last line
   nlohmann::json events = nlohmann::json::object(); // the latest event of each kind
+  // The steps the worker read since its last line (agent/step_source.hpp): (number, unix ms);
+  // a turn hands out every line's since the last turn. And the attempt's progress so far.
+  std::vector<std::pair<int64_t, int64_t>> steps;
+  nlohmann::json progress;
   int64_t heartbeat_ms = 0; // worker clock
   int64_t now_ms = 0;       // worker clock when polled
   bool supervisor_alive = false;
@@ -75,6 +83,12 @@ struct PolicyConfig {
 void observe(WorkloadWorker& worker, const WorkerObservation& obs, int attempt,
              int64_t attempt_started_ms, int64_t now_ms, const PolicyConfig& config);
 
+// Folds what process 0 (workers[0]: slice 0, worker 0) said of its steps in `obs0` into the
+// workload's goodput ledger (step_ledger.hpp), opening the current attempt's segment first. A
+// step the ledger already has (a stream opened again sends the attempt's steps again) is
+// skipped: a number not above the last one at a time not after it.
+void fold_steps(Workload& workload, const std::optional<WorkerObservation>& obs0);
+
 enum class Verdict { keep_running, succeeded, restart, fail };
 
 struct Decision {
@@ -83,6 +97,10 @@ struct Decision {
   std::vector<size_t> culprits; // indices into workload.workers that failed or were lost
   bool counts_restart = false;  // restart: the job failed (uses up --max-restarts)
 };
+
+// The job failed (`what` says how): every worker restarts while restarts < max_restarts (a
+// restart counted), else the workload fails; the message says which, and why.
+Decision job_failure(const Workload& workload, const std::string& what);
 
 // One inclusive range of exit codes.
 struct ExitCodes {

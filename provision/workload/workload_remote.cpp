@@ -181,6 +181,15 @@ WorkerObservation parse_observation(const std::string& out) {
     if (j.contains("events") && j["events"].is_object()) {
       obs.events = j["events"];
     }
+    if (j.contains("progress") && j["progress"].is_object()) {
+      obs.progress = j["progress"];
+    }
+    for (const auto& step : j.value("steps", Json::array())) {
+      if (step.is_array() && step.size() == 2 && step[0].is_number_integer() &&
+          step[1].is_number_integer()) {
+        obs.steps.emplace_back(step[0].get<int64_t>(), step[1].get<int64_t>());
+      }
+    }
   } catch (const std::exception& e) {
     obs.reached = false;
     obs.error = std::string("unreadable status: ") + e.what();

@@ -40,6 +40,9 @@ struct WorkerWatch::Seen {
   int stop_phase = 0;                         // 1: the agent is stopping it, 2: it did
   bool removed = false;                       // its files are gone (phase 2)
   bool can_start = false;                     // its agent takes start lines (its first line)
+  std::vector<std::pair<int64_t, int64_t>> steps; // from its lines since the last turn
+  int dump_phase = 0;                             // 1: a dump line sent, 2: answered
+  std::string dump;                               // the answer: the stacks, or why none
   int start_phase = 0;        // 1: send_start() sent one, 2: the answer came (until collected)
   remote::HostResult started; // that answer (phase 2)
 };
@@ -87,7 +90,11 @@ void WorkerWatch::open(const std::vector<size_t>& workers) {
       j.command = "exec " + util::shell_quote_path(p.agent_dir + "/tpuctl") +
                   " agent supervise-watch --interval " + std::to_string(k_line_interval.count()) +
                   "ms --dir " +
-                  util::shell_quote_path(workload_dir(p.workdir, m_workload.uid, p.node, p.worker));
+                  util::shell_quote_path(workload_dir(p.workdir, m_workload.uid, p.node, p.worker)) +
+                  (m_workload.step_pattern.empty()
+                       ? std::string()
+                       : " --step-pattern " + util::shell_quote(m_workload.step_pattern)) +
+                  (i == 0 ? " --report-steps" : ""); // process 0's steps: the goodput ledger
       j.index = i;
       s.input = std::make_shared<remote::StreamInput>();
       s.stop_phase = 0;
@@ -132,6 +139,20 @@ void WorkerWatch::open(const std::vector<size_t>& workers) {
         }
         return;
       }
+      if (line.text.rfind("{\"dumped\"", 0) == 0) { // the answer to dump_stacks()
+        const auto j = nlohmann::json::parse(line.text, nullptr, false);
+        std::lock_guard lock(m_mutex);
+        Seen& s = m_seen[line.index];
+        if (s.generation == generations[line.index] && s.dump_phase == 1 && j.is_object() &&
+            j["dumped"].is_object()) {
+          s.dump = j["dumped"].contains("error")
+                       ? "(no stacks: " + j["dumped"].value("error", std::string()) + ")"
+                       : j["dumped"].value("text", std::string());
+          s.dump_phase = 2;
+          m_changed.notify_all();
+        }
+        return;
+      }
       if (line.text.rfind("{\"stopp", 0) == 0) { // the answer to stop()
         const auto j = nlohmann::json::parse(line.text, nullptr, false);
         std::lock_guard lock(m_mutex);
@@ -162,6 +183,8 @@ void WorkerWatch::open(const std::vector<size_t>& workers) {
         m_news = true;
         m_changed.notify_all();
       }
+      s.steps.insert(s.steps.end(), obs.steps.begin(), obs.steps.end());
+      obs.steps.clear();
       s.last = std::move(obs);
       s.lines += 1;
       s.ever = true;
@@ -216,6 +239,9 @@ std::vector<std::optional<WorkerObservation>> WorkerWatch::turn() {
   {
     std::lock_guard lock(m_mutex);
     seen = m_seen;
+    for (auto& s : m_seen) {
+      s.steps.clear(); // handed out with this turn
+    }
   }
   std::vector<std::optional<WorkerObservation>> out(seen.size());
   std::vector<size_t> suspects;
@@ -227,6 +253,7 @@ std::vector<std::optional<WorkerObservation>> WorkerWatch::turn() {
       t.silent_ms = 0;
       t.failed_checks = 0;
       out[i] = seen[i].last;
+      out[i]->steps = std::move(seen[i].steps);
       continue;
     }
     if (!seen[i].ever) {
@@ -319,6 +346,35 @@ std::vector<bool> WorkerWatch::stop(milliseconds grace, const std::string& tag, 
     confirmed[i] = m_seen[i].stop_phase == 2 && (m_seen[i].removed || !remove);
   }
   return confirmed;
+}
+
+std::vector<std::optional<std::string>> WorkerWatch::dump_stacks(milliseconds timeout) {
+  std::unique_lock lock(m_mutex);
+  std::vector<size_t> asked;
+  for (size_t i = 0; i < m_seen.size(); ++i) {
+    if (m_seen[i].open && m_seen[i].input) {
+      m_seen[i].dump_phase = 1;
+      m_seen[i].dump.clear();
+      m_seen[i].input->write("{\"dump\": {}}\n");
+      asked.push_back(i);
+    }
+  }
+  const auto until = Clock::now() + timeout;
+  auto waiting = [&]() {
+    return std::any_of(asked.begin(), asked.end(),
+                       [&](size_t i) { return m_seen[i].open && m_seen[i].dump_phase == 1; });
+  };
+  while (waiting() && Clock::now() < until) {
+    m_changed.wait_for(lock, milliseconds(100));
+  }
+  std::vector<std::optional<std::string>> out(m_seen.size());
+  for (size_t i : asked) {
+    if (m_seen[i].dump_phase == 2) {
+      out[i] = m_seen[i].dump;
+    }
+    m_seen[i].dump_phase = 0;
+  }
+  return out;
 }
 
 std::vector<bool> WorkerWatch::send_start(const std::vector<std::string>& commands,

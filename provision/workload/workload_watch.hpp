@@ -80,6 +80,12 @@ public:
   // stream is not open, or that did not answer, is not confirmed: stop it another way.
   std::vector<bool> stop(std::chrono::milliseconds grace, const std::string& tag, bool remove);
 
+  // Asks every worker's agent for its job's Python stacks (a dump line: SIGUSR1 to the process
+  // that registered faulthandler for it, agent/python/sitecustomize.py) and waits up to
+  // `timeout` for the answers. Per worker: the stacks it wrote to its log (or why there are
+  // none), nullopt when its stream is not open or it did not answer in time.
+  std::vector<std::optional<std::string>> dump_stacks(std::chrono::milliseconds timeout);
+
   // Starts the next attempt through the streams: `commands[i]` (launch_command's line; empty:
   // not this worker) is sent to worker i's agent when its stream is open and its agent takes
   // start lines, and runs there as a new session would run it. Returns, per worker, whether it

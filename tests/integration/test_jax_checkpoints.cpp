@@ -191,6 +191,18 @@ TEST_CASE("jax checkpoints: an eviction by a higher priority gives every worker 
   CHECK(done["jax"]["compilation_cache"]["misses"] == 0);
   CHECK(env.run({"workload", "describe", "train"}).out.find("compilation cache used") !=
         std::string::npos);
+  // Goodput by the job's steps: one disruption, nothing done twice (it resumed right after the
+  // step it saved), the eviction's time in infrastructure recovery, its saves and its restore
+  // as checkpoint badput; every step productive to the last.
+  const json steps = done["goodput"]["steps"];
+  CHECK(done["goodput"]["kind"] == "steps");
+  CHECK(steps["disruptions"] == 1);
+  CHECK(steps["badput"]["wasted_progress_from_disruption_ms"] == 0);
+  CHECK(steps["badput"]["infrastructure_recovery_from_disruption_ms"].get<int64_t>() > 0);
+  CHECK(steps["badput"]["unproductive_checkpoint_save_ms"].get<int64_t>() > 0);
+  CHECK(steps["badput"]["unproductive_checkpoint_restore_ms"].get<int64_t>() > 0);
+  CHECK(steps["last_productive_step"] == 259);
+  CHECK(done["workers"][0]["progress"]["source"] == "protocol");
   CHECK(tpuctl::test::workload_processes(uid).empty());
 }
 
@@ -259,6 +271,16 @@ TEST_CASE("jax checkpoints: a lost host is repaired and the job resumes from its
   CHECK(resumed[0] <= before.back());
   CHECK(before.back() - resumed[0] <= k_save_every - 1); // at most S-1 steps to do again
   CHECK(resumed[0] % k_save_every == 0);                 // a regular save: no SIGTERM came
+  // Goodput by steps saw it: one disruption, and wasted progress when steps were done again
+  // (the first step of attempt 1 is the one after the checkpoint).
+  auto now = env.wait_for(
+      "train", [](const json& w) { return w["goodput"]["steps"]["disruptions"] == 1; },
+      std::chrono::seconds(60));
+  CHECK(now["goodput"]["steps"]["disruptions"] == 1);
+  if (before.back() > resumed[0] + 1) { // steps after the checkpoint's were done, then again
+    CHECK(now["goodput"]["steps"]["badput"]["wasted_progress_from_disruption_ms"].get<int64_t>() >
+          0);
+  }
 
   // A half-written checkpoint (what a save cut short leaves: Orbax's temporary directory) of a
   // later step is never what a run resumes from.

@@ -15,9 +15,9 @@
 #   saved step N
 #   preempted: saved step N
 #   done: N steps
-# It also reports to tpuctl (TPUCTL_EVENTS, the worker's event file): a "step" event for each
-# step, a "first_step" event for this process's first, and a "checkpoint" event for each save
-# and restore.
+# It also reports to tpuctl (TPUCTL_EVENTS, the worker's event file): a "step" event as each
+# step begins, a "first_step" event for this process's first, and a "checkpoint" event for each
+# save and restore with its blocking seconds.
 import argparse
 import json
 import os
@@ -45,7 +45,8 @@ if not args.dir:
 def event(kind, **fields):
     path = os.environ.get("TPUCTL_EVENTS")
     if path:
-        fields.update(event=kind, time_ms=int(time.time() * 1000))
+        fields["event"] = kind
+        fields.setdefault("time_ms", int(time.time() * 1000))
         with open(path, "a") as f:
             f.write(json.dumps(fields) + "\n")
 
@@ -127,18 +128,20 @@ else:
 
 for step in range(start, args.steps):
     t0 = time.time()
+    event("step", step=step, time_ms=int(t0 * 1000))  # the step begins: Google's step_start_time
+    if step == start:
+        event("first_step", step=step)  # this process's first step: a restart's cost ends here
     x, y = batch_for(step)
     state, loss = train_step(state, x, y)
     loss = float(loss)
     if args.step_seconds:
         time.sleep(args.step_seconds)
     print(f"step {step} loss {loss:.6f}", flush=True)
-    if step == start:
-        event("first_step", step=step)  # this process's first step: a restart's cost ends here
-    event("step", step=step, seconds=time.time() - t0)
+    t_save = time.time()
     if manager.save(step, args=ocp.args.StandardSave(state)):
+        # The blocking part of an asynchronous save: badput (UNPRODUCTIVE_CHECKPOINT_SAVE_TIME).
+        event("checkpoint", action="save", step=step, seconds=time.time() - t_save)
         print(f"saved step {step}", flush=True)
-        event("checkpoint", action="save", step=step)
     if manager.reached_preemption(step):
         manager.wait_until_finished()
         print(f"preempted: saved step {step}", flush=True)

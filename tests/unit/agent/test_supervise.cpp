@@ -40,7 +40,7 @@ nlohmann::json wait_exited(const std::string& dir, std::chrono::seconds limit) {
 }
 
 // The stream's first line: the control lines this agent takes.
-const nlohmann::json k_hello = {{"watching", {{"accepts", {"stop", "start", "close"}}}}};
+const nlohmann::json k_hello = {{"watching", {{"accepts", {"stop", "start", "close", "dump"}}}}};
 
 // Runs watch_supervised(dir) on a thread, with pipes for its stdin and its stdout: `first_input`
 // is written to its stdin at once, `on_line` sees every line it writes (and may write to or close
@@ -53,7 +53,7 @@ run_watch(const std::string& dir, const std::string& first_input,
   REQUIRE(::pipe(in) == 0);
   REQUIRE(::pipe(out) == 0);
   std::thread watcher([&] {
-    CHECK(tpuctl::agent::watch_supervised(dir, std::chrono::milliseconds(5000), in[0], out[1]));
+    CHECK(tpuctl::agent::watch_supervised({dir, std::chrono::milliseconds(5000), ""}, in[0], out[1]));
     ::close(out[1]);
   });
   if (!first_input.empty()) {
@@ -195,7 +195,7 @@ TEST_CASE("agent supervise-watch: a line at once, one on exit, heartbeats; ends 
   REQUIRE(::pipe(in) == 0);
   REQUIRE(::pipe(out) == 0);
   std::thread watcher([&] {
-    CHECK(tpuctl::agent::watch_supervised(o.dir, std::chrono::milliseconds(200), in[0], out[1]));
+    CHECK(tpuctl::agent::watch_supervised({o.dir, std::chrono::milliseconds(200), ""}, in[0], out[1]));
     ::close(out[1]);
   });
   std::string text;
@@ -223,7 +223,7 @@ TEST_CASE("agent supervise-watch: a line at once, one on exit, heartbeats; ends 
   watcher.join();
   ::close(in[0]);
   ::close(out[0]);
-  CHECK(!tpuctl::agent::watch_supervised(o.dir, std::chrono::milliseconds(50), 0, 1));
+  CHECK(!tpuctl::agent::watch_supervised({o.dir, std::chrono::milliseconds(50), ""}, 0, 1));
 }
 
 TEST_CASE("agent supervise-watch: a stop line stops the worker, removes its files and answers; "

@@ -256,6 +256,28 @@ TEST_CASE("provision::decide applies the failure policy") {
     CHECK(d.verdict == Verdict::fail);
     CHECK(d.message.rfind("worker 3 of node c-0 (host h3) exited with 1", 0) == 0);
   }
+  SUBCASE("a host lost before its peers died of it is the infrastructure's failure: repaired, "
+          "whatever exit codes the cascade left") {
+    auto w = four_workers(FailPolicy::any, 0); // no restarts: a job failure would fail it
+    w.workers[1].state = WorkerState::lost;
+    w.workers[1].detail = "host unreachable";
+    w.workers[1].last_heartbeat_ms = 9'000; // last heard of, then it died
+    w.workers[2].state = WorkerState::failed;
+    w.workers[2].exit_code = 134; // JAX's abort when a peer dies
+    w.workers[2].ended_ms = 11'000;
+    auto d = decide(w, 20'000);
+    CHECK(d.verdict == Verdict::restart); // a repair
+    CHECK(!d.counts_restart);
+    CHECK(d.culprits == std::vector<size_t>{1, 2});
+    CHECK(d.message.find("worker 1 of node c-0 (host h1) was lost: host unreachable (1 other "
+                         "worker failed after it)") != std::string::npos);
+    CHECK(d.message.find("worker 2") == std::string::npos);
+    // The other way round: worker 2 failed on its own first, the host went later.
+    w.workers[2].ended_ms = 8'000;
+    d = decide(w, 20'000);
+    CHECK(d.verdict == Verdict::fail);
+    CHECK(d.message.rfind("worker 2 of node c-0 (host h2) exited with 134", 0) == 0);
+  }
   SUBCASE("running workers keep it running") {
     CHECK(decide(four_workers(), 9000).verdict == Verdict::keep_running);
   }
