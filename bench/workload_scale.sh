@@ -23,6 +23,11 @@
 # addresses) still running after local-down (target 0).
 #
 #   bench/workload_scale.sh [--hosts N] [--runs N] [--watch-minutes M] [--tpuctl PATH]
+#                           [--steps-per-second S]
+#
+# --steps-per-second S: the workload prints MaxText's `completed step: N` S times a second on
+# every worker instead of sleeping (the monitor learns process 0's steps for goodput, every
+# worker's agent reads its log), and the watch row measures what that costs the monitor.
 #
 # --tpuctl measures another build (the figures before a change: build it from that commit).
 # Uses ${BUILD_DIR:-build}/cli/tpuctl by default (building it if missing). Each run has its own
@@ -33,13 +38,14 @@ set -euo pipefail
 export LC_ALL=C
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-hosts=256 runs=5 watch_minutes=10 tpuctl=
+hosts=256 runs=5 watch_minutes=10 tpuctl= steps_per_second=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --hosts) hosts=${2:?}; shift 2 ;;
     --runs) runs=${2:?}; shift 2 ;;
     --watch-minutes) watch_minutes=${2:?}; shift 2 ;;
     --tpuctl) tpuctl=${2:?}; shift 2 ;;
+    --steps-per-second) steps_per_second=${2:?}; shift 2 ;;
     -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     *) echo "workload_scale.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -122,7 +128,11 @@ for run in $(seq "$runs"); do
   one=$(echo "${r[@]}" | median)
   round+=("$one")
   "$tpuctl" cluster create --cluster big --tpu-type "$type" --quiet >/dev/null
-  timed "$tpuctl" workload create --cluster big --workload long --command 'sleep 100000'
+  long_command='sleep 100000'
+  if ((steps_per_second > 0)); then
+    long_command="i=0; while :; do echo \"completed step: \$i\"; i=\$((i+1)); sleep $(awk -v s="$steps_per_second" 'BEGIN {printf "%.3f", 1/s}'); done"
+  fi
+  timed "$tpuctl" workload create --cluster big --workload long --command "$long_command"
   t=$ms
   s=$(state_of long)
   [[ $rc == 0 && $s == "RUNNING 0 $hosts 0" ]] || echo "workload_scale.sh: run $run: after create: '$s' (exit $rc): $(cat "$scratch/last.err")" >&2

@@ -350,6 +350,25 @@ void add_drain(CLI::App& group, Registry& registry) {
   undrain->add_option("HOST", *hosts, "host names, with ranges such as node[01-16]")->required();
 }
 
+void add_spares(CLI::App& group, Registry& registry) {
+  auto count = std::make_shared<std::string>();
+  CLI::App* cmd = registry.add(
+      group, "spares", "hold COUNT free hosts back for repairs (never placed for requests)",
+      [count](Context& ctx) -> Expected<int> {
+        TPUCTL_TRY_ASSIGN(const int64_t n, util::parse_int(*count, "spares COUNT", 0, 1 << 20));
+        TPUCTL_TRY_ASSIGN(auto* store, open_state(ctx));
+        TPUCTL_TRY_ASSIGN(auto pool, pool_name(ctx, *store));
+        TPUCTL_TRY_ASSIGN(auto spares, provision::set_spares(*store, pool, static_cast<int>(n)));
+        Json rows = Json::array();
+        for (const auto& h : spares) {
+          rows.push_back(host_json(h, ""));
+        }
+        TPUCTL_TRY(emit_list(ctx, rows, k_host_columns, host_json({}, "")));
+        return 0;
+      });
+  cmd->add_option("COUNT", *count, "how many (0 releases them all)")->required()->type_name("N");
+}
+
 void add_import(CLI::App& group, Registry& registry) {
   auto file = std::make_shared<std::string>();
   CLI::App* cmd = registry.add(
@@ -386,6 +405,7 @@ void setup_pool(CLI::App& group, Registry& registry) {
   add_remove_hosts(group, registry);
   add_hosts_list(group, registry);
   add_drain(group, registry);
+  add_spares(group, registry);
   add_set_admins(group, registry);
   add_set_ssh_work(group, registry);
   setup_pool_quota(group, registry);

@@ -55,6 +55,7 @@ struct WorkloadFlags {
   std::string step_pattern = agent::k_default_step_pattern; // --step-pattern
   std::string hang_timeout;                                 // --hang-timeout
   std::string straggler_interval = "60s";                   // --straggler-interval
+  std::string on_straggler = "none";                        // --on-straggler
   std::string fail_policy = "any";
   std::string timeout;
   std::string worker = "all";
@@ -179,6 +180,7 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   TPUCTL_TRY_ASSIGN(auto interval,
                     util::parse_duration(f.straggler_interval, "--straggler-interval"));
   r.straggler_interval_ms = interval.count();
+  r.on_straggler = f.on_straggler;
   TPUCTL_TRY_ASSIGN(r.fail_policy, provision::parse_fail_policy(f.fail_policy));
   TPUCTL_TRY_ASSIGN(auto timeout, util::parse_optional_duration(f.timeout, "--timeout"));
   r.timeout_ms = timeout.count();
@@ -656,6 +658,11 @@ void setup_workload(CLI::App& group, Registry& registry) {
                    "how often the workers' busy shares are compared to name the one the job "
                    "waits for (default 60s)")
       ->type_name("D");
+  create
+      ->add_option("--on-straggler", c->on_straggler,
+                   "none (default: name it) or swap (drain its host and repair its slice, on a "
+                   "spare when the pool holds one: tpuctl pool spares)")
+      ->type_name("ACTION");
   create
       ->add_option("--fail-policy", c->fail_policy,
                    "any (default): one failing worker stops the others; all: fail once every "

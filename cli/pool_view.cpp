@@ -35,8 +35,10 @@ Json host_json(const provision::HostEntry& h, const std::string& claimed_by) {
   for (const auto& [k, v] : h.labels) {
     labels[k] = v;
   }
-  std::string state =
-      !claimed_by.empty() ? "claimed" : (h.drain_reason.empty() ? "free" : "drained");
+  std::string state = !claimed_by.empty()       ? "claimed"
+                      : !h.drain_reason.empty() ? "drained"
+                      : h.spare                 ? "spare"
+                                                : "free";
   return Json{{"name", h.name},
               {"address", h.address},
               {"port", h.port > 0 ? Json(h.port) : Json(nullptr)}, // null: ssh_config's, else 22
@@ -48,6 +50,7 @@ Json host_json(const provision::HostEntry& h, const std::string& claimed_by) {
               {"state", state},
               {"claimed_by", claimed_by},
               {"drain_reason", h.drain_reason},
+              {"spare", h.spare},
               {"labels", labels}};
 }
 
@@ -67,6 +70,15 @@ Json pool_view_json(const provision::PoolView& view) {
   j["free"] = view.grid.count(CellState::free);
   j["claimed"] = view.grid.count(CellState::claimed);
   j["drained"] = view.grid.count(CellState::drained);
+  // Spares: the hosts held back for repairs (pool spares), free or taken by a repair.
+  Json spares = Json::array();
+  for (const auto& h : view.hosts) {
+    if (h.spare) {
+      spares.push_back(h.name);
+    }
+  }
+  j["spares"] = spares;
+  j["spare"] = view.grid.count(CellState::spare);
   Json blocks = Json::array();
   for (const auto& b : provision::largest_free_blocks(view.grid, 3)) {
     blocks.push_back(Json{{"origin", provision::format_position(b.origin)},
@@ -106,6 +118,9 @@ void draw_grid(std::ostream& os, const provision::PoolView& view) {
         case CellState::drained:
           c = 'D';
           break;
+        case CellState::spare:
+          c = 'S';
+          break;
         case CellState::claimed:
           c = letter[cell.owner];
           break;
@@ -115,7 +130,7 @@ void draw_grid(std::ostream& os, const provision::PoolView& view) {
       os << "\n";
     }
   }
-  os << "  legend: . free  D drained  - no host";
+  os << "  legend: . free  S spare  D drained  - no host";
   for (const auto& [owner, c] : letter) {
     os << "  " << c << " " << owner;
   }
@@ -130,7 +145,18 @@ void print_pool_view(std::ostream& os, const provision::PoolView& view) {
      << topology::format_dims(l.host_grid, l.rank()) << " grid\n"
      << "hosts:     " << view.hosts.size() << " of " << l.capacity() << " positions ("
      << view.grid.count(CellState::free) << " free, " << view.grid.count(CellState::claimed)
-     << " claimed, " << view.grid.count(CellState::drained) << " drained)\n";
+     << " claimed, " << view.grid.count(CellState::drained) << " drained, "
+     << view.grid.count(CellState::spare) << " spare)\n";
+  std::vector<std::string> spares;
+  for (const auto& h : view.hosts) {
+    if (h.spare) {
+      spares.push_back(h.name);
+    }
+  }
+  if (!spares.empty()) {
+    os << "spares:    " << spares.size() << " held back for repairs (" << util::join(spares, ", ")
+       << ")\n";
+  }
   if (!view.info.owner.empty()) {
     os << "owner:     " << view.info.owner << "\n";
   }

@@ -97,18 +97,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   FUZZ_CHECK(pos == joined.size(), "shell_join: " + joined);
 
-  // export A='v' B='v'; export PATH=<dir>:"$PATH";
-  const provision::EnvVars env = {{"A", value}, {"TPU_NAME", value}};
+  // export A='v' TPU_NAME='v' TPUCTL_PYTHON_ENV='v'; export PATH='/agent':<v>/bin:"$PATH"
+  // PYTHONPATH='/agent/python'${PYTHONPATH:+:"$PYTHONPATH"}; (the Python environment's bin is one
+  // quoted path, read back whole).
+  const provision::EnvVars env = {{"A", value}, {"TPU_NAME", value}, {"TPUCTL_PYTHON_ENV", value}};
   const std::string prefix = provision::env_command_prefix(env, value.empty() ? "" : "/agent");
   pos = 0;
   expect(prefix, pos, "export ");
-  for (const auto& [name, v] : env) {
-    expect(prefix, pos, name + "=");
-    FUZZ_CHECK(read_word(prefix, pos) == v, "env_command_prefix: " + prefix);
-    expect(prefix, pos, name == "A" ? " " : "; ");
+  for (size_t i = 0; i < env.size(); ++i) {
+    expect(prefix, pos, env[i].first + "=");
+    FUZZ_CHECK(read_word(prefix, pos) == env[i].second, "env_command_prefix: " + prefix);
+    expect(prefix, pos, i + 1 < env.size() ? " " : "; ");
   }
   if (!value.empty()) {
-    expect(prefix, pos, "export PATH='/agent':\"$PATH\"; ");
+    expect(prefix, pos, "export PATH='/agent':");
+    const std::string bin = util::shell_quote_path(value + "/bin");
+    FUZZ_CHECK(one_word(bin, true) == value + "/bin", "env_command_prefix: " + prefix);
+    expect(prefix, pos, bin);
+    expect(prefix, pos, ":\"$PATH\" PYTHONPATH='/agent/python'${PYTHONPATH:+:\"$PYTHONPATH\"}; ");
   }
   FUZZ_CHECK(pos == prefix.size(), "env_command_prefix: " + prefix);
 

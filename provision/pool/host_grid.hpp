@@ -10,7 +10,9 @@
 
 namespace tpuctl::provision {
 
-enum class CellState { empty, free, claimed, drained };
+// spare: a free host the pool holds back for repairs (pools.hpp set_spares): never placed for
+// an ordinary request; a repair (node_repair.hpp) places on it as on a free one.
+enum class CellState { empty, free, claimed, drained, spare };
 
 struct GridCell {
   CellState state = CellState::empty;
@@ -31,6 +33,15 @@ public:
     return m_cells[static_cast<size_t>(position_index(m_layout, pos))];
   }
   const std::vector<GridCell>& cells() const { return m_cells; }
+
+  // Every spare host counts as free (a repair's view: it may place on them); call refresh().
+  void free_spares() {
+    for (auto& cell : m_cells) {
+      if (cell.state == CellState::spare) {
+        cell.state = CellState::free;
+      }
+    }
+  }
 
   // True when every position of the block [origin, origin+size) is a free host.
   bool block_free(const Dims& origin, const Dims& size) const;

@@ -115,6 +115,7 @@ Json to_json(const HostEntry& h) {
            {"coords", dims_json(h.coords)},
            {"labels", labels},
            {"drain_reason", h.drain_reason},
+           {"spare", h.spare},
            {"added_at_ms", h.added_at_ms},
            {"local", h.local}};
   if (!h.proxy_jump.empty()) {
@@ -140,6 +141,7 @@ Expected<HostEntry> host_from_json(const Json& doc) {
       h.labels[it.key()] = it.value().get<std::string>();
     }
     h.drain_reason = field_or<std::string>(doc, "drain_reason", "");
+    h.spare = field_or<bool>(doc, "spare", false);
     h.added_at_ms = field_or<int64_t>(doc, "added_at_ms", 0);
     h.local = doc.value("local", Json(nullptr));
     return h;
@@ -304,6 +306,8 @@ Expected<PoolView> load_pool(state::StateStore& store, const std::string& pool) 
       } else if (!h.drain_reason.empty()) {
         cell.state = CellState::drained;
         cell.owner = h.drain_reason;
+      } else if (h.spare) {
+        cell.state = CellState::spare;
       } else {
         cell.state = CellState::free;
       }
@@ -550,6 +554,104 @@ Expected<std::vector<HostEntry>> set_drain(state::StateStore& store, const std::
   }
   for (auto& h : result) {
     h.version = r->revision;
+  }
+  return result;
+}
+
+Expected<std::vector<HostEntry>> set_spares(state::StateStore& store, const std::string& pool,
+                                            int count) {
+  std::vector<HostEntry> result;
+  auto r = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
+    result.clear();
+    TPUCTL_TRY_ASSIGN(PoolView view, load_pool(s, pool));
+    TPUCTL_TRY(require_pool_admin(s, view.info, "set the spares of"));
+    std::set<std::string> claimed;
+    for (const auto& c : view.claims) {
+      claimed.insert(c.host);
+    }
+    std::vector<HostEntry> spares, free_hosts; // in grid order (load_pool sorts the hosts)
+    for (const auto& h : view.hosts) {
+      if (h.spare) {
+        spares.push_back(h);
+      } else if (h.drain_reason.empty() && claimed.count(h.name) == 0) {
+        free_hosts.push_back(h);
+      }
+    }
+    const int most = static_cast<int>(spares.size() + free_hosts.size());
+    if (count < 0 || count > most) {
+      return usage_error("spares " + std::to_string(count) + " is more than pool '" + pool +
+                         "' can hold back: it has " + util::counted(free_hosts.size(), "free host") +
+                         " and " + util::counted(spares.size(), "spare") +
+                         " (give 0 to " + std::to_string(most) +
+                         ", or free hosts first: delete requests, undrain hosts)");
+    }
+    std::vector<state::Op> ops;
+    auto update = [&](HostEntry h, bool spare) {
+      h.spare = spare;
+      ops.push_back(state::UpdateOp{state::host_key(pool, h.name), to_json(h), h.version});
+    };
+    if (count > static_cast<int>(spares.size())) {
+      // More: the free hosts nearest the grid's far corner, the nearest first (distance: the
+      // largest of the per-axis distances), so that the spares make one compact block there and
+      // the blocks placement takes from the near corner stay whole (a row of spares across a
+      // 4x2 grid would leave no 2x2 block).
+      Dims far{0, 0, 0};
+      for (const auto& h : view.hosts) {
+        for (size_t d = 0; d < far.size(); ++d) {
+          far[d] = std::max(far[d], h.coords[d]);
+        }
+      }
+      auto distance = [&](const HostEntry& h) {
+        int apart = 0;
+        for (size_t d = 0; d < far.size(); ++d) {
+          apart = std::max(apart, far[d] - h.coords[d]);
+        }
+        return apart;
+      };
+      std::reverse(free_hosts.begin(), free_hosts.end()); // ties: the last in grid order first
+      std::stable_sort(free_hosts.begin(), free_hosts.end(),
+                       [&](const HostEntry& a, const HostEntry& b) {
+                         return distance(a) < distance(b);
+                       });
+      for (int i = 0; i < count - static_cast<int>(spares.size()); ++i) {
+        update(free_hosts[static_cast<size_t>(i)], true);
+      }
+    } else {
+      // Fewer: the ones no slice holds go first.
+      std::stable_partition(spares.begin(), spares.end(),
+                            [&](const HostEntry& h) { return claimed.count(h.name) == 0; });
+      for (int i = 0; i < static_cast<int>(spares.size()) - count; ++i) {
+        update(spares[static_cast<size_t>(i)], false);
+      }
+    }
+    std::set<std::string> changed; // the result: the spares once the updates are applied
+    for (const auto& op : ops) {
+      changed.insert(std::get<state::UpdateOp>(op).key.id);
+    }
+    for (const auto& h : view.hosts) {
+      const bool now_spare = changed.count(h.name) ? !h.spare : h.spare;
+      if (now_spare) {
+        HostEntry x = h;
+        x.spare = true;
+        result.push_back(std::move(x));
+      }
+    }
+    state::Event ev;
+    ev.pool = pool;
+    ev.subject_kind = state::Kind::pool;
+    ev.subject = pool;
+    ev.type = "SPARES_SET";
+    std::vector<std::string> names;
+    for (const auto& h : result) {
+      names.push_back(h.name);
+    }
+    ev.detail = Json{{"count", count}, {"hosts", names}};
+    ev.initiator = state::Initiator::user;
+    ops.push_back(state::EventOp{ev});
+    return ops;
+  });
+  if (!r) {
+    return r.error();
   }
   return result;
 }

@@ -62,6 +62,7 @@ struct HostEntry {
   Dims coords{0, 0, 0}; // position in the pool's host grid
   std::map<std::string, std::string> labels;
   std::string drain_reason; // non-empty: drained
+  bool spare = false;       // held back for repairs while free (set_spares)
   int64_t added_at_ms = 0;
   Json local; // local sshd details (pid, directory) or null
   int64_t version = 0;
@@ -152,6 +153,17 @@ Expected<std::vector<HostEntry>> set_drain(state::StateStore& store, const std::
                                            const std::vector<std::string>& hosts,
                                            const std::string& reason,
                                            state::Initiator initiator = state::Initiator::user);
+
+// Holds `count` hosts of the pool back as spares (HostEntry::spare): never placed for ordinary
+// requests, placed by repairs (node_repair.hpp) as free hosts, so a lost host's slice is whole
+// again at once. More spares are taken from the free hosts nearest the grid's far corner (one
+// compact block there; placement fills from the near corner, whose blocks stay whole); fewer release the ones no slice holds first. A spare a
+// repair took stays a spare: it goes back to being one when its slice lets it go. One event
+// (SPARES_SET, detail: count, hosts). Returns the spare hosts afterwards. Errors: auth (not a
+// pool admin), usage when `count` is negative or more than the free hosts and the spares can
+// give (naming both), not_found for a missing pool.
+Expected<std::vector<HostEntry>> set_spares(state::StateStore& store, const std::string& pool,
+                                            int count);
 
 // Nothing when the store's actor may `action` the pool (no admins set, its owner, or one of its
 // admins, as same_owner compares); else an auth error naming the admins. Errors: auth.

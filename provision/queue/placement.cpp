@@ -33,6 +33,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "util/strings.hpp"
+
 namespace tpuctl::provision {
 
 using topology::AcceleratorType;
@@ -237,6 +239,9 @@ std::optional<Placement> place_cubes(const HostGrid& grid, const AcceleratorType
 std::string describe_cell(const GridCell& cell) {
   if (cell.state == CellState::drained) {
     return cell.host + " (drained: " + (cell.owner.empty() ? "no reason" : cell.owner) + ")";
+  }
+  if (cell.state == CellState::spare) {
+    return cell.host + " (a spare: held back for repairs, tpuctl pool spares)";
   }
   return cell.host + " (claimed by " + (cell.owner.empty() ? "?" : cell.owner) + ")";
 }
@@ -513,6 +518,15 @@ NoFit explain_no_fit(const HostGrid& grid, const AcceleratorType& type, int coun
   std::string way = in_the_way_text(out.in_the_way, total, empty);
   if (!way.empty()) {
     out.message += "; " + way;
+  }
+  // Spares elsewhere in the grid are not free either: say so when no blocker named them.
+  const auto spares = std::count_if(work.cells().begin(), work.cells().end(), [](const GridCell& c) {
+    return c.state == CellState::spare;
+  });
+  if (spares > 0 && way.find("a spare") == std::string::npos) {
+    out.message += "; " + util::counted(static_cast<size_t>(spares), "host") +
+                   (spares == 1 ? " is a spare" : " are spares") +
+                   " held back for repairs (tpuctl pool spares)";
   }
   return out;
 }

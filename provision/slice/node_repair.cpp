@@ -134,6 +134,8 @@ Expected<NodeRepair> repair_node(state::StateStore& store, const std::string& po
         cell.owner.clear();
       }
     }
+    // A repair may take the pool's spares: that is what they are held back for.
+    grid.free_spares();
     grid.refresh();
     auto p = try_place_slice(grid, type);
     if (!p) {

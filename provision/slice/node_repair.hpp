@@ -4,8 +4,9 @@
 // notice).
 //
 //  1. In one store transaction: the request must be ACTIVE; the node's hosts are treated as free
-//     (the lost ones are drained by then, so they never come back), a block of the same type is
-//     placed on free hosts with the placement rules of any request (placement.hpp), the node's
+//     (the lost ones are drained by then, so they never come back), and so are the pool's spares
+//     (held back for exactly this: pools.hpp set_spares), a block of the same type is placed on
+//     free hosts with the placement rules of any request (placement.hpp), the node's
 //     old hosts are released and the new ones claimed, the node's workers rewritten, and the
 //     request marked `node_repair: {NODE: {since, hosts}}` in its provisioning data.
 //  2. The new hosts alone are provisioned (push, probe, startup script, preflight among the

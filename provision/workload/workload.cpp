@@ -196,6 +196,7 @@ Json to_json(const Workload& w) {
          {"hang_timeout_seconds", w.hang_timeout_ms / 1000},
          {"hang", w.hang.empty() ? Json() : w.hang},
          {"straggler_interval_seconds", w.straggler_interval_ms / 1000},
+         {"on_straggler", w.on_straggler},
          {"stragglers", w.stragglers.empty() ? Json() : w.stragglers},
          {"steps", to_json(w.steps)},
          {"monitor", w.monitor}};
@@ -281,6 +282,7 @@ Expected<Workload> workload_from_json(const Json& doc) {
       w.hang = doc["hang"];
     }
     w.straggler_interval_ms = doc.value("straggler_interval_seconds", int64_t{60}) * 1000;
+    w.on_straggler = doc.value("on_straggler", std::string("none"));
     if (doc.contains("stragglers") && doc["stragglers"].is_object()) {
       w.stragglers = doc["stragglers"];
     }

@@ -175,6 +175,9 @@ struct Workload {
   // attempt, interval_ms, found: [{worker, index, share, peers, score, evidence}]}.
   int64_t straggler_interval_ms = 60'000;
   nlohmann::json stragglers = nlohmann::json::object();
+  // --on-straggler: "none" (name it) or "swap" (its host drained and its slice repaired, on a
+  // spare when the pool holds one, as a lost host's).
+  std::string on_straggler = "none";
   nlohmann::json monitor = nlohmann::json::object(); // the monitor's lease (reconcile.hpp)
   int64_t version = 0;
 };

@@ -99,6 +99,11 @@ Status validate_request(const WorkloadRequest& r) {
     problems.add(ErrorKind::usage, "--hang-timeout must be 1s or more (0, or leaving it out: "
                                    "max(60s, 20 x the ideal step))");
   }
+  if (r.on_straggler != "none" && r.on_straggler != "swap") {
+    problems.add(ErrorKind::usage, "--on-straggler '" + util::printable(r.on_straggler) +
+                                       "' is not an action: use none (name it) or swap (its "
+                                       "host drained, its slice repaired on a spare)");
+  }
   if (r.straggler_interval_ms < 10'000) {
     problems.add(ErrorKind::usage,
                  "--straggler-interval " + util::format_duration(std::chrono::milliseconds(
@@ -166,9 +171,16 @@ struct StragglerWindow {
 // Folds this turn's counters in; when the interval is over (and every worker of the attempt is
 // RUNNING), decides it: each worker's mark, the workload's verdict, and an event when the set of
 // stragglers changed (returned, for the next write).
-std::optional<state::Op> straggler_turn(Workload& wl, StragglerWindow& win,
-                                        const std::vector<std::optional<WorkerObservation>>& obs,
-                                        int64_t now, const MonitorOptions& o) {
+struct StragglerTurn {
+  std::optional<state::Op> event;   // the set of stragglers changed
+  std::vector<std::string> swap;    // --on-straggler swap: their hosts, to drain and repair
+  std::string why;                  // what was found, for the recovery's reason
+};
+
+StragglerTurn straggler_turn(Workload& wl, StragglerWindow& win,
+                             const std::vector<std::optional<WorkerObservation>>& obs,
+                             int64_t now, const MonitorOptions& o) {
+  StragglerTurn turn;
   if (win.attempt != wl.attempt || win.latest.size() != wl.workers.size()) {
     win = StragglerWindow{};
     win.attempt = wl.attempt;
@@ -191,7 +203,7 @@ std::optional<state::Op> straggler_turn(Workload& wl, StragglerWindow& win,
       win.started_ms = now; // an interval counts only while every worker runs
       win.at_start = win.latest;
     }
-    return std::nullopt;
+    return turn;
   }
   std::vector<BusySample> delta(win.latest.size());
   for (size_t i = 0; i < delta.size(); ++i) {
@@ -223,8 +235,15 @@ std::optional<state::Op> straggler_turn(Workload& wl, StragglerWindow& win,
   }
   wl.stragglers = nlohmann::json{
       {"at_ms", now}, {"attempt", wl.attempt}, {"interval_ms", interval}, {"found", list}};
+  if (wl.on_straggler == "swap") {
+    for (const auto& f : found) {
+      turn.swap.push_back(wl.workers[f.worker].host);
+      turn.why += (turn.why.empty() ? "" : "; ") + describe_worker(wl.workers[f.worker]) +
+                  " is a straggler (" + f.evidence + ")";
+    }
+  }
   if (after == before) {
-    return std::nullopt;
+    return turn;
   }
   std::string message;
   for (const auto& f : found) {
@@ -235,8 +254,9 @@ std::optional<state::Op> straggler_turn(Workload& wl, StragglerWindow& win,
     message = "no straggler any more (" + util::join(before, ", ") + " caught up)";
   }
   say(o, message);
-  return state_event(wl, wl.state, wl.state, now, found.empty() ? "STRAGGLER_CLEARED" : "STRAGGLER",
-                     message);
+  turn.event = state_event(wl, wl.state, wl.state, now,
+                           found.empty() ? "STRAGGLER_CLEARED" : "STRAGGLER", message);
+  return turn;
 }
 
 // A hang (workload_hang.hpp): every worker's Python stacks gathered through the streams (into
@@ -293,8 +313,14 @@ void settle_after_stop(Workload& wl, WorkerWatch& watch, const MonitorOptions& o
     const int64_t now = now_of(o);
     for (size_t i = 0; i < after.workers.size() && i < observations.size(); ++i) {
       if (observations[i]) {
-        observe(after.workers[i], *observations[i], wl.attempt, wl.attempt_started_ms, now,
-                o.policy);
+        auto& x = after.workers[i];
+        const bool was_lost = x.state == WorkerState::lost;
+        observe(x, *observations[i], wl.attempt, wl.attempt_started_ms, now, o.policy);
+        if (!was_lost && x.state == WorkerState::lost && observations[i]->reached) {
+          // Its host answers: what ended its supervisor was the stop, not a lost host.
+          x.state = WorkerState::stopped;
+          x.stopped = true;
+        }
       }
     }
   } while (open() && std::chrono::steady_clock::now() < until);
@@ -365,6 +391,7 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   wl.step_pattern = r.step_pattern;
   wl.hang_timeout_ms = r.hang_timeout_ms;
   wl.straggler_interval_ms = r.straggler_interval_ms;
+  wl.on_straggler = r.on_straggler;
   wl.created_at_ms = now_of(o);
   wl.owner = store.actor();
   wl.project = cluster.project;
@@ -565,9 +592,31 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
     if (!observations.empty()) {
       fold_steps(wl, observations[0]); // the goodput ledger, from process 0's steps
     }
-    if (auto flagged = straggler_turn(wl, stragglers, observations, now, o)) {
-      pending_events.push_back(std::move(*flagged));
+    StragglerTurn straggle = straggler_turn(wl, stragglers, observations, now, o);
+    if (straggle.event) {
+      pending_events.push_back(std::move(*straggle.event));
       last_visit = 0; // said at once: describe, list and the event log
+    }
+    if (!straggle.swap.empty() && wl.repairs < wl.max_repairs) {
+      // --on-straggler swap: the straggler's host goes as a lost one's does (drained, its slice
+      // placed again, on a spare when the pool holds one), every worker restarting.
+      say(o, "swapping out: " + straggle.why);
+      stop_attempt(wl, *plans, watch.get(), o);
+      const std::string why = "swapping out " + straggle.why;
+      TPUCTL_TRY_ASSIGN(auto r, mutate(store, pool, name, true, [&](Workload& w) {
+                          w.steps = wl.steps;
+                          w.stragglers = wl.stragglers;
+                          auto ops = begin_recovery(w, now_of(o), why, straggle.swap);
+                          ops.insert(ops.end(), pending_events.begin(), pending_events.end());
+                          pending_events.clear();
+                          return std::optional<std::vector<state::Op>>(std::move(ops));
+                        }));
+      if (r.skipped != Skip::none) {
+        return gone_or(r);
+      }
+      wl = *r.workload;
+      replan();
+      continue;
     }
     // What the turn means, worked out on this process's copy first: a turn that changes nothing
     // (heartbeats only) does not visit the store, which is read (and the lease refreshed) every

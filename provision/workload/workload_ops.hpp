@@ -63,6 +63,7 @@ struct WorkloadRequest {
   std::string step_pattern{agent::k_default_step_pattern};
   int64_t hang_timeout_ms = 0; // --hang-timeout; 0: workload_hang.hpp's default
   int64_t straggler_interval_ms = 60'000; // --straggler-interval
+  std::string on_straggler = "none";      // --on-straggler: none or swap
 };
 
 struct MonitorOptions {

@@ -51,7 +51,8 @@ void observe(WorkloadWorker& w, const WorkerObservation& obs, int attempt,
   }
   if (!obs.reached) {
     w.detail = obs.error;
-    if (obs.silent_ms > lost_after && obs.failed_checks >= 1) {
+    if ((obs.silent_ms > lost_after && obs.failed_checks >= 1) ||
+        (obs.refused && obs.failed_checks >= 2)) {
       w.state = WorkerState::lost;
       w.attempt = attempt;
       w.detail = "host unreachable: silent for " + seconds(obs.silent_ms) + ", and " +

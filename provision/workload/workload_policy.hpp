@@ -5,10 +5,11 @@
 // A worker is LOST only when it is (workload_watch.hpp says how the monitor hears from workers):
 // its supervisor process is gone while the status still says running (the worker's own host
 // says so), or its host has been silent for `lost_after` and a second, independent check (a new
-// SSH session) could not reach it either. Silence is counted in the monitor's own running time,
+// SSH session) could not reach it either, or two such checks in a row were refused (nothing
+// listens there: a refusal is never a slow host). Silence is counted in the monitor's own running time,
 // so a monitor that was stopped or starved never blames the workers for it. A heartbeat that is
 // late while the supervisor lives means a slow host, not a lost worker: it is noted, not acted
-// on. A dead host is noticed 10 s after its last line when its connections are refused; one
+// on. A dead host is noticed about 2 s after it died when its connections are refused; one
 // that hangs within 14 s (documented in README and workload_watch.hpp).
 //
 // A worker whose command a stop of tpuctl's ended (a peer's failure, a restart) is STOPPED, not
@@ -68,6 +69,7 @@ struct WorkerObservation {
   // how many independent checks in a row could not reach it.
   int64_t silent_ms = 0;
   int failed_checks = 0;
+  bool refused = false; // the last check's connection was refused: nothing listens there
 };
 
 struct PolicyConfig {
@@ -79,7 +81,8 @@ struct PolicyConfig {
 
 // Folds `obs` into `worker` (observed at `now_ms` on this machine) for the workload's current
 // attempt (`attempt`, started at `attempt_started_ms`). An unreached worker is LOST when
-// obs.silent_ms > lost_after and obs.failed_checks >= 1.
+// obs.silent_ms > lost_after and obs.failed_checks >= 1, or at once when two checks in a row
+// had their connection refused (no sshd listens there any more: a refusal is no slow host).
 void observe(WorkloadWorker& worker, const WorkerObservation& obs, int attempt,
              int64_t attempt_started_ms, int64_t now_ms, const PolicyConfig& config);
 

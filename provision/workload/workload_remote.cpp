@@ -271,6 +271,7 @@ Expected<std::vector<WorkerObservation>> poll_workers(const Workload& wl,
       obs = parse_observation(r.out);
     } else {
       obs.error = r.error.empty() ? std::string(remote::to_string(r.outcome)) : r.error;
+      obs.refused = r.outcome == remote::Outcome::refused;
     }
     out[r.index] = std::move(obs);
   }

@@ -17,9 +17,10 @@
 // and blames nobody. A suspect gets a second, independent check: a new SSH session running
 // `agent supervise-status` (5 s connect timeout, no retry). Reached, it is heard (and its stream
 // opened again if it ended, at most every 10 s); not reached, it stays silent, and it is LOST
-// only when silent for lost_after (10 s) with a failed check (workload_policy.hpp). A host whose
-// sshd and processes die closes its stream at once and refuses the check: LOST 10 s after its
-// last line, 7-11 s after it died; a host that hangs (connections accepted, never answered) is
+// only when silent for lost_after (10 s) with a failed check, or when two checks in a row are
+// refused (workload_policy.hpp). A host whose sshd and processes die closes its stream at once
+// and refuses the checks: LOST two turns later, about 2 s after it died; a host that hangs
+// (connections accepted, never answered) is
 // suspected at most 7 s after it hung, and LOST when its check times out 5 s later (plus a turn):
 // within 14 s.
 //

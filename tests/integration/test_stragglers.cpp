@@ -3,10 +3,9 @@
 // computing longer before each collective) and in a plain multi-process program (one worker's
 // process throttled with SIGSTOP and SIGCONT); a healthy job on a loaded machine is flagged
 // nothing. Real sshd on the address block 127.176.x (owned by this file).
-#include <atomic>
+#include <optional>
 #include <csignal>
 #include <memory>
-#include <thread>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -90,21 +89,12 @@ TEST_CASE("stragglers: a plain multi-process program whose worker 1 is throttled
   // Worker 1's program, stopped 200 ms of every 300: the others wait for it at each barrier.
   std::vector<int> python = tpuctl::test::python_processes(uid, 1);
   REQUIRE(python.size() == 1);
-  std::atomic<bool> throttle{true};
-  std::thread throttler([&] {
-    while (throttle) {
-      ::kill(python[0], SIGSTOP);
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      ::kill(python[0], SIGCONT);
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  });
+  std::optional<tpuctl::test::Throttle> throttle;
+  throttle.emplace(python[0], std::chrono::milliseconds(200), std::chrono::milliseconds(100));
   auto w = env.wait_for(
       "plain", [](const json& d) { return d["straggler_count"].get<int>() > 0; },
       std::chrono::seconds(90));
-  throttle = false;
-  throttler.join();
-  ::kill(python[0], SIGCONT);
+  throttle.reset();
   INFO(env.monitor_log("plain"));
   INFO(w.dump());
   REQUIRE(w["straggler_count"] == 1);

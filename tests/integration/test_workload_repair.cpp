@@ -22,19 +22,8 @@ TEST_SUITE_BEGIN("integration");
 
 namespace {
 
+using tpuctl::test::all_running_attempt;
 using tpuctl::test::workload_processes;
-
-bool all_running_attempt(const json& wl, int attempt) {
-  if (wl["state"] != "RUNNING" || wl["attempt"] != attempt) {
-    return false;
-  }
-  for (const auto& w : wl["workers"]) {
-    if (w["state"] != "RUNNING" || w["attempt"] != attempt) {
-      return false;
-    }
-  }
-  return true;
-}
 
 struct RepairEnv : tpuctl::test::WorkloadEnv {
   RepairEnv(int hosts, const std::string& base, const std::string& shape = "")
@@ -75,14 +64,6 @@ struct RepairEnv : tpuctl::test::WorkloadEnv {
   }
 };
 
-std::set<std::string> hosts_of(const json& wl) {
-  std::set<std::string> out;
-  for (const auto& w : wl["workers"]) {
-    out.insert(w["host"].get<std::string>());
-  }
-  return out;
-}
-
 } // namespace
 
 TEST_CASE("repair: a dead worker host is drained naming the workload, the slice is placed again "
@@ -102,7 +83,7 @@ TEST_CASE("repair: a dead worker host is drained naming the workload, the slice 
   CHECK(after["restarts"] == 0); // a lost host is the infrastructure's failure: no restart used
   CHECK(after["repair"].is_null());
   // The slice is whole again, without the dead host, on hosts of the pool.
-  const auto now_on = hosts_of(after);
+  const auto now_on = tpuctl::test::workload_hosts(after);
   CHECK(now_on.size() == 4);
   CHECK(now_on.count(dead) == 0);
   // The dead host is drained, the reason naming the workload.
@@ -269,7 +250,7 @@ TEST_CASE("chaos: the monitor killed in the middle of a repair (hosts drained, t
   CHECK(after["recoveries"] == 1);
   CHECK(after["repairs"] == 1);
   CHECK(after["restarts"] == 0);
-  CHECK(hosts_of(after).count(dead) == 0);
+  CHECK(tpuctl::test::workload_hosts(after).count(dead) == 0);
   // Nothing leaked: the store is consistent, the claims are the slice's 4 hosts, and every
   // process of the workload is one of the 4 workers of attempt 1.
   auto check = env.run({"state", "check"});

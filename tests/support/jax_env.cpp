@@ -1,5 +1,6 @@
 #include "tests/support/jax_env.hpp"
 
+#include <csignal>
 #include <cstdlib>
 #include <sstream>
 
@@ -59,6 +60,24 @@ std::string JaxEnv::log_of(const std::string& name, const std::string& node, int
 
 std::string JaxEnv::monitor_log(const std::string& name) const {
   return read_file(dir.path() / "state" / "tpuctl" / "logs" / ("workload-" + name + ".log"));
+}
+
+Throttle::Throttle(int pid, std::chrono::milliseconds stopped, std::chrono::milliseconds running)
+    : m_pid(pid) {
+  m_thread = std::thread([this, stopped, running] {
+    while (m_on) {
+      ::kill(m_pid, SIGSTOP);
+      std::this_thread::sleep_for(stopped);
+      ::kill(m_pid, SIGCONT);
+      std::this_thread::sleep_for(running);
+    }
+  });
+}
+
+Throttle::~Throttle() {
+  m_on = false;
+  m_thread.join();
+  ::kill(m_pid, SIGCONT);
 }
 
 std::vector<int> python_processes(const std::string& uid, int worker) {

@@ -4,9 +4,11 @@
 // CI installs it (scripts/test.sh runs deps.sh --frameworks).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,6 +41,21 @@ struct JaxEnv : WorkloadEnv {
 // The Python processes (their program: /proc/PID/comm starts with "python") of worker `worker` of
 // the workload `uid`: the job itself, not its supervisor or shell.
 std::vector<int> python_processes(const std::string& uid, int worker);
+
+// Throttles a process as a stolen CPU would, until destroyed: SIGSTOP for `stopped`, SIGCONT for
+// `running`, again and again, from a thread of its own; the destructor leaves it running.
+class Throttle {
+public:
+  Throttle(int pid, std::chrono::milliseconds stopped, std::chrono::milliseconds running);
+  ~Throttle();
+  Throttle(const Throttle&) = delete;
+  Throttle& operator=(const Throttle&) = delete;
+
+private:
+  int m_pid;
+  std::atomic<bool> m_on{true};
+  std::thread m_thread;
+};
 
 // The lines of `text` that start with `prefix`.
 std::vector<std::string> lines_starting(const std::string& text, const std::string& prefix);

@@ -11,6 +11,26 @@
 
 namespace tpuctl::test {
 
+std::set<std::string> workload_hosts(const nlohmann::json& workload) {
+  std::set<std::string> out;
+  for (const auto& w : workload["workers"]) {
+    out.insert(w["host"].get<std::string>());
+  }
+  return out;
+}
+
+bool all_running_attempt(const nlohmann::json& workload, int attempt) {
+  if (workload["state"] != "RUNNING" || workload["attempt"] != attempt) {
+    return false;
+  }
+  for (const auto& w : workload["workers"]) {
+    if (w["state"] != "RUNNING" || w["attempt"] != attempt) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::vector<int> workload_processes(const std::string& uid) {
   return processes_with_marker("TPUCTL_WORKLOAD_UID=" + uid);
 }

@@ -4,8 +4,11 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "tests/support/qr_env.hpp"
 
@@ -17,6 +20,12 @@ std::vector<int> workload_processes(const std::string& uid);
 // (TPU_NAME) when it is not empty.
 std::vector<int> workload_worker_processes(const std::string& uid, int worker,
                                            const std::string& node = "");
+
+// The workload (`workload describe --format json`) RUNNING its attempt `attempt` on every worker.
+bool all_running_attempt(const nlohmann::json& workload, int attempt);
+
+// The hosts of the workload's workers (`workload describe --format json`).
+std::set<std::string> workload_hosts(const nlohmann::json& workload);
 
 // Those of `pids` whose command line holds `word`.
 std::vector<int> named(const std::vector<int>& pids, const std::string& word);
