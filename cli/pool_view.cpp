@@ -30,6 +30,21 @@ Json pool_summary_json(const provision::PoolInfo& p, int hosts) {
               {"owner", p.owner}};
 }
 
+namespace {
+
+// The hosts held back for repairs (pool spares), free or taken by a repair, in grid order.
+std::vector<std::string> spare_names(const provision::PoolView& view) {
+  std::vector<std::string> out;
+  for (const auto& h : view.hosts) {
+    if (h.spare) {
+      out.push_back(h.name);
+    }
+  }
+  return out;
+}
+
+} // namespace
+
 Json host_json(const provision::HostEntry& h, const std::string& claimed_by) {
   Json labels = Json::object();
   for (const auto& [k, v] : h.labels) {
@@ -70,14 +85,7 @@ Json pool_view_json(const provision::PoolView& view) {
   j["free"] = view.grid.count(CellState::free);
   j["claimed"] = view.grid.count(CellState::claimed);
   j["drained"] = view.grid.count(CellState::drained);
-  // Spares: the hosts held back for repairs (pool spares), free or taken by a repair.
-  Json spares = Json::array();
-  for (const auto& h : view.hosts) {
-    if (h.spare) {
-      spares.push_back(h.name);
-    }
-  }
-  j["spares"] = spares;
+  j["spares"] = spare_names(view);
   j["spare"] = view.grid.count(CellState::spare);
   Json blocks = Json::array();
   for (const auto& b : provision::largest_free_blocks(view.grid, 3)) {
@@ -147,12 +155,7 @@ void print_pool_view(std::ostream& os, const provision::PoolView& view) {
      << view.grid.count(CellState::free) << " free, " << view.grid.count(CellState::claimed)
      << " claimed, " << view.grid.count(CellState::drained) << " drained, "
      << view.grid.count(CellState::spare) << " spare)\n";
-  std::vector<std::string> spares;
-  for (const auto& h : view.hosts) {
-    if (h.spare) {
-      spares.push_back(h.name);
-    }
-  }
+  const std::vector<std::string> spares = spare_names(view);
   if (!spares.empty()) {
     os << "spares:    " << spares.size() << " held back for repairs (" << util::join(spares, ", ")
        << ")\n";
