@@ -240,11 +240,19 @@ std::string signal_name(int sig) {
                 static_cast<long>((wait_for.count() % 1000) * 1'000'000)};
     siginfo_t info{};
     int sig = ::sigtimedwait(&handled, &info, &ts);
-    if ((sig == SIGTERM || sig == SIGINT || sig == SIGHUP) && !stopping) {
+    if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
+      // A TERM queued with a value (stop_supervised) asks for a shorter grace, in ms: the
+      // workers left when a peer is gone (--failure-grace-period-seconds).
+      auto grace = o.kill_grace;
+      if (sig == SIGTERM && info.si_code == SI_QUEUE && info.si_value.sival_int >= 0) {
+        grace = std::min(grace, std::chrono::milliseconds(info.si_value.sival_int));
+      }
+      if (!stopping && !killed) {
+        signal_tree(SIGTERM);
+      }
       stopping = true;
       if (!killed) {
-        signal_tree(SIGTERM);
-        kill_at = std::min(kill_at, Clock::now() + o.kill_grace);
+        kill_at = std::min(kill_at, Clock::now() + grace);
       }
     }
   }

@@ -119,8 +119,8 @@ struct SupervisedStop {
 };
 
 // `tpuctl agent supervise-stop`: stops the supervised commands of `dirs` (one host's workers of
-// a workload). A live supervisor gets SIGTERM, stops its command's whole tree (its own grace,
-// then KILL) and records the exit; this waits for it (up to `grace` + 10 s). Only where a
+// a workload). A live supervisor gets SIGTERM queued with `grace` (sigqueue), stops its
+// command's whole tree (the lesser of `grace` and its own, then KILL) and records the exit; this waits for it (up to `grace` + 10 s). Only where a
 // supervisor is gone while its status says running (it was killed, its orphans went to init)
 // are the processes whose environment holds `tag` (VAR=value) found, in one pass over /proc,
 // stopped (TERM, `grace`, KILL), and one more pass catches what they forked meanwhile. Cost:

@@ -4,6 +4,7 @@
 // instead of a scan of every process on the host). See supervise.hpp.
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -338,7 +339,10 @@ SupervisedStop stop_supervised(const std::vector<std::string>& dirs, const std::
     }
     const int pid = st.value("supervisor_pid", 0);
     if (s.value("supervisor_alive", false)) {
-      if (::kill(pid, SIGTERM) == 0) {
+      // The grace travels with the TERM (the supervisor keeps the lesser of it and its own).
+      sigval value{};
+      value.sival_int = static_cast<int>(std::min<int64_t>(grace.count(), INT32_MAX));
+      if (::sigqueue(pid, SIGTERM, value) == 0) {
         supervisors.push_back(pid);
       }
     } else if (st.value("state", "") != "exited") {

@@ -67,6 +67,7 @@ struct WorkloadFlags {
   bool override_owner = false;
   bool async = false;         // delete: return once it is marked; a detached tpuctl stops it
   int64_t grace_seconds = 30; // --termination-grace-period-seconds / -tgps (xpk's default)
+  int64_t failure_grace_seconds = 2; // --failure-grace-period-seconds
   std::string restart_codes;  // --restart-on-exit-codes
   int max_repairs = 3;
   std::optional<int64_t> ttl_seconds; // --ttl-seconds-after-finished (none: kept until deleted)
@@ -146,6 +147,7 @@ Expected<int> run_create(Context& ctx, const WorkloadFlags& f) {
   r.command = f.command;
   r.max_restarts = f.max_restarts;
   r.termination_grace_ms = f.grace_seconds * 1000;
+  r.failure_grace_ms = f.failure_grace_seconds * 1000;
   r.restart_on_exit_codes = f.restart_codes;
   r.max_repairs = f.max_repairs;
   if (f.ttl_seconds) {
@@ -619,6 +621,12 @@ void setup_workload(CLI::App& group, Registry& registry) {
       ->add_option("--termination-grace-period-seconds", c->grace_seconds,
                    "every stop sends TERM, waits up to S seconds for the job to checkpoint and "
                    "exit, then KILLs (xpk's -tgps; default 30, at most 3600)")
+      ->type_name("S");
+  create
+      ->add_option("--failure-grace-period-seconds", c->failure_grace_seconds,
+                   "when a worker failed or its host was lost, the others get the lesser of S "
+                   "and -tgps between TERM and KILL: a job missing a peer can neither step nor "
+                   "checkpoint (default 2, at most 3600)")
       ->type_name("S");
   create->add_option("--env", c->env, "add KEY=VALUE to every worker's environment (repeatable)")
       ->type_name("K=V");

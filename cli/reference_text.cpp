@@ -79,7 +79,7 @@ const std::vector<RecordFields>& record_fields() {
        "name, pool, uid, cluster, queued_resource, state, command, env ({name, value}), secrets, "
        "env_profile, fail_policy, max_restarts, priority, num_slices, slices, slice_nodes, "
        "queue_position, head_of_queue_since, admitted_at, evictions, "
-       "termination_grace_seconds, restart_on_exit_codes, "
+       "termination_grace_seconds, failure_grace_seconds, restart_on_exit_codes, "
        "ttl_seconds_after_finished, max_repairs, repairs, restarts, attempt, "
        "recoveries, timeout_ms, "
        "deleting, created_at, owner, project, started_at, attempt_started_at, recovering_since, "

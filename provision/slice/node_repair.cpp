@@ -33,6 +33,12 @@ Status clear_mark(state::StateStore& store, const std::string& pool, const std::
     }
     if (ready) {
       qr.provisioning[k_node_ready_mark][node_id] = now;
+      if (qr.provisioning.contains(k_node_broken_mark)) {
+        qr.provisioning[k_node_broken_mark].erase(node_id);
+        if (qr.provisioning[k_node_broken_mark].empty()) {
+          qr.provisioning.erase(k_node_broken_mark);
+        }
+      }
     }
     return std::vector<state::Op>{
         state::UpdateOp{state::queued_resource_key(pool, qr_id), to_json(qr), qr.version}};
@@ -72,6 +78,28 @@ int64_t node_ready_ms(const QueuedResource& qr, const std::string& node_id) {
 bool node_repairing(const QueuedResource& qr, const std::string& node_id) {
   const Json& marks = qr.provisioning.value(k_node_repair_mark, Json::object());
   return marks.is_object() && marks.contains(node_id);
+}
+
+std::string node_broken_why(const QueuedResource& qr, const std::string& node_id) {
+  const Json& marks = qr.provisioning.value(k_node_broken_mark, Json::object());
+  if (!marks.is_object() || !marks.contains(node_id) || !marks[node_id].is_object()) {
+    return "";
+  }
+  const Json& m = marks[node_id];
+  if (m.value("since", int64_t{0}) < qr.active_since_ms) {
+    return ""; // the request was placed again whole since
+  }
+  const std::string why = m.value("why", std::string());
+  return why.empty() ? "waiting for a repair" : why;
+}
+
+bool node_broken(const QueuedResource& qr, const std::string& node_id) {
+  return !node_broken_why(qr, node_id).empty();
+}
+
+void mark_node_broken(QueuedResource& qr, const std::string& node_id, int64_t now_ms,
+                      const std::string& why) {
+  qr.provisioning[k_node_broken_mark][node_id] = Json{{"since", now_ms}, {"why", why}};
 }
 
 Expected<NodeRepair> repair_node(state::StateStore& store, const std::string& pool,

@@ -15,7 +15,11 @@
 //     before that time starts its next attempt (workload_recovery.cpp).
 // When no block fits, or provisioning fails, or the agent built now differs from the one the
 // other slices run, the mark is removed and the caller repairs the whole request instead (it
-// goes back through the queue, as before this existed).
+// goes back through the queue, as before this existed), or, when a workload of the cluster
+// took another slice in its place (workload_hotswap.hpp), marks the node broken:
+// `node_broken: {NODE: {since, why}}`. A broken node is admitted to no workload until a later
+// repair_node succeeds (which removes the mark); a mark from before the request last became
+// ACTIVE is stale (the request was placed again whole since).
 #pragma once
 
 #include <string>
@@ -29,6 +33,7 @@ namespace tpuctl::provision {
 
 inline constexpr const char* k_node_repair_mark = "node_repair";
 inline constexpr const char* k_node_ready_mark = "node_ready_ms";
+inline constexpr const char* k_node_broken_mark = "node_broken";
 
 struct NodeRepair {
   bool repaired = false;
@@ -52,5 +57,13 @@ std::string provision_nodes(state::StateStore& store, const std::string& pool,
 // of it is under way.
 int64_t node_ready_ms(const QueuedResource& qr, const std::string& node_id);
 bool node_repairing(const QueuedResource& qr, const std::string& node_id);
+
+// Whether node `node_id` waits for a repair (a current k_node_broken_mark), and why (for
+// people: "" when it does not).
+bool node_broken(const QueuedResource& qr, const std::string& node_id);
+std::string node_broken_why(const QueuedResource& qr, const std::string& node_id);
+// Marks node `node_id` broken since `now_ms`.
+void mark_node_broken(QueuedResource& qr, const std::string& node_id, int64_t now_ms,
+                      const std::string& why);
 
 } // namespace tpuctl::provision

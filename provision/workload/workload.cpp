@@ -167,6 +167,7 @@ Json to_json(const Workload& w) {
          {"admitted_at_ms", w.admitted_at_ms},
          {"evictions", w.evictions},
          {"termination_grace_seconds", w.termination_grace_ms / 1000},
+         {"failure_grace_seconds", w.failure_grace_ms / 1000},
          {"restart_on_exit_codes",
           w.restart_on_exit_codes.empty() ? Json() : Json(w.restart_on_exit_codes)},
          {"ttl_seconds_after_finished",
@@ -242,6 +243,9 @@ Expected<Workload> workload_from_json(const Json& doc) {
     w.admitted_at_ms = doc.value("admitted_at_ms", int64_t{0});
     w.evictions = doc.value("evictions", 0);
     w.termination_grace_ms = doc.value("termination_grace_seconds", int64_t{30}) * 1000;
+    // Before it was kept, every stop had the full grace.
+    w.failure_grace_ms =
+        doc.value("failure_grace_seconds", w.termination_grace_ms / 1000) * int64_t{1000};
     if (doc.contains("restart_on_exit_codes") && doc["restart_on_exit_codes"].is_string()) {
       w.restart_on_exit_codes = doc["restart_on_exit_codes"].get<std::string>();
     }

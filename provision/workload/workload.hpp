@@ -125,6 +125,11 @@ struct Workload {
   // -tgps: every stop of its processes is TERM, up to this long, then KILL (xpk's default 30 s);
   // the job reads it from TPUCTL_TERMINATION_GRACE_SECONDS.
   int64_t termination_grace_ms = 30000;
+  // --failure-grace-period-seconds: the grace of the workers left when a peer failed or its
+  // host was lost (the lesser of this and -tgps). A multi-controller job whose peer is gone can
+  // neither finish a step nor save a checkpoint (every process takes part in both), and JAX
+  // holds TERM while a collective waits for the dead peer: the full -tgps would only be waited.
+  int64_t failure_grace_ms = 2000;
   // --restart-on-exit-codes as given ("3,10-12"), normalized; empty: not given (every non-zero
   // exit may restart). Given: xpk's rule (workload_policy.hpp restartable_exit).
   std::string restart_on_exit_codes;

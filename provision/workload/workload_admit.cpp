@@ -7,7 +7,9 @@
 #include <spdlog/spdlog.h>
 
 #include "provision/queue/reconcile.hpp"
+#include "provision/slice/node_repair.hpp"
 #include "provision/workload/cluster.hpp"
+#include "provision/workload/workload_hotswap.hpp"
 #include "provision/workload/workload_steps.hpp"
 #include "util/strings.hpp"
 
@@ -27,15 +29,10 @@ std::string slice_list(const std::vector<int>& slices) {
   return util::join(parts, ",");
 }
 
-struct Read {
-  state::Record record;
-  Workload workload;
-};
+} // namespace
 
-// The changes of `plan` to one workload (and its slices' indices among `node_ids` now); true
-// when it changed.
-bool apply(const QueuePlan& plan, const std::vector<std::string>& node_ids, Workload& w,
-           int64_t now, std::vector<state::Op>& events) {
+bool apply_plan(const QueuePlan& plan, const std::vector<std::string>& node_ids, Workload& w,
+                int64_t now, std::vector<state::Op>& events) {
   const nlohmann::json before = to_json(w);
   const std::string& n = w.name;
   if (!w.slice_nodes.empty()) {
@@ -69,6 +66,8 @@ bool apply(const QueuePlan& plan, const std::vector<std::string>& node_ids, Work
   return to_json(w) != before;
 }
 
+namespace {
+
 // The waiting workloads' view of `plan`: {NAME: {position, reason, head_since_ms}}.
 nlohmann::json waiting_view(const QueuePlan& plan) {
   nlohmann::json view = nlohmann::json::object();
@@ -98,82 +97,101 @@ std::vector<int> held_slices(const Workload& w, const std::vector<std::string>& 
   return all;
 }
 
+Expected<std::optional<QueueRead>> read_queue(state::StateStore& s, const std::string& pool,
+                                              const std::string& cluster) {
+  QueueRead q;
+  TPUCTL_TRY_ASSIGN(auto crec, s.find(state::record_key(state::Kind::cluster, pool, cluster)));
+  if (!crec) {
+    return std::optional<QueueRead>();
+  }
+  q.cluster_record = std::move(*crec);
+  TPUCTL_TRY_ASSIGN(q.cluster, cluster_from_json(q.cluster_record.doc));
+  const Cluster& c = q.cluster;
+  // Its request's nodes, in order: what a held slice's index means now.
+  TPUCTL_TRY_ASSIGN(q.qr_record, s.find(state::queued_resource_key(pool, c.queued_resource)));
+  if (q.qr_record) {
+    TPUCTL_TRY_ASSIGN(QueuedResource qr, qr_from_record(*q.qr_record));
+    q.node_ids = qr.node_ids;
+    for (size_t i = 0; i < qr.node_ids.size(); ++i) {
+      if (node_broken(qr, qr.node_ids[i])) {
+        q.broken.insert(static_cast<int>(i));
+      }
+    }
+    q.qr = std::move(qr);
+  }
+  for (int i = static_cast<int>(q.node_ids.size()); i < c.num_slices; ++i) {
+    q.node_ids.push_back(c.queued_resource + "-" + std::to_string(i));
+  }
+  TPUCTL_TRY_ASSIGN(state::Listing listing, s.list(state::Kind::workload, pool));
+  for (const auto& r : listing.records) {
+    auto w = workload_from_record(r);
+    if (!w || w->cluster != cluster || is_terminal(w->state)) {
+      continue; // a damaged record is another command's to report
+    }
+    if (w->state == WorkloadState::queued && w->deleting) {
+      continue; // on its way out: never admitted
+    }
+    QueueEntry e;
+    e.name = w->name;
+    e.priority = w->priority;
+    e.arrival_ms = w->created_at_ms;
+    e.num_slices = w->num_slices > 0 ? w->num_slices : c.num_slices;
+    e.held = held_slices(*w, q.node_ids);
+    e.admitted_ms = w->admitted_at_ms;
+    e.evicting = w->state == WorkloadState::evicting || w->deleting;
+    e.head_since_ms =
+        c.queue.value(w->name, nlohmann::json::object()).value("head_since_ms", int64_t{0});
+    q.entries.push_back(std::move(e));
+    q.reads.push_back({r, std::move(*w)});
+  }
+  return std::optional<QueueRead>(std::move(q));
+}
+
+std::vector<state::Op> apply_queue(QueueRead& q, const QueuePlan& plan, int64_t now,
+                                   AdmitPass& pass) {
+  // Every pass that changes anything rewrites the cluster record with the version it read:
+  // passes are serialized on that one key, so two never act on the same view (the second
+  // plans again), and only the records that change are written besides.
+  std::vector<state::Op> ops;
+  std::vector<state::Op> events;
+  bool changed = false;
+  for (auto& [record, w] : q.reads) {
+    if (!w.deleting && apply_plan(plan, q.node_ids, w, now, events)) {
+      changed = true;
+      ops.push_back(state::UpdateOp{record.key, to_json(w), record.version});
+      if (w.state == WorkloadState::pending && plan.admit.count(w.name) != 0) {
+        pass.admitted.push_back(w.name);
+      } else if (w.state == WorkloadState::evicting) {
+        pass.evicted.push_back(w.name);
+      }
+    }
+  }
+  nlohmann::json view = waiting_view(plan);
+  if (!changed && view == q.cluster.queue) {
+    return {};
+  }
+  q.cluster.queue = std::move(view);
+  ops.push_back(state::UpdateOp{q.cluster_record.key, to_json(q.cluster), q.cluster_record.version});
+  if (q.qr_record) {
+    ops.push_back(state::CheckOp{q.qr_record->key, q.qr_record->version});
+  }
+  ops.insert(ops.end(), events.begin(), events.end());
+  return ops;
+}
+
 Expected<AdmitPass> admit_queue(state::StateStore& store, const std::string& pool,
                                 const std::string& cluster, int64_t now,
                                 const QueuePolicy& policy) {
   AdmitPass pass;
   auto committed = store.transact([&](state::StateStore& s) -> Expected<std::vector<state::Op>> {
     pass = {};
-    const state::Key ckey = state::record_key(state::Kind::cluster, pool, cluster);
-    TPUCTL_TRY_ASSIGN(auto crec, s.find(ckey));
-    if (!crec) {
+    TPUCTL_TRY_ASSIGN(auto q, read_queue(s, pool, cluster));
+    if (!q) {
       return std::vector<state::Op>{};
     }
-    TPUCTL_TRY_ASSIGN(Cluster c, cluster_from_json(crec->doc));
-    // Its request's nodes, in order: what a held slice's index means now.
-    std::vector<std::string> node_ids;
-    TPUCTL_TRY_ASSIGN(std::optional<state::Record> qrec,
-                      s.find(state::queued_resource_key(pool, c.queued_resource)));
-    if (qrec) {
-      TPUCTL_TRY_ASSIGN(QueuedResource qr, qr_from_record(*qrec));
-      node_ids = qr.node_ids;
-    }
-    for (int i = static_cast<int>(node_ids.size()); i < c.num_slices; ++i) {
-      node_ids.push_back(c.queued_resource + "-" + std::to_string(i));
-    }
-    TPUCTL_TRY_ASSIGN(state::Listing listing, s.list(state::Kind::workload, pool));
-    std::vector<Read> reads;
-    std::vector<QueueEntry> entries;
-    for (const auto& r : listing.records) {
-      auto w = workload_from_record(r);
-      if (!w || w->cluster != cluster || is_terminal(w->state)) {
-        continue; // a damaged record is another command's to report
-      }
-      if (w->state == WorkloadState::queued && w->deleting) {
-        continue; // on its way out: never admitted
-      }
-      QueueEntry e;
-      e.name = w->name;
-      e.priority = w->priority;
-      e.arrival_ms = w->created_at_ms;
-      e.num_slices = w->num_slices > 0 ? w->num_slices : c.num_slices;
-      e.held = held_slices(*w, node_ids);
-      e.admitted_ms = w->admitted_at_ms;
-      e.evicting = w->state == WorkloadState::evicting || w->deleting;
-      e.head_since_ms =
-          c.queue.value(w->name, nlohmann::json::object()).value("head_since_ms", int64_t{0});
-      entries.push_back(std::move(e));
-      reads.push_back({r, std::move(*w)});
-    }
-    const QueuePlan plan = plan_queue(cluster, c.num_slices, entries, now, policy);
-    // Every pass that changes anything rewrites the cluster record with the version it read:
-    // passes are serialized on that one key, so two never act on the same view (the second
-    // plans again), and only the records that change are written besides.
-    std::vector<state::Op> ops;
-    std::vector<state::Op> events;
-    bool changed = false;
-    for (auto& [record, w] : reads) {
-      if (!w.deleting && apply(plan, node_ids, w, now, events)) {
-        changed = true;
-        ops.push_back(state::UpdateOp{record.key, to_json(w), record.version});
-        if (w.state == WorkloadState::pending && plan.admit.count(w.name) != 0) {
-          pass.admitted.push_back(w.name);
-        } else if (w.state == WorkloadState::evicting) {
-          pass.evicted.push_back(w.name);
-        }
-      }
-    }
-    nlohmann::json view = waiting_view(plan);
-    if (!changed && view == c.queue) {
-      return std::vector<state::Op>{};
-    }
-    c.queue = std::move(view);
-    ops.push_back(state::UpdateOp{ckey, to_json(c), crec->version});
-    if (qrec) {
-      ops.push_back(state::CheckOp{qrec->key, qrec->version});
-    }
-    ops.insert(ops.end(), events.begin(), events.end());
-    return ops;
+    const QueuePlan plan =
+        plan_queue(cluster, q->cluster.num_slices, q->entries, now, policy, q->broken);
+    return apply_queue(*q, plan, now, pass);
   });
   if (!committed) {
     return committed.error();
@@ -255,6 +273,15 @@ Expected<std::optional<Workload>> wait_in_queue(state::StateStore& store, const 
       revision = *rev;
     }
     if (now_of(o) - passed >= pass_every) {
+      // A slice of the cluster waiting for a repair (workload_hotswap.hpp) gets one now if the
+      // pool has room for it.
+      if (auto repaired = repair_broken_slices(store, start, o); !repaired) {
+        spdlog::warn("workload '{}': {}", name, repaired.error().message);
+      } else {
+        for (const auto& r : *repaired) {
+          say(o, "repaired: " + r);
+        }
+      }
       admit_quietly(store, start, o);
       passed = now_of(o);
     }

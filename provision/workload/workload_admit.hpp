@@ -27,9 +27,13 @@
 //     each workload's `message`, `queue_position` and `head_since_ms`).
 #pragma once
 
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "provision/queue/queued_resource.hpp"
+#include "provision/workload/cluster.hpp"
 #include "provision/workload/workload.hpp"
 #include "provision/workload/workload_ops.hpp"
 #include "provision/workload/workload_queue.hpp"
@@ -48,6 +52,38 @@ struct AdmitPass {
 Expected<AdmitPass> admit_queue(state::StateStore& store, const std::string& pool,
                                 const std::string& cluster, int64_t now_ms,
                                 const QueuePolicy& policy = {});
+
+// ---- one pass's parts, for the passes of others (workload_hotswap.cpp) ----
+
+// What a pass reads in its transaction: the cluster's record, its request's (node ids in order,
+// and the broken ones: node_repair.hpp), and every unfinished workload of it, as records and
+// as the queue's entries (in the same order).
+struct QueueRead {
+  state::Record cluster_record;
+  Cluster cluster;
+  std::optional<state::Record> qr_record;
+  std::optional<QueuedResource> qr;
+  std::vector<std::string> node_ids;
+  std::set<int> broken;
+  struct Read {
+    state::Record record;
+    Workload workload;
+  };
+  std::vector<Read> reads;
+  std::vector<QueueEntry> entries;
+};
+// Nullopt when the cluster is gone. Errors: the store's.
+Expected<std::optional<QueueRead>> read_queue(state::StateStore& store, const std::string& pool,
+                                              const std::string& cluster);
+// The changes of `plan` to one workload (its slices' indices among `node_ids` now); true when
+// it changed. Admission events go to `events`.
+bool apply_plan(const QueuePlan& plan, const std::vector<std::string>& node_ids, Workload& w,
+                int64_t now, std::vector<state::Op>& events);
+// The operations that apply `plan` to what `q` read (its workloads as changed in q.reads, the
+// queue's view in the cluster's record, a check of the request's version); none when nothing
+// changes. Notes the admitted and evicted in `pass`.
+std::vector<state::Op> apply_queue(QueueRead& q, const QueuePlan& plan, int64_t now,
+                                   AdmitPass& pass);
 
 // Shows the queue's view on each QUEUED workload of `workloads`: its `message` (why it waits),
 // `queue_position` and `head_since_ms` from its cluster's record. Errors: the store's.

@@ -75,6 +75,13 @@ Status validate_request(const WorkloadRequest& r) {
                      " is out of range: give 0 to " + std::to_string(k_max_grace_seconds) +
                      " (the seconds a stopped job has between TERM and KILL to checkpoint)");
   }
+  if (r.failure_grace_ms < 0 || r.failure_grace_ms > k_max_grace_seconds * 1000) {
+    problems.add(ErrorKind::usage,
+                 "--failure-grace-period-seconds " + std::to_string(r.failure_grace_ms / 1000) +
+                     " is out of range: give 0 to " + std::to_string(k_max_grace_seconds) +
+                     " (the seconds the workers left have between TERM and KILL when a peer "
+                     "failed or its host was lost)");
+  }
   if (r.ttl_after_finished_ms < -1 || r.ttl_after_finished_ms > k_max_ttl_seconds * 1000) {
     problems.add(ErrorKind::usage,
                  "--ttl-seconds-after-finished " + std::to_string(r.ttl_after_finished_ms / 1000) +
@@ -377,6 +384,7 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   wl.max_restarts = r.max_restarts;
   wl.timeout_ms = r.timeout_ms;
   wl.termination_grace_ms = r.termination_grace_ms;
+  wl.failure_grace_ms = r.failure_grace_ms;
   wl.max_repairs = r.max_repairs;
   wl.ttl_after_finished_ms = r.ttl_after_finished_ms;
   wl.priority = r.priority;
@@ -736,7 +744,14 @@ Expected<std::optional<Workload>> monitor_loop(state::StateStore& store, Workloa
       return std::optional<Workload>(wl);
     }
     if (d.verdict == Verdict::fail || d.verdict == Verdict::restart) {
-      stop_attempt(wl, *plans, watch.get(), o);
+      // A peer that failed or was lost leaves a job that can neither step nor checkpoint: the
+      // others get the failure grace; a hang (every worker alive) keeps the full one.
+      const bool peer_gone = std::any_of(d.culprits.begin(), d.culprits.end(), [&](size_t i) {
+        return wl.workers[i].state == WorkerState::failed ||
+               wl.workers[i].state == WorkerState::lost;
+      });
+      stop_attempt(wl, *plans, watch.get(), o,
+                   peer_gone ? std::optional(failure_grace_of(wl)) : std::nullopt);
       if (watch) {
         settle_after_stop(wl, *watch, o, d);
       }

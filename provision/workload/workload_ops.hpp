@@ -44,6 +44,7 @@ struct WorkloadRequest {
   int max_restarts = 0;
   int64_t timeout_ms = 0;
   int64_t termination_grace_ms = 30000; // -tgps, 0 to k_max_grace_seconds
+  int64_t failure_grace_ms = 2000;      // --failure-grace-period-seconds, 0 to k_max_grace_seconds
   std::string restart_on_exit_codes;    // "3,10-12" (parse_exit_codes); empty: not given
   int max_repairs = 3;                  // 0 to 1000
   int64_t ttl_after_finished_ms = -1;   // -1: kept until deleted

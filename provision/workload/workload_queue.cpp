@@ -57,12 +57,27 @@ std::string priority_name(int value) {
 }
 
 QueuePlan plan_queue(const std::string& cluster, int slices, const std::vector<QueueEntry>& entries,
-                     int64_t now_ms, const QueuePolicy& policy) {
+                     int64_t now_ms, const QueuePolicy& policy, const std::set<int>& broken) {
   QueuePlan plan;
   std::set<int> free;
+  std::vector<std::string> waiting_repair;
   for (int s = 0; s < slices; ++s) {
-    free.insert(s);
+    if (broken.count(s) == 0) {
+      free.insert(s);
+    } else {
+      waiting_repair.push_back(std::to_string(s));
+    }
   }
+  const std::string repair_note =
+      waiting_repair.empty()
+          ? std::string()
+          : "; slice" + std::string(waiting_repair.size() == 1 ? " " : "s ") +
+                util::join(waiting_repair, ", ") + " waiting for a repair";
+  // What an admitted workload's slices are worth to others: the broken ones free nothing.
+  auto usable = [&](const QueueEntry* e) {
+    return static_cast<int>(std::count_if(e->held.begin(), e->held.end(),
+                                          [&](int s) { return broken.count(s) == 0; }));
+  };
   std::vector<const QueueEntry*> admitted;
   std::vector<const QueueEntry*> waiting;
   for (const auto& e : entries) {
@@ -92,7 +107,7 @@ QueuePlan plan_queue(const std::string& cluster, int slices, const std::vector<Q
   for (const auto* a : admitted) {
     if (a->evicting) {
       stopping.push_back(a);
-      coming += static_cast<int>(a->held.size());
+      coming += usable(a);
     }
   }
   const QueueEntry* blocker = nullptr; // the starving head: nothing of its priority or lower
@@ -156,12 +171,12 @@ QueuePlan plan_queue(const std::string& cluster, int slices, const std::vector<Q
         break;
       }
       victims.push_back(c);
-      room += static_cast<int>(c->held.size());
+      room += usable(c);
     }
     if (room >= n) {
       // Walk back: a victim whose slices are not needed stays.
       for (size_t i = victims.size(); i-- > 0;) {
-        const int without = room - static_cast<int>(victims[i]->held.size());
+        const int without = room - usable(victims[i]);
         if (without >= n) {
           room = without;
           victims.erase(victims.begin() + static_cast<std::ptrdiff_t>(i));
@@ -174,7 +189,7 @@ QueuePlan plan_queue(const std::string& cluster, int slices, const std::vector<Q
         plan.evict.push_back(v->name);
         plan.evicted_for[v->name] = w->name;
         names.push_back(v->name + " (priority " + priority_name(v->priority) + ")");
-        from_victims += static_cast<int>(v->held.size());
+        from_victims += usable(v);
       }
       // The free slices it needs are set aside for it until its victims have stopped.
       for (int k = 0; k < n - from_victims && !free.empty(); ++k) {
@@ -187,7 +202,7 @@ QueuePlan plan_queue(const std::string& cluster, int slices, const std::vector<Q
     }
     plan.reason[w->name] = "waiting for " + slices_text(n) + " of cluster " + cluster + " (" +
                            std::to_string(free.size()) + " free)" +
-                           (admitted.empty() ? "" : ": " + holders(admitted));
+                           (admitted.empty() ? "" : ": " + holders(admitted)) + repair_note;
     plan.position[w->name] = ++place;
     if (head == nullptr) {
       head = w;

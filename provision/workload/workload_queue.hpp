@@ -22,11 +22,15 @@
 //     `head_wait_bound` at the head of the queue; from then on nothing of its priority or lower
 //     is admitted behind it, so slices freed by finishing workloads accumulate until it fits.
 //     Higher priorities are never held back by it.
+//  5. A slice that lost a host and could not be placed again (its node broken: node_repair.hpp)
+//     is free for nobody until it is repaired; a workload it held takes another slice by these
+//     same rules (workload_hotswap.hpp), GKE Hotswap's "preempt a lower-priority workload".
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,9 +70,11 @@ struct QueuePlan {
   std::map<std::string, int64_t> head_since_ms;
 };
 
-// One pass over every unfinished workload of cluster `cluster` of `slices` slices at `now_ms`.
-// Never fails: a workload asking for more slices than the cluster has waits, saying so.
+// One pass over every unfinished workload of cluster `cluster` of `slices` slices at `now_ms`;
+// the slices in `broken` wait for a repair (rule 5). Never fails: a workload asking for more
+// slices than the cluster has waits, saying so.
 QueuePlan plan_queue(const std::string& cluster, int slices, const std::vector<QueueEntry>& entries,
-                     int64_t now_ms, const QueuePolicy& policy = {});
+                     int64_t now_ms, const QueuePolicy& policy = {},
+                     const std::set<int>& broken = {});
 
 } // namespace tpuctl::provision

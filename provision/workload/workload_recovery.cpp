@@ -9,6 +9,7 @@
 #include "provision/queue/reconcile.hpp"
 #include "provision/slice/node_repair.hpp"
 #include "provision/workload/cluster.hpp"
+#include "provision/workload/workload_hotswap.hpp"
 #include "provision/workload/workload_steps.hpp"
 #include "provision/workload/workload_watch.hpp"
 #include "util/failpoint.hpp"
@@ -75,14 +76,8 @@ Status suspend_for_repair(state::StateStore& store, const Workload& wl, const st
   return committed ? tpuctl::ok() : Status(committed.error());
 }
 
-// Places and provisions again only the slices (nodes) of the workload that held a lost host, the
-// request staying ACTIVE (node_repair.hpp). False when that cannot be done here (no provisioning
-// options, no block fits, provisioning failed): the caller repairs the whole request.
-Expected<bool> repair_in_place(state::StateStore& store, const Workload& wl,
-                               const std::vector<std::string>& lost, const MonitorOptions& o) {
-  if (!o.provision) {
-    return false;
-  }
+// The slices (nodes) of the workload that held a lost host.
+std::vector<std::string> nodes_of(const Workload& wl, const std::vector<std::string>& lost) {
   std::vector<std::string> nodes;
   for (const auto& w : wl.workers) {
     if (std::find(lost.begin(), lost.end(), w.host) != lost.end() &&
@@ -90,20 +85,31 @@ Expected<bool> repair_in_place(state::StateStore& store, const Workload& wl,
       nodes.push_back(w.node);
     }
   }
+  return nodes;
+}
+
+// Places and provisions again only the slices `nodes`, the request staying ACTIVE
+// (node_repair.hpp). Returns "" when done, else why it cannot be done here (no provisioning
+// options, no block fits, provisioning failed): the caller swaps or repairs the whole request.
+Expected<std::string> repair_in_place(state::StateStore& store, const Workload& wl,
+                                      const std::vector<std::string>& nodes,
+                                      const MonitorOptions& o) {
+  if (!o.provision) {
+    return std::string("no provisioning options here");
+  }
   if (nodes.empty()) {
-    return false;
+    return std::string("no slice of the workload held the lost hosts");
   }
   for (const auto& node : nodes) {
     say(o, "repairing: placing slice '" + node + "' of cluster '" + wl.cluster + "' again");
     TPUCTL_TRY_ASSIGN(NodeRepair r,
                       repair_node(store, wl.pool, wl.queued_resource, node, *o.provision, o.clock));
     if (!r.repaired) {
-      say(o, "repairing the whole request instead: " + r.why);
-      return false;
+      return r.why;
     }
     say(o, "slice '" + node + "' placed again on " + util::join(r.hosts, ", "));
   }
-  return true;
+  return std::string();
 }
 
 TimePhase phase_for(const SliceCheck& check) {
@@ -233,8 +239,19 @@ Expected<RecoveryStep> recovery_step(state::StateStore& store, const Workload& i
                wl.cluster + "' again");
     TPUCTL_TRY(drain_lost(store, wl, hosts, reason));
     util::failpoint("workload.repair");
-    TPUCTL_TRY_ASSIGN(const bool in_place, repair_in_place(store, wl, hosts, o));
-    if (!in_place) {
+    const auto nodes = nodes_of(wl, hosts);
+    TPUCTL_TRY_ASSIGN(const std::string not_in_place, repair_in_place(store, wl, nodes, o));
+    if (!not_in_place.empty() && !nodes.empty()) {
+      // Another slice of the cluster, a lower-priority workload's if need be (GKE Hotswap).
+      TPUCTL_TRY_ASSIGN(auto swapped, hotswap(store, wl, nodes, not_in_place, o));
+      if (swapped) {
+        say(o, swapped->message);
+        step.workload = std::move(swapped);
+        return step;
+      }
+    }
+    if (!not_in_place.empty()) {
+      say(o, "repairing the whole request instead: " + not_in_place);
       TPUCTL_TRY(suspend_for_repair(
           store, wl, "repair: " + util::join(hosts, ", ") + " lost by workload '" + name + "'",
           now_of(o)));

@@ -7,6 +7,8 @@
 //   TPUCTL_WORKLOAD_ATTEMPT (0 for the first run, then the restart number).
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -30,6 +32,11 @@ inline std::string workload_tag(const Workload& wl) {
 // The workload's grace between TERM and KILL (-tgps).
 inline std::chrono::milliseconds grace_of(const Workload& wl) {
   return std::chrono::milliseconds(wl.termination_grace_ms);
+}
+// The grace of the workers left when a peer failed or its host was lost: the lesser of
+// --failure-grace-period-seconds and -tgps.
+inline std::chrono::milliseconds failure_grace_of(const Workload& wl) {
+  return std::chrono::milliseconds(std::min(wl.failure_grace_ms, wl.termination_grace_ms));
 }
 
 // The workers of the slices the workload holds (`slices`; every slice of its cluster when it

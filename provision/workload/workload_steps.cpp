@@ -197,10 +197,10 @@ std::optional<std::vector<state::Op>> finish(Workload& wl, WorkloadState to,
 }
 
 void stop_attempt(const Workload& wl, const std::vector<WorkerPlan>& plans, WorkerWatch* watch,
-                  const MonitorOptions& o) {
+                  const MonitorOptions& o, std::optional<std::chrono::milliseconds> grace) {
   std::vector<bool> confirmed(plans.size(), false);
   if (watch != nullptr) {
-    confirmed = watch->stop(grace_of(wl), workload_tag(wl), false);
+    confirmed = watch->stop(grace.value_or(grace_of(wl)), workload_tag(wl), false);
   }
   std::vector<WorkerPlan> left;
   for (size_t i = 0; i < plans.size(); ++i) {

@@ -68,7 +68,10 @@ Expected<std::string> start_attempt(const Workload& wl, const std::vector<Worker
 // workers that did not confirm, except LOST ones: their host did not answer a new session a
 // moment ago, and another would only wait for its timeout (a repair drains the host; a delete
 // tries it again).
+// `grace` is the wait between TERM and KILL through the streams (the workload's -tgps unless
+// given: failure_grace_of when a peer is already gone).
 void stop_attempt(const Workload& workload, const std::vector<WorkerPlan>& plans,
-                  WorkerWatch* watch, const MonitorOptions& options);
+                  WorkerWatch* watch, const MonitorOptions& options,
+                  std::optional<std::chrono::milliseconds> grace = std::nullopt);
 
 } // namespace tpuctl::provision

@@ -120,7 +120,7 @@ TEST_CASE("completion in bash (bash-completion): groups, live ids, flag values")
   auto gens = bash_complete(s, "tpuctl pool create x --generation v");
   CHECK(has(gens, "v5e"));
   CHECK(has(gens, "v5p"));
-  auto flags = bash_complete(s, "tpuctl workload create --fa");
+  auto flags = bash_complete(s, "tpuctl workload create --fail-p");
   CHECK(flags == std::vector<std::string>{"--fail-policy"});
   CHECK(has(bash_complete(s, "tpuctl workload create --fail-policy "), "any"));
   CHECK(bash_complete(s, "tpuctl cluster create --on-preemption ") ==

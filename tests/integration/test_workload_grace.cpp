@@ -58,13 +58,16 @@ TEST_CASE("workload delete: every worker's job gets TERM and its grace to checkp
 TEST_CASE("workload: a job that ignores TERM is KILLed after its grace; delete --async returns "
           "at once; a grace out of range is refused and nothing is stored") {
   GraceEnv env("127.0.242.10");
-  for (const std::string bad : {"-1", "3601", "soon"}) {
-    auto refused = env.run({"workload", "create", "--cluster", "demo", "--workload", "bad",
-                            "--command", "true", "-tgps", bad});
-    CHECK(refused.exit_code == 2);
-    CHECK_MESSAGE(refused.err.find("--termination-grace-period-seconds") != std::string::npos,
-                  refused.err);
-    CHECK(std::count(refused.err.begin(), refused.err.end(), '\n') == 1);
+  for (const std::string flag : {"-tgps", "--failure-grace-period-seconds"}) {
+    for (const std::string bad : {"-1", "3601", "soon"}) {
+      auto refused = env.run({"workload", "create", "--cluster", "demo", "--workload", "bad",
+                              "--command", "true", flag, bad});
+      CHECK(refused.exit_code == 2);
+      CHECK_MESSAGE(refused.err.find(flag == "-tgps" ? "--termination-grace-period-seconds"
+                                                     : flag) != std::string::npos,
+                    refused.err);
+      CHECK(std::count(refused.err.begin(), refused.err.end(), '\n') == 1);
+    }
   }
   CHECK(env.run_json({"workload", "list"}).empty());
 
@@ -81,5 +84,27 @@ TEST_CASE("workload: a job that ignores TERM is KILLed after its grace; delete -
         return env.run({"workload", "describe", "stubborn"}).exit_code == 4;
       },
       std::chrono::seconds(60)));
+  CHECK(workload_processes(uid).empty());
+}
+
+TEST_CASE("workload: when a worker fails, the others get the failure grace, not -tgps: a job "
+          "missing a peer can neither step nor checkpoint") {
+  GraceEnv env("127.0.242.20");
+  // Worker 1 fails; the others hold TERM as JAX does while a collective waits for the dead
+  // peer. With an hour of -tgps they would hold the workload for an hour.
+  const std::string uid = env.create_workload(
+      "demo", "peerless",
+      "if [ \"$TPU_WORKER_ID\" = 1 ]; then sleep 1; exit 3; fi; "
+      "trap '' TERM; while :; do sleep 0.2; done",
+      {"-tgps", "3600", "--failure-grace-period-seconds", "1", "--max-restarts", "0"});
+  auto wl = env.run_json({"workload", "describe", "peerless"});
+  CHECK(wl["termination_grace_seconds"] == 3600);
+  CHECK(wl["failure_grace_seconds"] == 1);
+  REQUIRE(tpuctl::test::wait_until(
+      [&] { return env.run_json({"workload", "describe", "peerless"})["state"] == "FAILED"; },
+      std::chrono::seconds(120)));
+  wl = env.run_json({"workload", "describe", "peerless"});
+  CHECK_MESSAGE(wl["message"].get<std::string>().find("worker 1") != std::string::npos,
+                wl["message"]);
   CHECK(workload_processes(uid).empty());
 }

@@ -135,3 +135,61 @@ TEST_CASE("spares: a lost host's slice is repaired on the spares; --on-straggler
   CHECK(bad.err.rfind("tpuctl: error: --on-straggler 'kill' is not an action", 0) == 0);
   CHECK(env.run({"workload", "describe", "bad"}).exit_code == 4);
 }
+
+TEST_CASE("hot swap: with no spare and no free block, a lost host's workload takes a "
+          "lower-priority workload's slice; that one waits for the broken slice's repair and "
+          "runs again once hosts free up") {
+  tpuctl::test::JaxEnv env(12, tpuctl::test::free_address_base("127.177.", 0, 250, 12));
+  REQUIRE(env.run({"cluster", "create", "--cluster", "c", "--tpu-type", "v5litepod-16",
+                   "--num-slices", "2"})
+              .exit_code == 0);
+  // The pool (4x3 hosts) has one row left: taken host by host, no free block and no spare is
+  // left for a repair.
+  for (int i = 0; i < 4; ++i) {
+    auto b = env.run({"qr", "create", "b" + std::to_string(i), "--accelerator-type", "v5litepod-4"});
+    REQUIRE_MESSAGE(b.exit_code == 0, b.err);
+  }
+  const std::string steps =
+      "i=0; while :; do echo \"completed step: $i\"; i=$((i+1)); sleep 0.2; done";
+  const std::string uid =
+      env.create_workload("c", "urgent", steps, {"--priority", "high", "--num-slices", "1"});
+  env.create_workload("c", "batch", steps, {"--priority", "low", "--num-slices", "1"});
+  auto running = [](int attempt) {
+    return [attempt](const json& w) { return tpuctl::test::all_running_attempt(w, attempt); };
+  };
+  auto urgent = env.wait_for("urgent", running(0), std::chrono::seconds(60));
+  auto batch = env.wait_for("batch", running(0), std::chrono::seconds(60));
+  REQUIRE(tpuctl::test::all_running_attempt(urgent, 0));
+  REQUIRE(tpuctl::test::all_running_attempt(batch, 0));
+  const auto batch_hosts = tpuctl::test::workload_hosts(batch);
+  const std::string lost = urgent["workers"][1]["host"].get<std::string>();
+
+  env.kill_worker_host(uid, lost, 1);
+  urgent = env.wait_for("urgent", running(1), std::chrono::seconds(120));
+  INFO(env.monitor_log("urgent"));
+  REQUIRE(tpuctl::test::all_running_attempt(urgent, 1));
+  CHECK(tpuctl::test::workload_hosts(urgent) == batch_hosts); // batch's slice, whole
+  CHECK(urgent["repairs"] == 1);
+  CHECK(urgent["restarts"] == 0);
+  batch = env.run_json({"workload", "describe", "batch"});
+  CHECK(batch["state"] == "QUEUED");
+  CHECK(batch["evictions"] == 1);
+  CHECK(batch["restarts"] == 0);
+  CHECK_MESSAGE(batch["message"].get<std::string>().find("waiting for a repair") !=
+                    std::string::npos,
+                batch["message"]);
+  auto swapped = env.run_json({"events", "--type", "HOTSWAP"});
+  REQUIRE(swapped.size() == 1);
+  CHECK(swapped[0]["object"] == "workload/urgent");
+
+  // Hosts free up: the waiting workload's monitor places the broken slice again, and it runs.
+  for (int i = 0; i < 4; ++i) {
+    REQUIRE(env.run({"qr", "delete", "b" + std::to_string(i), "--force", "-q"}).exit_code == 0);
+  }
+  batch = env.wait_for("batch", running(1), std::chrono::seconds(150));
+  INFO(env.monitor_log("batch"));
+  REQUIRE(tpuctl::test::all_running_attempt(batch, 1));
+  CHECK(tpuctl::test::workload_hosts(batch).count(lost) == 0);
+  urgent = env.run_json({"workload", "describe", "urgent"});
+  CHECK(tpuctl::test::all_running_attempt(urgent, 1)); // untouched by the repair
+}

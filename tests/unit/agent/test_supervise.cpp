@@ -183,6 +183,33 @@ TEST_CASE("agent supervise-stop stops through the supervisor, and by the tag whe
   CHECK(tpuctl::util::processes_tagged(marker).empty());
 }
 
+TEST_CASE("agent supervise-stop's shorter grace holds over the supervisor's own") {
+  // A job that holds TERM (as JAX does while a collective waits for a dead peer) under a
+  // supervisor whose own grace is an hour: the stop's 300 ms still reaches a KILL through the
+  // supervisor, which records the exit itself. Had the supervisor kept its own grace, it would
+  // still be waiting when the stop gave up on it (300 ms + 10 s) and was KILLed: no exit
+  // recorded, its tree found by the tag instead.
+  tpuctl::test::TempDir tmp;
+  const std::string marker = "TPUCTL_TEST_SHORT=" + tmp.path().filename().string();
+  SuperviseOptions o;
+  o.dir = (tmp.path() / "w").string();
+  const auto trapped = tmp.path() / "trapped";
+  o.command = "export " + marker + "; trap '' TERM; : > " + trapped.string() +
+              "; while :; do sleep 0.2; done";
+  o.kill_grace = std::chrono::hours(1);
+  REQUIRE(start_supervised(o));
+  REQUIRE(tpuctl::test::wait_until([&] { return std::filesystem::exists(trapped); },
+                                   std::chrono::seconds(30)));
+  auto stopped = tpuctl::agent::stop_supervised({o.dir}, marker, std::chrono::milliseconds(300));
+  CHECK(stopped.supervisors == 1);
+  CHECK(!stopped.scanned);
+  const auto s = supervised_status(o.dir);
+  CHECK(s["status"]["state"] == "exited");
+  CHECK(s["status"]["stopped"] == true);
+  CHECK(s["status"]["signal"] == "KILL");
+  CHECK(tpuctl::util::processes_tagged(marker).empty());
+}
+
 TEST_CASE("agent supervise-watch: a line at once, one on exit, heartbeats; ends when stdin does") {
   tpuctl::test::TempDir tmp;
   SuperviseOptions o;

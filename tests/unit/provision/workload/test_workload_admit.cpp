@@ -1,7 +1,9 @@
 // The record side of the cluster queue as pure logic: which slices a workload holds (by node id,
-// whatever the request's node order becomes), and what an eviction's requeue does to the record.
+// whatever the request's node order becomes), what an eviction's requeue does to the record, and
+// the broken-slice mark a hot swap leaves on the request.
 #include <doctest/doctest.h>
 
+#include "provision/slice/node_repair.hpp"
 #include "provision/workload/workload.hpp"
 #include "provision/workload/workload_admit.hpp"
 
@@ -57,4 +59,20 @@ TEST_CASE("workload queue: an eviction's requeue frees the slices, keeps restart
   CHECK(g.lost_ms == 4000);    // the evicted attempt's running time
   CHECK(g.evicted_ms == 5000); // from the eviction on, still open at 10000
   CHECK(g.running_ms == 0);
+}
+
+TEST_CASE("broken slices: a node marked broken waits for a repair until the mark is gone, and a "
+          "mark from before the request was placed again whole is stale") {
+  QueuedResource qr;
+  qr.node_ids = {"c-0", "c-1"};
+  qr.active_since_ms = 1000;
+  CHECK_FALSE(node_broken(qr, "c-0"));
+  mark_node_broken(qr, "c-0", 2000, "a host lost by workload 'w': no free block");
+  CHECK(node_broken(qr, "c-0"));
+  CHECK(node_broken_why(qr, "c-0") == "a host lost by workload 'w': no free block");
+  CHECK_FALSE(node_broken(qr, "c-1"));
+  // Suspended, requeued and placed again whole: every node is new.
+  qr.active_since_ms = 3000;
+  CHECK_FALSE(node_broken(qr, "c-0"));
+  CHECK(node_broken_why(qr, "c-0").empty());
 }

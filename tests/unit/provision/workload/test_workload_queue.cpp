@@ -1,6 +1,8 @@
 // provision::plan_queue, the cluster's workload queue as pure logic: admission by priority then
 // arrival onto free slices, eviction of lower priorities (fewest and lowest, walked back), the
 // slices of evicting workloads still held, and the starving head that stops backfill.
+#include <set>
+
 #include <doctest/doctest.h>
 
 #include "provision/workload/workload_queue.hpp"
@@ -122,4 +124,38 @@ TEST_CASE("parse_priority takes xpk's names; plan_queue says when a workload ask
   CHECK(priority_name(750) == "high");
   auto plan = plan_queue("c", 2, {entry("huge", 500, 1, 3)}, 0);
   CHECK(plan.reason["huge"] == "asks for 3 slices; cluster c has 2");
+}
+
+TEST_CASE("plan_queue: a broken slice is free for nobody; a workload that held it takes an idle "
+          "slice, else evicts a lower priority for one, and the others wait naming the repair") {
+  const std::set<int> broken{0};
+  SUBCASE("an idle slice") {
+    auto plan = plan_queue("c", 3, {entry("swapped", 750, 1, 1), entry("other", 250, 2, 1, {1})},
+                           100, {}, broken);
+    CHECK(plan.admit["swapped"] == std::vector<int>{2}); // never slice 0
+    CHECK(plan.evict.empty());
+  }
+  SUBCASE("a lower priority's slice") {
+    auto plan = plan_queue("c", 2, {entry("swapped", 750, 1, 1), entry("batch", 250, 2, 1, {1})},
+                           100, {}, broken);
+    CHECK(plan.admit.empty());
+    CHECK(plan.evict == std::vector<std::string>{"batch"});
+    CHECK(plan.evicted_for["batch"] == "swapped");
+  }
+  SUBCASE("nothing lower: it waits, and so does an evicted one, naming the repair") {
+    auto plan = plan_queue("c", 2, {entry("swapped", 250, 1, 1), entry("urgent", 750, 2, 1, {1})},
+                           100, {}, broken);
+    CHECK(plan.admit.empty());
+    CHECK(plan.evict.empty());
+    CHECK(plan.reason["swapped"] ==
+          "waiting for 1 free slice of cluster c (0 free): slice 1 held by urgent (priority "
+          "high); slice 0 waiting for a repair");
+  }
+  SUBCASE("a broken slice held by a victim frees nothing: it is not evicted for it") {
+    auto plan = plan_queue(
+        "c", 3, {entry("high", 750, 1, 1), entry("on-broken", 250, 3, 1, {0}),
+                 entry("healthy", 250, 2, 1, {1}), entry("mid", 500, 4, 1, {2})},
+        100, {}, broken);
+    CHECK(plan.evict == std::vector<std::string>{"healthy"});
+  }
 }
