@@ -130,7 +130,10 @@ for run in $(seq "$runs"); do
   "$tpuctl" cluster create --cluster big --tpu-type "$type" --quiet >/dev/null
   long_command='sleep 100000'
   if ((steps_per_second > 0)); then
-    long_command="i=0; while :; do echo \"completed step: \$i\"; i=\$((i+1)); sleep $(awk -v s="$steps_per_second" 'BEGIN {printf "%.3f", 1/s}'); done"
+    # Without a process per step (256 workers x `sleep` S times a second would be thousands of
+    # forks a second on the watching machine, which a pod spreads over its hosts): bash waits
+    # with a builtin read on a FIFO it holds open itself.
+    long_command="exec bash -c 'f=/tmp/tpuctl-steps-\$\$; mkfifo \$f; exec 3<>\$f; rm -f \$f; i=0; while :; do echo \"completed step: \$i\"; i=\$((i+1)); read -t $(awk -v s="$steps_per_second" 'BEGIN {printf "%.3f", 1/s}') -u 3 || :; done'"
   fi
   timed "$tpuctl" workload create --cluster big --workload long --command "$long_command"
   t=$ms

@@ -1,6 +1,7 @@
 #include "provision/workload/workload_ops.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <memory>
 #include <utility>
 #include <unistd.h>
@@ -169,10 +170,14 @@ Expected<int> slices_asked(const Cluster& c, const std::string& tpu_type, int nu
 
 // The straggler intervals of a monitor (workload_straggler.hpp): each worker's busy counters
 // (cumulative for the attempt, from its agent) when the interval began and now.
+// The workers' counters, marked every tenth of an interval: each decision looks at the last
+// whole interval (a sliding window), so a worker that starts to lag is named within about half
+// an interval of it, wherever in a window it began (a tumbling window took up to two).
 struct StragglerWindow {
   int attempt = -1;
-  int64_t started_ms = 0;
-  std::vector<BusySample> at_start, latest;
+  int64_t started_ms = 0; // since when every worker of the attempt runs
+  std::deque<std::pair<int64_t, std::vector<BusySample>>> marks; // oldest first
+  std::vector<BusySample> latest;
 };
 
 // Folds this turn's counters in; when the interval is over (and every worker of the attempt is
@@ -192,8 +197,7 @@ StragglerTurn straggler_turn(Workload& wl, StragglerWindow& win,
     win = StragglerWindow{};
     win.attempt = wl.attempt;
     win.started_ms = now;
-    win.at_start.assign(wl.workers.size(), BusySample{});
-    win.latest = win.at_start;
+    win.latest.assign(wl.workers.size(), BusySample{});
   }
   for (size_t i = 0; i < obs.size() && i < win.latest.size(); ++i) {
     if (obs[i] && obs[i]->attempt == wl.attempt && obs[i]->progress.is_object()) {
@@ -205,22 +209,31 @@ StragglerTurn straggler_turn(Workload& wl, StragglerWindow& win,
       std::all_of(wl.workers.begin(), wl.workers.end(), [&](const WorkloadWorker& x) {
         return x.state == WorkerState::running && x.attempt == wl.attempt;
       });
-  if (now - win.started_ms < wl.straggler_interval_ms || !all_running) {
-    if (!all_running) {
-      win.started_ms = now; // an interval counts only while every worker runs
-      win.at_start = win.latest;
-    }
+  const int64_t span = wl.straggler_interval_ms;
+  const int64_t step = std::max<int64_t>(500, span / 10);
+  if (!all_running) {
+    win.marks.clear(); // an interval counts only while every worker runs
+    win.started_ms = now;
     return turn;
   }
+  if (!win.marks.empty() && now - win.marks.back().first < step) {
+    return turn;
+  }
+  win.marks.emplace_back(now, win.latest);
+  // The base: the newest mark at least one interval old (older ones are no longer needed).
+  while (win.marks.size() > 1 && now - win.marks[1].first >= span) {
+    win.marks.pop_front();
+  }
+  if (now - win.marks.front().first < span) {
+    return turn; // not a whole interval of every worker running yet
+  }
+  const auto& [base_ms, base] = win.marks.front();
   std::vector<BusySample> delta(win.latest.size());
   for (size_t i = 0; i < delta.size(); ++i) {
-    delta[i] = {win.latest[i].samples - win.at_start[i].samples,
-                win.latest[i].busy - win.at_start[i].busy};
+    delta[i] = {win.latest[i].samples - base[i].samples, win.latest[i].busy - base[i].busy};
   }
-  const auto found = find_stragglers(delta, now - win.started_ms);
-  const int64_t interval = now - win.started_ms;
-  win.started_ms = now;
-  win.at_start = win.latest;
+  const int64_t interval = now - base_ms;
+  const auto found = find_stragglers(delta, interval);
   std::vector<std::string> before, after;
   nlohmann::json list = nlohmann::json::array();
   for (auto& x : wl.workers) {
@@ -240,8 +253,14 @@ StragglerTurn straggler_turn(Workload& wl, StragglerWindow& win,
                                   {"score", f.score},
                                   {"evidence", f.evidence}});
   }
-  wl.stragglers = nlohmann::json{
-      {"at_ms", now}, {"attempt", wl.attempt}, {"interval_ms", interval}, {"found", list}};
+  // Kept as of the last change, refreshed once an interval (a decision every tenth of one would
+  // rewrite the record as often).
+  const int64_t said_at =
+      wl.stragglers.is_object() ? wl.stragglers.value("at_ms", int64_t{0}) : int64_t{0};
+  if (after != before || now - said_at >= span) {
+    wl.stragglers = nlohmann::json{
+        {"at_ms", now}, {"attempt", wl.attempt}, {"interval_ms", interval}, {"found", list}};
+  }
   if (wl.on_straggler == "swap") {
     for (const auto& f : found) {
       turn.swap.push_back(wl.workers[f.worker].host);

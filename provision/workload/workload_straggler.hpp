@@ -1,6 +1,7 @@
 // Stragglers: the worker a synchronous job waits for. Pure logic over what each worker's agent
 // samples (agent/job_sampler.hpp: how often any thread of its job works or is held, twice a
-// second); the monitor (workload_ops.cpp) closes an interval, asks this, and records the answer.
+// second); the monitor (workload_ops.cpp) asks this every tenth of an interval about the last
+// whole interval (a sliding window), and records the answer.
 //
 // In a synchronous job every worker's step time is the same, so the signal is what each does
 // while the step lasts: the others sleep in the collective, the straggler works or is held. Over

@@ -17,7 +17,9 @@
 #   done: N steps
 # It also reports to tpuctl (TPUCTL_EVENTS, the worker's event file): a "step" event as each
 # step begins, a "first_step" event for this process's first, and a "checkpoint" event for each
-# save and restore with its blocking seconds.
+# save and restore with its blocking seconds. With --journal FILE (or TRAIN_JOURNAL), process 0
+# also appends the same to FILE, with a "start" line for when this process started (from
+# /proc/self/stat): the ground truth bench/jax/goodput_truth.py reads (bench/jax_bench.sh).
 import argparse
 import json
 import os
@@ -37,21 +39,43 @@ parser.add_argument("--steps", type=int, default=400)
 parser.add_argument("--save-every", type=int, default=10)
 parser.add_argument("--step-seconds", type=float, default=0.0, help="extra time per step")
 parser.add_argument("--dir", default=os.environ.get("TPUCTL_CHECKPOINT_DIR", ""))
+parser.add_argument("--journal", default=os.environ.get("TRAIN_JOURNAL", ""))
 args = parser.parse_args()
 if not args.dir:
     sys.exit("train_orbax.py: give --dir, or run it with workload create --checkpoint-dir")
 
 
+def process_start_ms():
+    """When this process started, on the wall clock: its start in clock ticks since boot
+    (/proc/self/stat field 22) placed by the wall clock's offset from the boot clock."""
+    with open("/proc/self/stat") as f:
+        ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    boot_ms = (time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)) * 1000
+    return int(boot_ms + ticks * 1000 / os.sysconf("SC_CLK_TCK"))
+
+
 def event(kind, **fields):
     path = os.environ.get("TPUCTL_EVENTS")
+    fields["event"] = kind
+    fields.setdefault("time_ms", int(time.time() * 1000))
+    line = json.dumps(fields) + "\n"
     if path:
-        fields["event"] = kind
-        fields.setdefault("time_ms", int(time.time() * 1000))
         with open(path, "a") as f:
-            f.write(json.dumps(fields) + "\n")
+            f.write(line)
+    if journal:
+        with open(journal, "a") as f:
+            f.write(line)
+
+
+journal = ""
+started_ms = process_start_ms()
 
 
 processes, local = jax.process_count(), jax.local_device_count()
+if args.journal and jax.process_index() == 0:
+    journal = args.journal
+    event("start", time_ms=started_ms,
+          attempt=int(os.environ.get("TPUCTL_WORKLOAD_ATTEMPT", "0")))
 mesh = jax.sharding.Mesh(mesh_utils.create_device_mesh((processes, local)), ("data", "model"))
 replicated = NamedSharding(mesh, P())
 shardings = {

@@ -194,8 +194,10 @@ TEST_CASE("agent supervise-stop's shorter grace holds over the supervisor's own"
   SuperviseOptions o;
   o.dir = (tmp.path() / "w").string();
   const auto trapped = tmp.path() / "trapped";
-  o.command = "export " + marker + "; trap '' TERM; : > " + trapped.string() +
-              "; while :; do sleep 0.2; done";
+  // exec: the shell that holds TERM carries the marker in its own environment (an export
+  // alone changes only the shell's copy), so nothing can outlive the test unseen.
+  o.command = "export " + marker + "; exec sh -c \"trap '' TERM; : > " + trapped.string() +
+              "; while :; do sleep 0.2; done\"";
   o.kill_grace = std::chrono::hours(1);
   REQUIRE(start_supervised(o));
   REQUIRE(tpuctl::test::wait_until([&] { return std::filesystem::exists(trapped); },
