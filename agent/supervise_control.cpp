@@ -294,6 +294,25 @@ Status watch_supervised(const WatchOptions& o, int in_fd, int out_fd) {
           continue;
         }
         if (auto stop = control_request(line, "stop")) {
+          // The steps heard so far go first, so the controller has them all when the stop's
+          // answer comes (its goodput ledger places what the stop cut short by them).
+          if (source) {
+            source->poll(util::unix_now_ms());
+            for (const auto& m : source->take_steps()) {
+              if (o.report_steps) {
+                pending_steps.push_back(Json::array({m.step, m.time_ms}));
+              }
+            }
+          }
+          if (!pending_steps.empty()) {
+            Json flush = s;
+            flush["steps"] = std::move(pending_steps);
+            pending_steps = Json::array();
+            steps_due = Clock::time_point::max();
+            if (!util::write_all(out_fd, flush.dump() + "\n")) {
+              break;
+            }
+          }
           if (!util::write_all(out_fd, Json{{"stopping", true}}.dump() + "\n")) {
             break;
           }

@@ -337,6 +337,9 @@ void settle_after_stop(Workload& wl, WorkerWatch& watch, const MonitorOptions& o
     watch.wait_for_news(Ms(1000));
     const auto observations = watch.turn();
     const int64_t now = now_of(o);
+    if (!observations.empty()) {
+      fold_steps(wl, observations[0]); // process 0's last steps came before its stop's answer
+    }
     for (size_t i = 0; i < after.workers.size() && i < observations.size(); ++i) {
       if (observations[i]) {
         auto& x = after.workers[i];

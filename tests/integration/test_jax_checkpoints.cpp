@@ -243,9 +243,8 @@ TEST_CASE("jax checkpoints: `workload delete` and `cluster delete` let every wor
   CHECK(numbers_after(log, "step ").front() == at_cluster_delete + 1);
 }
 
-TEST_CASE("jax checkpoints: a lost host is repaired and the job resumes from its latest "
-          "checkpoint, losing fewer than --save-every steps; a half-written checkpoint is never "
-          "resumed from") {
+TEST_CASE("jax checkpoints: a lost host is repaired and the job resumes from its latest complete "
+          "checkpoint; a half-written checkpoint is never resumed from") {
   TrainEnv env(8); // the cluster's 4 hosts and 4 to repair with
   const std::string uid = env.create_workload("c", "train", train(100000),
                                               {"--checkpoint-dir", env.ckpt.string()});
@@ -269,7 +268,9 @@ TEST_CASE("jax checkpoints: a lost host is repaired and the job resumes from its
   const auto resumed = numbers_after(env.log_of("train", node, 0), "resumed from step ");
   REQUIRE(resumed.size() == 1);
   CHECK(resumed[0] <= before.back());
-  CHECK(before.back() - resumed[0] <= k_save_every - 1); // at most S-1 steps to do again
+  // At most S-1 steps to do again, or 2S-1 when the loss cut the next save short: worker 0
+  // prints step kS before its save of kS, which needs worker 1 too (seen under load).
+  CHECK(before.back() - resumed[0] <= 2 * k_save_every - 1);
   CHECK(resumed[0] % k_save_every == 0);                 // a regular save: no SIGTERM came
   // Goodput by steps saw it: one disruption, and wasted progress when steps were done again
   // (the first step of attempt 1 is the one after the checkpoint).
@@ -278,8 +279,14 @@ TEST_CASE("jax checkpoints: a lost host is repaired and the job resumes from its
       std::chrono::seconds(60));
   CHECK(now["goodput"]["steps"]["disruptions"] == 1);
   if (before.back() > resumed[0] + 1) { // steps after the checkpoint's were done, then again
-    CHECK(now["goodput"]["steps"]["badput"]["wasted_progress_from_disruption_ms"].get<int64_t>() >
-          0);
+    // The disruption counts as soon as the new attempt began; what it wasted is placed when the
+    // monitor hears of the new attempt's first step (process 0's steps come once a second).
+    auto wasted = [](const json& w) {
+      return w["goodput"]["steps"]["badput"]["wasted_progress_from_disruption_ms"].get<int64_t>();
+    };
+    now = env.wait_for("train", [&](const json& w) { return wasted(w) > 0; },
+                       std::chrono::seconds(60));
+    CHECK(wasted(now) > 0);
   }
 
   // A half-written checkpoint (what a save cut short leaves: Orbax's temporary directory) of a

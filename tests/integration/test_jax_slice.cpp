@@ -176,6 +176,7 @@ TEST_CASE("jax: a command on part of the slice sees its own host's chips at once
 TEST_CASE("jax: the seeds' hello-world parallelism program, unmodified, through `tpu-vm ssh "
           "--worker=all`: its product equals the one-process product on every worker") {
   OneSlice env;
+  tpuctl::test::MemoryHeavy one_at_a_time;
   auto r = env.run({"tpu-vm", "ssh", "vq", "--worker=all", "--command",
                     "OPENBLAS_NUM_THREADS=1 python3 " + jax_program("check_parallel_tutorial.py")});
   INFO(r.out.substr(r.out.size() > 4000 ? r.out.size() - 4000 : 0) << r.err);
@@ -230,6 +231,7 @@ TEST_CASE("jax: workloads on a 2-slice cluster count both slices' chips, process
   }
 
   SUBCASE("the seeds' program, checked, as a workload on one slice") {
+    tpuctl::test::MemoryHeavy one_at_a_time;
     env.create_workload("ms", "hello",
                         "OPENBLAS_NUM_THREADS=1 python3 " +
                             jax_program("check_parallel_tutorial.py"));

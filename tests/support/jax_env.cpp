@@ -1,7 +1,11 @@
 #include "tests/support/jax_env.hpp"
 
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <sstream>
 
 #include <doctest/doctest.h>
@@ -60,6 +64,19 @@ std::string JaxEnv::log_of(const std::string& name, const std::string& node, int
 
 std::string JaxEnv::monitor_log(const std::string& name) const {
   return read_file(dir.path() / "state" / "tpuctl" / "logs" / ("workload-" + name + ".log"));
+}
+
+MemoryHeavy::MemoryHeavy()
+    : m_fd(::open("/tmp/tpuctl-tests-jax-memory.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0600)) {
+  REQUIRE_MESSAGE(m_fd >= 0, "cannot open /tmp/tpuctl-tests-jax-memory.lock");
+  while (::flock(m_fd, LOCK_EX) != 0 && errno == EINTR) {
+  }
+}
+
+MemoryHeavy::~MemoryHeavy() {
+  if (m_fd >= 0) {
+    ::close(m_fd); // releases the lock
+  }
 }
 
 Throttle::Throttle(int pid, std::chrono::milliseconds stopped, std::chrono::milliseconds running)

@@ -42,6 +42,22 @@ struct JaxEnv : WorkloadEnv {
 // the workload `uid`: the job itself, not its supervisor or shell.
 std::vector<int> python_processes(const std::string& uid, int worker);
 
+// One memory-heavy JAX run at a time on the whole machine, for as long as this lives: the seeds'
+// 8192 x 8192 product on 4 processes needs about 14 GB, and two copies of the suite (two CI
+// jobs, bench/suite_under_load.sh) running it at once exceed a 24 GiB machine (the kernel's OOM
+// killer ends one). An exclusive flock on a file in /tmp, which every copy shares, network
+// namespace or not; released when the process ends, however it ends.
+class MemoryHeavy {
+public:
+  MemoryHeavy();
+  ~MemoryHeavy();
+  MemoryHeavy(const MemoryHeavy&) = delete;
+  MemoryHeavy& operator=(const MemoryHeavy&) = delete;
+
+private:
+  int m_fd = -1;
+};
+
 // Throttles a process as a stolen CPU would, until destroyed: SIGSTOP for `stopped`, SIGCONT for
 // `running`, again and again, from a thread of its own; the destructor leaves it running.
 class Throttle {
