@@ -201,6 +201,17 @@ Status watch_supervised(const WatchOptions& o, int in_fd, int out_fd) {
   JobSampler sampler;
   constexpr milliseconds k_sample_every{500};
   auto next_sample = Clock::now();
+  // The attempt's new steps from its log and events, queued for the controller (process 0's:
+  // report_steps) to go out within k_step_flush.
+  auto read_steps = [&] {
+    source->poll(util::unix_now_ms());
+    for (const auto& m : source->take_steps()) {
+      if (o.report_steps) {
+        pending_steps.push_back(Json::array({m.step, m.time_ms}));
+        steps_due = std::min(steps_due, Clock::now() + k_step_flush);
+      }
+    }
+  };
   // What the controller may send (a controller that meets an older agent, without this line,
   // starts workers over new sessions instead).
   bool ok = util::write_all(
@@ -222,13 +233,7 @@ Status watch_supervised(const WatchOptions& o, int in_fd, int out_fd) {
       next_sample = Clock::now() + k_sample_every;
     }
     if (source) {
-      source->poll(util::unix_now_ms());
-      for (const auto& m : source->take_steps()) {
-        if (o.report_steps) {
-          pending_steps.push_back(Json::array({m.step, m.time_ms}));
-          steps_due = std::min(steps_due, Clock::now() + k_step_flush);
-        }
-      }
+      read_steps();
       Json events = source->latest();
       s["progress"] = source->progress();
       s["progress"]["samples"] = sampler.samples();
@@ -297,12 +302,7 @@ Status watch_supervised(const WatchOptions& o, int in_fd, int out_fd) {
           // The steps heard so far go first, so the controller has them all when the stop's
           // answer comes (its goodput ledger places what the stop cut short by them).
           if (source) {
-            source->poll(util::unix_now_ms());
-            for (const auto& m : source->take_steps()) {
-              if (o.report_steps) {
-                pending_steps.push_back(Json::array({m.step, m.time_ms}));
-              }
-            }
+            read_steps();
           }
           if (!pending_steps.empty()) {
             Json flush = s;
