@@ -98,18 +98,29 @@ def init_params():
     return jax.tree.map(jax.device_put, params, shardings)
 
 
-def place(tree):
-    """Every leaf on the mesh: the parameters and their optimizer moments sharded by name, the
-    rest (counters) replicated, so a restored state has the shardings of a fresh one."""
-    def put(path, leaf):
-        key = getattr(path[-1], "key", None)
-        return jax.device_put(leaf, shardings.get(key, replicated) if leaf.ndim else replicated)
-    return jax.tree_util.tree_map_with_path(put, tree)
+def sharding_of(path, leaf):
+    """The parameters and their optimizer moments sharded by name, the rest (counters)
+    replicated: a restored state has the shardings of a fresh one."""
+    key = getattr(path[-1], "key", None)
+    return shardings.get(key, replicated) if leaf.ndim else replicated
 
 
 optimizer = optax.adam(1e-2)
-params = init_params()
-state = place({"params": params, "opt": optimizer.init(params), "step": jnp.zeros((), jnp.int32)})
+
+
+def fresh_state():
+    params = init_params()
+    state = {"params": params, "opt": optimizer.init(params), "step": jnp.zeros((), jnp.int32)}
+    return jax.tree_util.tree_map_with_path(
+        lambda path, leaf: jax.device_put(leaf, sharding_of(path, leaf)), state)
+
+
+# The state's shapes, dtypes and shardings without computing it (Orbax's way to restore): a
+# restart spends nothing on an initialisation the checkpoint replaces.
+abstract_state = jax.tree_util.tree_map_with_path(
+    lambda path, leaf: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype,
+                                            sharding=sharding_of(path, leaf)),
+    jax.eval_shape(fresh_state))
 batch_sharding = NamedSharding(mesh, P("data"))
 target_w = np.linspace(-1.0, 1.0, 32 * 8, dtype=np.float32).reshape(32, 8)
 
@@ -142,12 +153,12 @@ latest = manager.latest_step()
 start = 0
 if latest is not None:
     t0 = time.time()
-    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
-    state = manager.restore(latest, args=ocp.args.StandardRestore(abstract))
+    state = manager.restore(latest, args=ocp.args.StandardRestore(abstract_state))
     event("checkpoint", action="restore", step=latest, seconds=time.time() - t0)
     start = latest + 1
     print(f"resumed from step {latest}", flush=True)
 else:
+    state = fresh_state()
     print("starting from step 0", flush=True)
 
 for step in range(start, args.steps):
