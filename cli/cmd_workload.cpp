@@ -446,6 +446,8 @@ Expected<int> wait_for_job(Context& ctx, const WorkloadFlags& f) {
     }
   }
   const bool once = !f.timeout.empty() && timeout.count() == 0;
+  // The store's own errors keep their exit codes (4: no store); only a missing workload is 1.
+  TPUCTL_TRY(open_state(ctx));
   auto wl = once ? ended_now(ctx, f.wait_for) : wait_until_done(ctx, f, f.wait_for, timeout);
   if (!wl) {
     Error e = wl.error();

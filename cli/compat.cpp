@@ -63,6 +63,10 @@ const std::vector<CompatFlag>& compat_flags() {
       {"--dependency-auto-download,--no-dependency-auto-download", k_xpk_all, false, A::ignore,
        "tpuctl downloads nothing", ""},
       {"--no-dry-run", "*", false, A::ignore, "commands run unless --dry-run is given", ""},
+      {"--namespace", k_xpk_all, true, A::ignore,
+       "a Kubernetes namespace; tpuctl clusters are queued resources on your pool, with no "
+       "Kubernetes",
+       ""},
       // ---- queued-resources create, tpu-vm create ----
       {"--workload-type", k_qr_create, true, A::ignore,
        "multislice requests here are always placed all or nothing", ""},
@@ -125,7 +129,7 @@ const std::vector<CompatFlag>& compat_flags() {
       {"--custom-tpu-nodepool-arguments", k_xpk_cluster, true, A::ignore, k_gke_only, ""},
       {"--force", "cluster delete|workload delete", false, A::ignore, "tpuctl never prompts", ""},
       {"--private", k_xpk_cluster, false, A::ignore, k_gke_only, ""},
-      {"--authorized-networks", k_xpk_cluster, true, A::ignore, k_gke_only, ""},
+      {"--authorized-networks", k_xpk_cluster, true, A::ignore, k_gke_only, "", true},
       {"--enable-private-endpoint", k_xpk_cluster, false, A::ignore, k_gke_only, ""},
       {"--private-endpoint-subnetwork", k_xpk_cluster, true, A::ignore, k_gke_only, ""},
       {"--enable-master-global-access", k_xpk_cluster, false, A::ignore, k_gke_only, ""},
@@ -366,6 +370,14 @@ std::vector<std::string> take_compat_flags(const CLI::App& root, std::vector<std
     auto& given = values.given[name];
     if (w.size() > name.size()) {
       given.push_back(w.substr(name.size() + 1));
+    } else if (f->many) {
+      // argparse's nargs='+': every word up to the next flag (xpk's --authorized-networks
+      // 1.2.3.0/24 1.2.4.5/32), kept as one value.
+      std::string all;
+      while (i + 1 < args.size() && !util::starts_with(args[i + 1], "-")) {
+        all += (all.empty() ? "" : " ") + args[++i];
+      }
+      given.push_back(all);
     } else if (f->takes_value && i + 1 < args.size()) {
       given.push_back(args[++i]);
     } else {

@@ -47,6 +47,7 @@ struct CompatFlag {
   CompatAction action;
   std::string_view why;     // ignore: why it means nothing here; refuse: why tpuctl cannot
   std::string_view instead; // refuse: what to use instead (empty for ignore)
+  bool many = false;        // takes every following word up to the next flag (argparse's '+')
 };
 
 struct CompatCommand {

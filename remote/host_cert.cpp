@@ -122,7 +122,7 @@ Status check_host_certificate(const SshCertificate& cert, const KnownHosts& know
     return bad(what + " is signed by a CA (" + ca_text + ") that no @cert-authority line for " +
                name + " in " + known.path + " names");
   }
-  const std::string where = known.path + " line " + std::to_string(ca->line);
+  const std::string where = ca->path + " line " + std::to_string(ca->line);
   if (auto verified = crypto::verify(cert.signature_key, cert.signature, cert.signed_data);
       !verified) {
     return bad(what + ": the CA's signature (CA of " + where +
@@ -130,10 +130,10 @@ Status check_host_certificate(const SshCertificate& cert, const KnownHosts& know
   }
   if (const KnownHostsEntry* r = known.revoked(name, cert.public_key)) {
     return bad("the host key of " + name + " (" + wire::fingerprint(cert.public_key) +
-               ") is @revoked in " + known.path + " line " + std::to_string(r->line));
+               ") is @revoked in " + r->path + " line " + std::to_string(r->line));
   }
   if (const KnownHostsEntry* r = known.revoked(name, cert.signature_key)) {
-    return bad(what + " is signed by a CA (" + ca_text + ") that is @revoked in " + known.path +
+    return bad(what + " is signed by a CA (" + ca_text + ") that is @revoked in " + r->path +
                " line " + std::to_string(r->line));
   }
   const uint64_t t = now < 0 ? 0 : static_cast<uint64_t>(now);

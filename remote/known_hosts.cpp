@@ -1,5 +1,6 @@
 #include "remote/known_hosts.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -8,6 +9,7 @@
 #include <sstream>
 #include <sys/stat.h>
 
+#include "remote/ssh_config.hpp"
 #include "remote/ssh_crypto.hpp"
 #include "remote/ssh_wire.hpp"
 
@@ -61,14 +63,6 @@ bool hashed_match(std::string_view hashed, std::string_view name) {
 bool is_key_type(std::string_view s) {
   return s == "ssh-ed25519" || s == "ssh-rsa" || s == "ssh-dss" || s.rfind("ecdsa-sha2-", 0) == 0 ||
          s.rfind("sk-", 0) == 0 || s.find("-cert-v01@openssh.com") != std::string_view::npos;
-}
-
-std::string expand_home(const std::string& path) {
-  if (path.rfind("~/", 0) == 0) {
-    const char* home = std::getenv("HOME");
-    return std::string(home ? home : "") + path.substr(1);
-  }
-  return path;
 }
 
 } // namespace
@@ -134,6 +128,63 @@ std::string known_hosts_name(const std::string& host, unsigned port) {
   return port == 22 || port == 0 ? host : "[" + host + "]:" + std::to_string(port);
 }
 
+KnownHosts merge_known_hosts(const std::vector<std::shared_ptr<const KnownHosts>>& files) {
+  KnownHosts out;
+  std::string all;
+  for (const auto& f : files) {
+    all += (all.empty() ? "" : ", ") + f->path;
+    if (f->exists) {
+      out.path += (out.path.empty() ? "" : ", ") + f->path;
+    }
+    out.entries.insert(out.entries.end(), f->entries.begin(), f->entries.end());
+  }
+  if (out.path.empty()) {
+    out.path = all;
+  }
+  return out;
+}
+
+HostKeyLookup lookup_host_key(const KnownHosts& known, std::string_view name,
+                              std::string_view key_blob) {
+  HostKeyLookup out;
+  for (const KnownHostsEntry* e : known.matching(name, KnownHostsMarker::none)) {
+    if (e->key == key_blob) {
+      out = {HostKeyStatus::ok, e};
+      break;
+    }
+    out = {HostKeyStatus::changed, e};
+  }
+  if (const KnownHostsEntry* r = known.revoked(name, key_blob)) {
+    out = {HostKeyStatus::revoked, r};
+  }
+  return out;
+}
+
+std::vector<std::string> known_key_types(const KnownHosts& known, std::string_view name) {
+  std::vector<std::string> out;
+  for (const KnownHostsEntry* e : known.matching(name, KnownHostsMarker::none)) {
+    if (std::find(out.begin(), out.end(), e->key_type) == out.end()) {
+      out.push_back(e->key_type);
+    }
+  }
+  return out;
+}
+
+std::string known_hosts_line(const std::string& name, const std::string& type,
+                             std::string_view blob, bool hash) {
+  std::string host = name;
+  if (hash) {
+    std::string salt(20, '\0');
+    std::ifstream random("/dev/urandom", std::ios::binary);
+    random.read(salt.data(), static_cast<std::streamsize>(salt.size()));
+    auto mac = crypto::hmac_sha1(salt, name);
+    if (random && mac) {
+      host = "|1|" + wire::base64_encode(salt) + "|" + wire::base64_encode(*mac);
+    }
+  }
+  return host + " " + type + " " + wire::base64_encode(blob) + "\n";
+}
+
 Expected<KnownHosts> parse_known_hosts(const std::string& path, std::string_view text) {
   KnownHosts out;
   out.path = path;
@@ -148,6 +199,7 @@ Expected<KnownHosts> parse_known_hosts(const std::string& path, std::string_view
       continue;
     }
     KnownHostsEntry e;
+    e.path = path;
     e.line = number;
     const std::string where = "known_hosts file '" + path + "' line " + std::to_string(number);
     if (first[0] == '@') {
@@ -202,7 +254,7 @@ Expected<std::shared_ptr<const KnownHosts>> load_known_hosts(const std::string& 
   };
   static std::mutex mutex;
   static std::map<std::string, Cached> cache;
-  const std::string file = expand_home(path);
+  const std::string file = expand_user_path(path);
   struct stat st {};
   Cached now;
   if (::stat(file.c_str(), &st) == 0) {
@@ -222,6 +274,7 @@ Expected<std::shared_ptr<const KnownHosts>> load_known_hosts(const std::string& 
     text = ss.str();
   }
   TPUCTL_TRY_ASSIGN(auto parsed, parse_known_hosts(path, text));
+  parsed.exists = now.size >= 0;
   now.parsed = std::make_shared<const KnownHosts>(std::move(parsed));
   cache[file] = now;
   return now.parsed;

@@ -18,7 +18,8 @@ namespace tpuctl::remote {
 enum class KnownHostsMarker { none, cert_authority, revoked };
 
 struct KnownHostsEntry {
-  size_t line = 0; // 1-based
+  std::string path; // the file it was read from
+  size_t line = 0;  // 1-based
   KnownHostsMarker marker = KnownHostsMarker::none;
   std::string patterns; // as written: "a,*.b,!c" or one hashed name "|1|salt|hash"
   std::string key_type; // "ssh-ed25519"
@@ -26,7 +27,8 @@ struct KnownHostsEntry {
 };
 
 struct KnownHosts {
-  std::string path;
+  std::string path; // one file, or several joined by ", " (merge_known_hosts)
+  bool exists = true; // false: the file was missing (read as empty)
   std::vector<KnownHostsEntry> entries;
 
   bool has_markers() const;
@@ -54,5 +56,29 @@ bool host_patterns_match(std::string_view patterns, std::string_view name);
 
 // "[host]:port", or "host" for port 22: the name known_hosts lines are matched against.
 std::string known_hosts_name(const std::string& host, unsigned port);
+
+// The entries of several files, in the order given (ssh reads its UserKnownHostsFile list, then
+// its GlobalKnownHostsFile list, as one set); `path` lists those that exist (all of them when
+// none does), for messages.
+KnownHosts merge_known_hosts(const std::vector<std::shared_ptr<const KnownHosts>>& files);
+
+// OpenSSH's check_key_in_hostkeys for a plain key: among the lines whose patterns match `name`,
+// one with the key is `ok`; else one with another key (of any type) makes it `changed`; none is
+// `unknown`; and a matching @revoked line with the key makes it `revoked` whatever else.
+enum class HostKeyStatus { ok, changed, revoked, unknown };
+struct HostKeyLookup {
+  HostKeyStatus status = HostKeyStatus::unknown;
+  const KnownHostsEntry* entry = nullptr; // the line that decided (null for unknown)
+};
+HostKeyLookup lookup_host_key(const KnownHosts& known, std::string_view name,
+                              std::string_view key_blob);
+
+// The key types of the plain lines matching `name`, in file order, each once: what ssh puts
+// first in its host-key proposal (order_hostkeyalgs).
+std::vector<std::string> known_key_types(const KnownHosts& known, std::string_view name);
+
+// A known_hosts line for `name` and the key (type, blob), hashed (`|1|salt|hmac`) when `hash`.
+std::string known_hosts_line(const std::string& name, const std::string& type,
+                             std::string_view blob, bool hash);
 
 } // namespace tpuctl::remote

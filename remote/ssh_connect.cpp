@@ -35,7 +35,7 @@
 #include <spdlog/spdlog.h>
 
 #include "remote/jump_hub.hpp"
-#include "remote/ssh_config_certs.hpp"
+#include "remote/ssh_config.hpp"
 #include "remote/ssh_session.hpp"
 #include "remote/ssh_wire.hpp"
 #include "util/strings.hpp"
@@ -46,62 +46,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::mutex& known_hosts_mutex() {
-  static std::mutex m;
-  return m;
-}
-
 void libssh_log(int priority, const char* function, const char* buffer, void* /*userdata*/) {
   if (priority >= SSH_LOG_PROTOCOL) {
     spdlog::trace("libssh: {}: {}", function ? function : "", buffer ? buffer : "");
   } else {
     spdlog::debug("libssh: {}", buffer ? buffer : "");
   }
-}
-
-// "ssh-ed25519 SHA256:..." for a public key; empty when it cannot be computed.
-std::string fingerprint(ssh_key key) {
-  unsigned char* hash = nullptr;
-  size_t len = 0;
-  if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &len) != SSH_OK) {
-    return "";
-  }
-  char* text = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, len);
-  ssh_clean_pubkey_hash(&hash);
-  std::string out = std::string(ssh_key_type_to_char(ssh_key_type(key))) + " " + (text ? text : "");
-  ssh_string_free_char(text);
-  return out;
-}
-
-// The 1-based line of `file` holding an entry for `label` (the first whose key differs from
-// `server_key` when there is one), 0 when none is found.
-size_t find_known_hosts_line(const std::string& file, const std::string& label,
-                             ssh_key server_key) {
-  std::ifstream in(file);
-  std::string line;
-  size_t number = 0, first_match = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.empty() || line[0] == '#') {
-      continue;
-    }
-    ssh_knownhosts_entry* entry = nullptr;
-    int rc = ssh_known_hosts_parse_line(label.c_str(), line.c_str(), &entry);
-    if (rc != SSH_OK || entry == nullptr) {
-      ssh_knownhosts_entry_free(entry);
-      continue;
-    }
-    bool differs = entry->publickey != nullptr &&
-                   ssh_key_cmp(entry->publickey, server_key, SSH_KEY_CMP_PUBLIC) != 0;
-    ssh_knownhosts_entry_free(entry);
-    if (first_match == 0) {
-      first_match = number;
-    }
-    if (differs) {
-      return number;
-    }
-  }
-  return first_match;
 }
 
 void set_socket_options(int fd, std::chrono::milliseconds keepalive) {
@@ -149,6 +99,19 @@ bool apply_extra(ssh_session s, const std::string& key, const std::string& value
 }
 
 } // namespace
+
+std::string fingerprint(ssh_key key) {
+  unsigned char* hash = nullptr;
+  size_t len = 0;
+  if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &len) != SSH_OK) {
+    return "";
+  }
+  char* text = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, len);
+  ssh_clean_pubkey_hash(&hash);
+  std::string out = std::string(ssh_key_type_to_char(ssh_key_type(key))) + " " + (text ? text : "");
+  ssh_string_free_char(text);
+  return out;
+}
 
 int libssh_log_level() {
   if (spdlog::should_log(spdlog::level::trace)) {
@@ -306,8 +269,15 @@ Expected<IdentityStore> IdentityStore::load(const std::vector<const SshTarget*>&
     // Its certificate: KEY-cert.pub, else a CertificateFile the ssh_config gives this host.
     std::vector<std::string> files{path + "-cert.pub"};
     if (options != nullptr && options->process_config) {
-      for (auto& f : certificate_files_of(options->config_file, t->address)) {
-        files.push_back(std::move(f));
+      SshConfigQuery q;
+      q.host = t->address;
+      q.port = t->port;
+      q.user = t->user;
+      q.config_file = options->config_file;
+      if (auto r = resolve_ssh_config(q)) {
+        for (const auto& f : r->certificate_files) {
+          files.push_back(expand_config_path(*r, f));
+        }
       }
     }
     for (const auto& file : files) {
@@ -585,9 +555,9 @@ std::optional<Failure> SshSession::connect(const SshTarget& target) {
     return failure;
   }
 
-  m_host = session_option(s, SSH_OPTIONS_HOST);
-  ssh_options_get_port(s, &m_port);
-  m_label = m_port == 22 ? m_host : "[" + m_host + "]:" + std::to_string(m_port);
+  if (auto failure = prepare_host_keys(target)) {
+    return failure;
+  }
   if (auto failure = prepare_host_certificate(target)) {
     return failure;
   }
@@ -657,97 +627,10 @@ std::optional<Failure> SshSession::connect(const SshTarget& target) {
                          why.find("Connection closed") != std::string::npos;
     return Failure{Outcome::error, "ssh connection to " + m_label + " failed: " + why, dropped};
   }
-  m_known_hosts = session_option(s, SSH_OPTIONS_KNOWNHOSTS);
-  if (m_known_hosts.empty()) {
-    m_known_hosts = "~/.ssh/known_hosts";
-  }
   if (auto failure = check_host_key()) {
     return failure;
   }
   return authenticate(target);
-}
-
-std::optional<Failure> SshSession::check_host_key() {
-  ssh_key server_key = nullptr;
-  if (ssh_get_server_publickey(m_session, &server_key) != SSH_OK) {
-    return Failure{Outcome::error, "no host key from " + m_label + ": " + ssh_get_error(m_session)};
-  }
-  std::string fp = fingerprint(server_key);
-  std::string server_blob;
-  if (char* b64 = nullptr; ssh_pki_export_pubkey_base64(server_key, &b64) == SSH_OK) {
-    server_blob = wire::base64_decode(b64).value_or("");
-    ssh_string_free_char(b64);
-  }
-  if (auto revoked = check_revoked(server_blob, fp)) {
-    ssh_key_free(server_key);
-    return revoked;
-  }
-  enum ssh_known_hosts_e state = ssh_session_is_known_server(m_session);
-  std::optional<Failure> failure;
-  bool fallback = true;
-  if (m_cert_host && (state == SSH_KNOWN_HOSTS_UNKNOWN || state == SSH_KNOWN_HOSTS_NOT_FOUND)) {
-    failure = check_host_certificate_of(server_blob, fp, fallback);
-    if (!failure) {
-      ssh_key_free(server_key);
-      return std::nullopt;
-    }
-    if (fallback && m_options.host_key_policy != HostKeyPolicy::yes) {
-      spdlog::warn("{}; trusting the plain host key instead (--strict-host-key-checking={})",
-                   failure->message,
-                   m_options.host_key_policy == HostKeyPolicy::no ? "no" : "accept-new");
-      failure.reset();
-    } else {
-      ssh_key_free(server_key);
-      return failure;
-    }
-  }
-  switch (state) {
-  case SSH_KNOWN_HOSTS_OK:
-    break;
-  case SSH_KNOWN_HOSTS_CHANGED:
-  case SSH_KNOWN_HOSTS_OTHER: {
-    size_t line = find_known_hosts_line(m_known_hosts, m_label, server_key);
-    failure =
-        Failure{Outcome::host_key_changed,
-                "host key for " + m_label + " changed (the server now offers " + fp + "); see " +
-                    m_known_hosts + (line ? " line " + std::to_string(line) : std::string()) +
-                    ": if the host was reinstalled, remove that line; otherwise this may "
-                    "be a man-in-the-middle attack"};
-    break;
-  }
-  case SSH_KNOWN_HOSTS_UNKNOWN:
-  case SSH_KNOWN_HOSTS_NOT_FOUND:
-    if (m_options.host_key_policy == HostKeyPolicy::no) {
-      spdlog::info("{} ({}) is not in {}; not recorded (--strict-host-key-checking=no)", m_label,
-                   fp, m_known_hosts);
-    } else if (m_options.host_key_policy == HostKeyPolicy::accept_new) {
-      std::lock_guard lock(known_hosts_mutex());
-      if (ssh_session_update_known_hosts(m_session) != SSH_OK) {
-        failure = Failure{Outcome::error, "cannot record the host key of " + m_label + " in " +
-                                              m_known_hosts + ": " + ssh_get_error(m_session)};
-      } else {
-        spdlog::info("added {} ({}) to {}", m_label, fp, m_known_hosts);
-      }
-    } else {
-      failure = Failure{Outcome::host_key_unknown,
-                        "host key for " + m_label + " (" + fp + ") is not in " + m_known_hosts +
-                            ": verify the fingerprint and add it, or use "
-                            "--strict-host-key-checking=accept-new"};
-    }
-    break;
-  case SSH_KNOWN_HOSTS_ERROR:
-  default:
-    if (m_options.host_key_policy == HostKeyPolicy::no) {
-      spdlog::warn("cannot check the host key of {} against {}: {}; connecting anyway "
-                   "(--strict-host-key-checking=no)",
-                   m_label, m_known_hosts, ssh_get_error(m_session));
-      break;
-    }
-    failure = Failure{Outcome::error, "cannot check the host key of " + m_label + " against " +
-                                          m_known_hosts + ": " + ssh_get_error(m_session)};
-  }
-  ssh_key_free(server_key);
-  return failure;
 }
 
 std::optional<Failure> SshSession::authenticate(const SshTarget& target) {

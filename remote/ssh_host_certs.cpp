@@ -34,25 +34,27 @@ namespace tpuctl::remote::detail {
 
 namespace {
 
-// The known_hosts file a configured session will read ("%d" is libssh's ~/.ssh).
-std::string known_hosts_path(ssh_session s, const SshTarget& target) {
-  if (!target.known_hosts_file.empty()) {
-    return target.known_hosts_file;
+// A host trusted through a certificate: a @cert-authority line matches one of its names and no
+// plain line matches any.
+bool needs_certificate(const KnownHosts& known, const std::vector<std::string>& names) {
+  bool ca = false;
+  for (const auto& name : names) {
+    if (!known.matching(name, KnownHostsMarker::none).empty()) {
+      return false;
+    }
+    ca = ca || !known.matching(name, KnownHostsMarker::cert_authority).empty();
   }
-  std::string path = session_option(s, SSH_OPTIONS_KNOWNHOSTS);
-  if (path.empty()) {
-    return "~/.ssh/known_hosts";
-  }
-  if (path.rfind("%d/", 0) == 0) {
-    return "~/.ssh/" + path.substr(3);
-  }
-  return path;
+  return ca;
 }
 
-// A host trusted through a certificate: a @cert-authority line matches it and no plain one.
-bool needs_certificate(const KnownHosts& known, const std::string& name) {
-  return !known.matching(name, KnownHostsMarker::cert_authority).empty() &&
-         known.matching(name, KnownHostsMarker::none).empty();
+// The first of `names` a @cert-authority line matches ("" when none).
+std::string certificate_name(const KnownHosts& known, const std::vector<std::string>& names) {
+  for (const auto& name : names) {
+    if (!known.matching(name, KnownHostsMarker::cert_authority).empty()) {
+      return name;
+    }
+  }
+  return "";
 }
 
 // The host-key algorithms that prove a key of `plain` type.
@@ -93,37 +95,26 @@ fetch_host_certificates(const std::vector<const SshTarget*>& targets, const SshO
   std::map<unsigned, std::vector<std::string>> names_by_port;
   std::set<std::string> seen;
   for (const SshTarget* t : targets) {
-    if (!t->known_hosts_file.empty()) {
-      TPUCTL_TRY_ASSIGN(auto known, load_known_hosts(t->known_hosts_file));
-      if (!known->has_markers()) {
-        continue; // the common case: nothing to do for this host
+    TPUCTL_TRY_ASSIGN(auto files, host_key_files(*t, options));
+    if (!files.known->has_markers() || !needs_certificate(*files.known, files.names)) {
+      continue; // the common case: nothing to do for this host
+    }
+    const std::string name = known_hosts_name(files.resolved.hostname, files.resolved.port);
+    if (!seen.insert(name).second) {
+      continue;
+    }
+    std::string proxy = files.resolved.proxy_command;
+    for (const auto& [key, value] : t->extra) {
+      if (util::to_lower(key) == "proxycommand") {
+        proxy = value;
       }
-    }
-    ssh_session s = ssh_new();
-    if (s == nullptr) {
-      continue;
-    }
-    if (configure_session(s, *t, options)) {
-      ssh_free(s); // connect() reports it
-      continue;
-    }
-    const std::string host = session_option(s, SSH_OPTIONS_HOST);
-    unsigned port = 22;
-    ssh_options_get_port(s, &port);
-    const std::string file = known_hosts_path(s, *t);
-    const std::string proxy = session_option(s, SSH_OPTIONS_PROXYCOMMAND);
-    ssh_free(s);
-    TPUCTL_TRY_ASSIGN(auto known, load_known_hosts(file));
-    const std::string name = known_hosts_name(host, port);
-    if (!known->has_markers() || !needs_certificate(*known, name) || !seen.insert(name).second) {
-      continue;
     }
     if (!proxy.empty() && proxy != "none") {
       pool->problems[name] = "it is reached through a ProxyCommand, which ssh-keyscan cannot use";
       continue;
     }
-    hosts_by_port[port].push_back(host);
-    names_by_port[port].push_back(name);
+    hosts_by_port[files.resolved.port].push_back(files.resolved.hostname);
+    names_by_port[files.resolved.port].push_back(name);
   }
   if (hosts_by_port.empty()) {
     return std::shared_ptr<const HostCertPool>(pool);
@@ -167,16 +158,10 @@ fetch_host_certificates(const std::vector<const SshTarget*>& targets, const SshO
 }
 
 std::optional<Failure> SshSession::prepare_host_certificate(const SshTarget& target) {
-  const std::string file = known_hosts_path(m_session, target);
-  auto known = load_known_hosts(file);
-  if (!known) {
-    return Failure{Outcome::error, known.error().message};
-  }
-  if (!(*known)->has_markers()) {
+  if (!m_files.known->has_markers()) {
     return std::nullopt;
   }
-  m_known = *known;
-  m_cert_host = needs_certificate(*m_known, m_label);
+  m_cert_host = needs_certificate(*m_files.known, m_files.names);
   if (!m_cert_host) {
     return std::nullopt;
   }
@@ -211,14 +196,15 @@ std::optional<Failure> SshSession::prepare_host_certificate(const SshTarget& tar
   return std::nullopt;
 }
 
-std::optional<Failure> SshSession::check_revoked(const std::string& server_blob,
+std::optional<Failure> SshSession::check_revoked(const std::string& name,
+                                                 const std::string& server_blob,
                                                  const std::string& fp) {
-  if (!m_known || server_blob.empty()) {
+  if (server_blob.empty()) {
     return std::nullopt;
   }
-  if (const KnownHostsEntry* r = m_known->revoked(m_label, server_blob)) {
+  if (const KnownHostsEntry* r = m_files.known->revoked(name, server_blob)) {
     return Failure{Outcome::host_key_changed,
-                   "host key for " + m_label + " (" + fp + ") is @revoked in " + m_known->path +
+                   "host key for " + name + " (" + fp + ") is @revoked in " + r->path +
                        " line " + std::to_string(r->line) +
                        ": tpuctl never accepts it; if the host has a new key, remove or replace "
                        "its known_hosts lines"};
@@ -231,19 +217,26 @@ std::optional<Failure> SshSession::check_host_certificate_of(const std::string& 
                                                              bool& fallback) {
   fallback = true;
   const HostCertPool& pool = m_ctx.identities.host_certs();
+  const KnownHosts& known = *m_files.known;
+  const std::string name = certificate_name(known, m_files.names);
+  // The principal a certificate must name: HostKeyAlias, else the host connected to (ssh's
+  // sshkey_cert_check_host).
+  const std::string principal = m_files.resolved.host_key_alias.empty()
+                                    ? m_host
+                                    : m_files.resolved.host_key_alias;
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
   std::optional<Error> first;
   for (const auto& c : pool.certs) {
     if (c.public_key != server_blob) {
       continue;
     }
-    auto checked = check_host_certificate(c, *m_known, m_host, m_label, now);
+    auto checked = check_host_certificate(c, known, principal, name, now);
     if (checked) {
       spdlog::debug("{}: host certificate '{}' (CA {}) accepted", m_label, c.key_id,
                     wire::fingerprint(c.signature_key));
       return std::nullopt;
     }
-    if (m_known->revoked(m_label, c.signature_key)) {
+    if (known.revoked(name, c.signature_key)) {
       fallback = false;
     }
     if (!first) {
@@ -251,16 +244,17 @@ std::optional<Failure> SshSession::check_host_certificate_of(const std::string& 
     }
   }
   if (first) {
-    const bool named = first->message.find(m_known->path) != std::string::npos;
+    const bool named = first->message.find(" line ") != std::string::npos;
     return Failure{Outcome::host_key_unknown,
-                   first->message + (named ? "" : " (" + m_known->path + ")")};
+                   first->message + (named ? "" : " (" + known.path + ")")};
   }
   auto problem = pool.problems.find(m_label);
+  const std::string files = known.path.empty() ? std::string("no known_hosts file") : known.path;
   const std::string why = problem != pool.problems.end()
                               ? problem->second
                               : "ssh-keyscan -c got no certificate for that key from it";
   return Failure{Outcome::host_key_unknown,
-                 "host key for " + m_label + " (" + fp + ") is not in " + m_known->path +
+                 "host key for " + name + " (" + fp + ") is not in " + files +
                      " and no host certificate for it could be had for its @cert-authority "
                      "line: " +
                      why};

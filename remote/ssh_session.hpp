@@ -15,6 +15,7 @@
 
 #include "remote/forwarding.hpp"
 #include "remote/host_cert.hpp"
+#include "remote/ssh_config.hpp"
 #include "remote/ssh_types.hpp"
 #include "util/expected.hpp"
 
@@ -46,7 +47,7 @@ public:
   // each naming the file: it cannot be read, is not a private key, its passphrase is wrong, or
   // it is encrypted and nothing gives its passphrase (saying how to give one).
   // Each key's user certificate is KEY-cert.pub, else the first usable CertificateFile that
-  // `options`' ssh_config gives the first target naming the key (ssh_config_certs.hpp).
+  // `options`' ssh_config gives the first target naming the key (ssh_config.hpp).
   static Expected<IdentityStore> load(const std::vector<const SshTarget*>& targets,
                                       const std::string& passphrase,
                                       const PassphraseSource& source = {}, bool agent = true,
@@ -172,6 +173,21 @@ struct ExecResult {
 // Receives remote output as it arrives (stream, bytes).
 using ExecSink = std::function<void(Stream, const char*, size_t)>;
 
+// The known_hosts side of one target (ssh_known.cpp): its ssh_config as ssh resolves it, every
+// line of its user files then its global files (the target's known_hosts_file standing for the
+// user files), the names its key is looked up under (HostKeyAlias or "[host]:port", then,
+// without an alias off port 22, the bare host) and the file accept-new records in.
+struct HostKeyFiles {
+  SshResolved resolved;
+  std::shared_ptr<const KnownHosts> known = std::make_shared<const KnownHosts>();
+  std::vector<std::string> names;
+  std::string write_file; // "" when there is no user file (UserKnownHostsFile none)
+};
+Expected<HostKeyFiles> host_key_files(const SshTarget& target, const SshOptions& options);
+
+// "ssh-ed25519 SHA256:..." for a public key; empty when it cannot be computed.
+std::string fingerprint(ssh_key_struct* key);
+
 class SshSession {
 public:
   SshSession(WorkerContext& ctx, const SshOptions& options);
@@ -209,13 +225,20 @@ public:
 
 private:
   std::optional<Failure> tcp_connect(const std::string& host, unsigned port, int& fd_out);
+  // ssh_known.cpp: the target's known_hosts files and lookup names (ssh_config resolved as ssh
+  // does, its HostName, Port and User given to libssh), and the key types to propose first;
+  // after the key exchange, the decision on the key the server proved, and accept-new's record.
+  std::optional<Failure> prepare_host_keys(const SshTarget& target);
   std::optional<Failure> check_host_key();
+  std::optional<Failure> record_host_key(const std::string& name, const std::string& type,
+                                         const std::string& blob, const std::string& fp);
   // ssh_host_certs.cpp: before the key exchange, whether this host is to be trusted through a
   // host certificate (no plain known_hosts line for it, a @cert-authority line that matches)
   // and, if so, the plain key types its certificates certify (SSH_OPTIONS_HOSTKEYS); after it,
   // @revoked and the certificate check on the key the server proved.
   std::optional<Failure> prepare_host_certificate(const SshTarget& target);
-  std::optional<Failure> check_revoked(const std::string& server_blob, const std::string& fp);
+  std::optional<Failure> check_revoked(const std::string& name, const std::string& server_blob,
+                                       const std::string& fp);
   // nullopt: accepted through a certificate; else why not (`fallback`: the plain-key policy
   // may still take the host, as OpenSSH falls back when a certificate is not valid).
   std::optional<Failure> check_host_certificate_of(const std::string& server_blob,
@@ -228,9 +251,8 @@ private:
   std::string m_host;
   unsigned m_port = 22;
   std::string m_label;
-  std::string m_known_hosts;
-  std::shared_ptr<const KnownHosts> m_known; // parsed by tpuctl (markers); null: not read
-  bool m_cert_host = false;                  // trusted through a host certificate, if at all
+  HostKeyFiles m_files;     // where its key is looked up, and under which names
+  bool m_cert_host = false; // trusted through a host certificate, if at all
   int m_fd = -1; // our socket; libssh 0.10 does not close an SSH_OPTIONS_FD socket
   unsigned long m_fd_inode = 0;
   // The jump host this session goes through (its socket is m_fd): released after m_fd closes.

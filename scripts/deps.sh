@@ -45,25 +45,24 @@ if [[ $(id -u) -ne 0 ]] && command -v sudo >/dev/null; then
   sudo="sudo"
 fi
 
-# The project's Python environment: a virtual environment of Debian's python3 (the one the
-# workers run), holding exactly the pinned set. Made again only when the pins change.
-install_frameworks() {
-  local dir=${TPUCTL_FRAMEWORKS_DIR:-/opt/tpuctl/frameworks}
-  local reqs
-  reqs="$(cd "$(dirname "$0")" && pwd)/frameworks-requirements.txt"
+# The project's Python environments: virtual environments of Debian's python3 (the one the
+# workers run), each holding exactly its pinned set, made again only when the pins change:
+# $1 the directory, $2 the requirements file, $3 what it is for (messages).
+install_venv() {
+  local dir=$1 reqs=$2 what=$3
   local want
   want=$(sha256sum "$reqs" | cut -d' ' -f1)
   if [[ -x $dir/bin/python3 && "$(cat "$dir/.tpuctl-requirements" 2>/dev/null)" == "$want" ]]; then
     return 0
   fi
   if [[ -e $dir && -n "$(ls -A "$dir" 2>/dev/null)" && ! -f $dir/pyvenv.cfg ]]; then
-    echo "deps: $dir holds files but no virtual environment: not replacing it (set TPUCTL_FRAMEWORKS_DIR to an empty or new directory)" >&2
+    echo "deps: $dir holds files but no virtual environment: not replacing it (set TPUCTL_FRAMEWORKS_DIR or TPUCTL_XPK_DIR to an empty or new directory)" >&2
     exit 1
   fi
-  echo "deps: installing JAX, Orbax and optax into $dir (scripts/frameworks-requirements.txt)" >&2
-  local as=""
+  echo "deps: installing $what into $dir ($(basename "$reqs"))" >&2
+  as=""
   if ! mkdir -p "$dir" 2>/dev/null || [[ ! -w $dir ]]; then
-    [[ -n $sudo ]] || { echo "deps: cannot write $dir: run as root or with sudo, or set TPUCTL_FRAMEWORKS_DIR" >&2; exit 1; }
+    [[ -n $sudo ]] || { echo "deps: cannot write $dir: run as root or with sudo, or set TPUCTL_FRAMEWORKS_DIR / TPUCTL_XPK_DIR" >&2; exit 1; }
     as=$sudo
     $as mkdir -p "$dir"
   fi
@@ -74,12 +73,46 @@ install_frameworks() {
   if ! $as "$dir/bin/python3" -m pip install --quiet --disable-pip-version-check --no-input \
       --requirement "$reqs" >&2; then
     $as rm -rf "$dir"
-    echo "deps: pip could not install scripts/frameworks-requirements.txt from PyPI" >&2
+    echo "deps: pip could not install scripts/$(basename "$reqs") from PyPI" >&2
     exit 1
   fi
   $as "$dir/bin/python3" -m pip check --disable-pip-version-check >&2
-  echo "$want" | $as tee "$dir/.tpuctl-requirements" >/dev/null
-  echo "deps: $("$dir/bin/python3" -c 'import jax, orbax.checkpoint, optax; print("jax", jax.__version__, "orbax-checkpoint", orbax.checkpoint.__version__, "optax", optax.__version__)') in $dir" >&2
+  return 1 # made now: the caller finishes it, then stamps it
+}
+
+stamp_venv() {
+  sha256sum "$2" | cut -d' ' -f1 | $as tee "$1/.tpuctl-requirements" >/dev/null
+}
+
+install_frameworks() {
+  local here
+  here="$(cd "$(dirname "$0")" && pwd)"
+  local dir=${TPUCTL_FRAMEWORKS_DIR:-/opt/tpuctl/frameworks}
+  local as=""
+  if ! install_venv "$dir" "$here/frameworks-requirements.txt" "JAX, Orbax and optax"; then
+    stamp_venv "$dir" "$here/frameworks-requirements.txt"
+    echo "deps: $("$dir/bin/python3" -c 'import jax, orbax.checkpoint, optax; print("jax", jax.__version__, "orbax-checkpoint", orbax.checkpoint.__version__, "optax", optax.__version__)') in $dir" >&2
+  fi
+  # xpk, for its parser and its documentation (the sdist's docs/, README.md and recipes/).
+  local xdir=${TPUCTL_XPK_DIR:-/opt/tpuctl/xpk}
+  if ! install_venv "$xdir" "$here/xpk-requirements.txt" "xpk (its parser and docs, the oracle of tpuctl's xpk surface)"; then
+    local version tmp
+    version=$(sed -n 's/^xpk==//p' "$here/xpk-requirements.txt")
+    tmp=$(mktemp -d)
+    if ! "$xdir/bin/python3" -m pip download --quiet --disable-pip-version-check --no-deps \
+        --no-binary :all: "xpk==$version" -d "$tmp" >&2; then
+      rm -rf "$tmp"
+      $as rm -rf "$xdir"
+      echo "deps: pip could not download xpk $version's source (its documentation) from PyPI" >&2
+      exit 1
+    fi
+    $as mkdir -p "$xdir/docs"
+    $as tar -xzf "$tmp"/xpk-"$version".tar.gz -C "$xdir/docs" --strip-components=1 \
+      --wildcards "xpk-$version/README.md" "xpk-$version/docs/*" "xpk-$version/recipes/*"
+    rm -rf "$tmp"
+    stamp_venv "$xdir" "$here/xpk-requirements.txt"
+    echo "deps: xpk $version and its documentation in $xdir" >&2
+  fi
 }
 
 missing=()

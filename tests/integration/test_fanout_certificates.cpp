@@ -28,13 +28,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string key_fields(const fs::path& pub) {
-  std::istringstream in(test::read_file(pub));
-  std::string type, b64;
-  in >> type >> b64;
-  return type + " " + b64;
-}
-
 void write(const fs::path& path, const std::string& text) {
   std::ofstream(path) << text;
 }
@@ -50,7 +43,7 @@ struct PoolGuard {
 void reload(const remote::LocalSshdHost& h) {
   REQUIRE(h.pid > 0);
   REQUIRE(::kill(h.pid, SIGHUP) == 0);
-  const std::string cert = key_fields(h.host_key.string() + "-cert.pub");
+  const std::string cert = test::key_fields(h.host_key.string() + "-cert.pub");
   const bool serving = test::wait_until(
       [&] {
         util::ProcessOptions o;
@@ -115,7 +108,7 @@ TEST_CASE("remote::run_fanout trusts hosts through @cert-authority, refuses bad 
   const std::string plain_known = test::read_file(pool.known_hosts);
 
   const std::string ca_line =
-      std::string("@cert-authority [127.0.251.*]:2222 ") + key_fields(ca.string() + ".pub") + "\n";
+      std::string("@cert-authority [127.0.251.*]:2222 ") + test::key_fields(ca.string() + ".pub") + "\n";
   write(pool.known_hosts, ca_line);
   auto r = remote::run_fanout(jobs, opts);
   REQUIRE(r);
@@ -141,7 +134,7 @@ TEST_CASE("remote::run_fanout trusts hosts through @cert-authority, refuses bad 
 
   // @revoked, even with a plain line that accepts the key.
   const std::string revoked =
-      std::string("@revoked * ") + key_fields(pool.hosts[0].host_key.string() + ".pub") + "\n";
+      std::string("@revoked * ") + test::key_fields(pool.hosts[0].host_key.string() + ".pub") + "\n";
   write(pool.known_hosts, plain_known + revoked);
   auto rev = remote::run_fanout({jobs[0], jobs[2]}, opts);
   REQUIRE(rev);
@@ -151,7 +144,7 @@ TEST_CASE("remote::run_fanout trusts hosts through @cert-authority, refuses bad 
 
   // A CA line without a pattern: the run fails before any host is contacted.
   write(pool.known_hosts,
-        plain_known + "@cert-authority " + key_fields(ca.string() + ".pub") + "\n");
+        plain_known + "@cert-authority " + test::key_fields(ca.string() + ".pub") + "\n");
   auto bad = remote::run_fanout(jobs, opts);
   REQUIRE_FALSE(bad);
   CHECK(bad.error().kind == ErrorKind::usage);

@@ -10,4 +10,7 @@ namespace tpuctl::test {
 // with its stderr.
 void ssh_keygen(const std::vector<std::string>& args);
 
+// "TYPE BASE64" of a public key (or certificate) file, as a known_hosts line takes it.
+std::string key_fields(const std::string& pub_path);
+
 } // namespace tpuctl::test

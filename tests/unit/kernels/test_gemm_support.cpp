@@ -288,19 +288,22 @@ TEST_CASE("kernels::host_units names the units /proc/cpuinfo lists, and only tho
   CHECK(units.at(1) == PeakKind::int8_exact);
 }
 
-TEST_CASE("kernels: an AVX-512 bf16 dot or VNNI chain does at least the work of an FMA chain") {
-  // Per instruction vdpbf16ps does twice vfmadd231ps's flops and vpdpbusd four times its ops, on
-  // the same pipes: their measured rates can only be lower than the FMA's if the probe is wrong.
+TEST_CASE("kernels: the AVX-512 bf16 dot and VNNI probes count no more work than their "
+          "instructions do, against the FMA chain measured beside them") {
+  // Per instruction vdpbf16ps does at most twice vfmadd231ps's flops and vpdpbusd four times its
+  // ops. How fast each runs is the core's business (Zen 4 and 5 issue vdpbf16ps as fast as an FMA,
+  // an Emerald Rapids core at a quarter of the FMA's rate, 0.45x its flops), so no lower bound
+  // holds on every host; an upper one does: a probe that counts more work than it does (a
+  // wrong multiplier, a lane count doubled) shows a rate above the bound.
   if (!host_has(PeakKind::fp32_fma_avx512)) {
     MESSAGE("no AVX-512F here: nothing to compare");
     return;
   }
-  // A wrong probe (an instruction miscounted, a chain that stalls) loses to the FMA chain in
-  // every measurement; a right one wins when the two are measured under the same conditions. So
-  // the two are measured in pairs, back to back, and the median of 15 pairs' ratios is compared:
+  // The two are measured in pairs, back to back, and the median of 15 pairs' ratios is compared:
   // on a machine shared with other tests (or a second copy of the suite) a lone sample that lost
   // its core says nothing, and a pair shares whatever load there is.
-  for (PeakKind kind : {PeakKind::bf16_dot_avx512, PeakKind::int8_vnni_avx512}) {
+  for (auto [kind, bound] : {std::pair{PeakKind::bf16_dot_avx512, 2.0},
+                             std::pair{PeakKind::int8_vnni_avx512, 4.0}}) {
     if (!host_has(kind)) {
       continue;
     }
@@ -318,12 +321,13 @@ TEST_CASE("kernels: an AVX-512 bf16 dot or VNNI chain does at least the work of 
         fma = measure_peak_gops(PeakKind::fp32_fma_avx512, 1, 0.01);
       }
       REQUIRE(fma > 0);
+      REQUIRE(other > 0);
       ratios.push_back(other / fma);
     }
     std::sort(ratios.begin(), ratios.end());
     const double median = ratios[ratios.size() / 2];
     CAPTURE(median);
-    CHECK(median > 0.9);
+    CHECK(median <= bound * 1.1);
   }
 }
 
