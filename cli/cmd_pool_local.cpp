@@ -1,5 +1,6 @@
 // tpuctl pool local-up / local-down: a pool of real sshd servers on loopback addresses.
 #include <filesystem>
+#include <optional>
 
 #include "cli/commands.hpp"
 #include "cli/compat.hpp"
@@ -9,6 +10,7 @@
 #include "cli/state_access.hpp"
 #include "cli/values.hpp"
 #include "provision/pool/local_pool.hpp"
+#include "provision/pool/pools.hpp"
 #include "state/location.hpp"
 
 namespace tpuctl::cli {
@@ -66,6 +68,26 @@ void add_local_up(CLI::App& group, Registry& registry) {
               "directory. Your ~/.ssh is not touched.\n");
 }
 
+// The one pool of the store that local-up made (its directory STATE_DIR/local-pools/NAME is
+// there), nullopt when none or several.
+std::optional<std::string> only_local_pool(state::StateStore& store, const std::string& dir) {
+  auto pools = provision::list_pools(store);
+  if (!pools) {
+    return std::nullopt;
+  }
+  std::optional<std::string> found;
+  for (const auto& p : *pools) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(std::filesystem::path(dir) / "local-pools" / p.name, ec)) {
+      if (found) {
+        return std::nullopt;
+      }
+      found = p.name;
+    }
+  }
+  return found;
+}
+
 void add_local_down(CLI::App& group, Registry& registry) {
   auto force = std::make_shared<bool>(false);
   CLI::App* cmd = registry.add(
@@ -81,7 +103,13 @@ void add_local_down(CLI::App& group, Registry& registry) {
           if (auto resolved = resolve_pool(ctx, **store)) {
             pool = *resolved;
           } else if (resolved.error().kind != ErrorKind::not_found) {
-            return resolved.error();
+            // Several pools and none named: the only one local-up made is the one meant.
+            auto only = only_local_pool(**store, dir);
+            if (ctx.globals.pool.empty() && only) {
+              pool = *only;
+            } else {
+              return resolved.error();
+            }
           }
           result = provision::local_down(**store, pool, *force, dir);
         } else if (state::has_reason(store.error(), state::reason::k_no_store) ||

@@ -31,6 +31,7 @@ void setup_tpu_vm(CLI::App& group, Registry& registry);
 void setup_controller(CLI::App& group, Registry& registry);
 void setup_events(CLI::App& group, Registry& registry);
 void setup_usage(CLI::App& group, Registry& registry);
+void setup_info(CLI::App& group, Registry& registry);
 void setup_ssh(CLI::App& group, Registry& registry);
 void setup_env(CLI::App& group, Registry& registry);
 void setup_scp(CLI::App& group, Registry& registry);

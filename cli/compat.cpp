@@ -250,8 +250,6 @@ const std::vector<CompatCommand>& compat_commands() {
       {"storage", "tpuctl attaches no storage", "mount the storage on the hosts yourself"},
       {"inspector", "there is no Kubernetes to inspect",
        "'tpuctl cluster describe', 'tpuctl workload describe W', 'tpuctl pool check'"},
-      {"info", "there are no Kueue queues: requests queue in the pool",
-       "'tpuctl qr list' (pending reasons) and 'tpuctl pool describe'"},
   };
   return k_commands;
 }

@@ -297,6 +297,7 @@ Expected<std::vector<HostEntry>> import_inventory(state::StateStore& store,
         pos[i] = *p;
       }
     }
+    const size_t taken_before = used.size(); // the pool's hosts and the inventory's placed ones
     for (size_t i = 0; i < specs.size(); ++i) {
       if (pos[i]) {
         continue;
@@ -305,9 +306,9 @@ Expected<std::vector<HostEntry>> import_inventory(state::StateStore& store,
         ++next;
       }
       if (next >= layout.capacity()) {
-        late.add(usage_error("pool '" + target + "' has room for " +
-                             std::to_string(layout.capacity()) +
-                             " hosts, not all of the inventory's " + std::to_string(specs.size())));
+        PoolInfo info;
+        info.layout = layout;
+        late.add(pool_full_error(target, info, taken_before, specs.size()));
         break;
       }
       used.insert(next);

@@ -362,15 +362,7 @@ Expected<std::vector<state::Op>> plan_add(state::StateStore& store, const std::s
       ++next;
     }
     if (next >= capacity) {
-      int free_positions = capacity - static_cast<int>(view.hosts.size());
-      problems.add(Error(ErrorKind::usage,
-                         "pool '" + pool + "' has room for " +
-                             util::counted(static_cast<size_t>(capacity), "host") + " (grid " +
-                             topology::format_dims(view.info.layout.host_grid, 3) + ", " +
-                             std::to_string(std::max(0, free_positions)) + " free) but " +
-                             std::to_string(entries.size()) +
-                             " were added: recreate it with a larger --shape",
-                         "pool_full"));
+      problems.add(pool_full_error(pool, view.info, view.hosts.size(), entries.size()));
       break;
     }
     used.insert(next);
@@ -400,6 +392,21 @@ Expected<std::vector<state::Op>> plan_add(state::StateStore& store, const std::s
 }
 
 } // namespace
+
+Error pool_full_error(const std::string& pool, const PoolInfo& info, size_t hosts_now,
+                      size_t asked) {
+  const int capacity = info.layout.capacity();
+  const size_t free_now = capacity > static_cast<int>(hosts_now)
+                              ? static_cast<size_t>(capacity) - hosts_now
+                              : 0;
+  return Error(ErrorKind::usage,
+               "cannot add " + util::counted(asked, "host") + " to pool '" + pool +
+                   "': it has room for " + util::counted(static_cast<size_t>(capacity), "host") +
+                   " (grid " + topology::format_dims(info.layout.host_grid, 3) + "), " +
+                   std::to_string(free_now) + " free; nothing was added: add at most " +
+                   std::to_string(free_now) + ", or recreate it with a larger --shape",
+               "pool_full");
+}
 
 Expected<std::vector<HostEntry>> add_hosts(state::StateStore& store, const std::string& pool,
                                            const std::vector<util::HostSpec>& specs,

@@ -136,6 +136,11 @@ struct AddHostsOptions {
 // Adds hosts at the next free grid positions (x fastest) or at `coords`, all or none, in one
 // transaction (safe against concurrent add-hosts). Errors: a host already in the pool, a taken
 // position, no room left (naming the grid and how many positions are free), bad names.
+// The refusal of hosts that do not fit a pool's grid (add-hosts, import): how many were asked,
+// how many it holds and has free, that nothing was added, and what to do (usage, "pool_full").
+Error pool_full_error(const std::string& pool, const PoolInfo& info, size_t hosts_now,
+                      size_t asked);
+
 Expected<std::vector<HostEntry>> add_hosts(state::StateStore& store, const std::string& pool,
                                            const std::vector<util::HostSpec>& specs,
                                            const AddHostsOptions& options);

@@ -170,6 +170,15 @@ Expected<ClusterResize> grow(state::StateStore& store, const ClusterRequest& r,
       indices.push_back(i);
       out.added.push_back(qr.nodes[static_cast<size_t>(i)].id);
     }
+    // A size the pool could not hold even with every host free is refused at once (as qr
+    // create refuses it), not waited for.
+    if (!fits_empty(view.info.layout, type, r.num_slices)) {
+      NoFit why = explain_no_fit(view.grid, type, r.num_slices, r.pool);
+      return Error(ErrorKind::capacity,
+                   "cluster '" + r.name + "' cannot grow to " + std::to_string(r.num_slices) +
+                       " slices: " + why.message + " (nothing changed)",
+                   "never_fits");
+    }
     HostGrid grid = view.grid;
     std::vector<std::string> claim;
     int next = static_cast<int>(qr.nodes.size());

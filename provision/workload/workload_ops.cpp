@@ -163,7 +163,8 @@ Expected<int> slices_asked(const Cluster& c, const std::string& tpu_type, int nu
     return usage_error("--num-slices " + std::to_string(num_slices) + " is not a number of " +
                        "slices of cluster '" + c.name + "' (" + shape + "): give 1 to " +
                        std::to_string(c.num_slices) + ", or 'all'; grow the cluster with " +
-                       "'tpuctl cluster create --cluster " + c.name + " --num-slices N'");
+                       "'tpuctl cluster create --cluster " + c.name + " --tpu-type " + c.tpu_type +
+                       " --num-slices N'");
   }
   return num_slices;
 }
@@ -436,6 +437,7 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
   if (!wl.checkpoint_dir.empty() && !r.dry_run) {
     TPUCTL_TRY(check_shared_dir(wl.checkpoint_dir, plans, o.ssh));
   }
+  std::string dry_note; // a dry run's note on what the workers lack
   if (!wl.container.image.empty()) {
     say(o, "asking " + util::counted(plans.size(), "worker") + " for docker or podman");
     auto runtime = choose_runtime(wl.container, plans, o.ssh);
@@ -446,14 +448,16 @@ Expected<Workload> create_workload(state::StateStore& store, const WorkloadReque
       wl.container.runtime = *runtime;
     } else { // a dry run shows what would run where once a runtime is there, and why not yet
       wl.container.runtime = wl.container.runtime == "auto" ? "docker" : wl.container.runtime;
-      wl.message = runtime.error().message;
+      dry_note = runtime.error().message;
     }
   }
   if (r.dry_run) {
-    // What it would run on the first slices, were they free.
+    // What it would run on the first slices, were they free: it never waits for the queue, and
+    // what the workers lack is a note (the message), not a failure.
     for (int s = 0; s < slices; ++s) {
       wl.slices.push_back(s);
     }
+    wl.message = dry_note;
     return wl;
   }
   if (!r.app_files.empty()) {

@@ -211,6 +211,9 @@ const std::vector<Args> k_accepted = {
     {"workload", "delete", "--cluster=demo", "--filter-by-status=FINISHED",
      "--filter-by-job=maxtext"},
     {"version", "--project=p"},
+    {"info", "--cluster=c"},
+    {"info", "--cluster=c", "--clusterqueue"},
+    {"info", "--cluster", "c", "--localqueue"},
 };
 
 // Command lines refused with one line: why, and what to use instead (exit 2).
@@ -255,7 +258,6 @@ const std::vector<Args> k_refused = {
     {"workload", "delete", "--cluster=c", "--dry-run"},
     {"storage", "attach", "s", "--type=gcsfuse", "--cluster=c"},
     {"inspector", "--cluster=c"},
-    {"info", "--cluster=c", "--clusterqueue=q"},
 };
 
 } // namespace

@@ -143,11 +143,17 @@ TEST_CASE("pool local-up: 16 real sshd hosts, broadcast, failure statuses, drain
     CHECK(sshd_count(root) == 16);
   }
 
+  // A second pool (of your own hosts) beside it: `pool local-down`, as the README writes it,
+  // still finds the local one, the only pool local-up made, and leaves the other.
+  REQUIRE(env.run({"pool", "create", "lab", "--generation", "v4", "--shape", "2x2x2"}).exit_code ==
+          0);
   auto down = env.run({"pool", "local-down", "--format", "json"});
-  CHECK(down.exit_code == 0);
+  CHECK_MESSAGE(down.exit_code == 0, down.err);
   CHECK(json::parse(down.out)["sshd_stopped"] == 16);
   CHECK(sshd_count(root) == 0);
-  CHECK(env.run({"pool", "list", "--format", "json"}).out == "[]\n");
+  auto left = json::parse(env.run({"pool", "list", "--format", "json"}).out);
+  REQUIRE(left.size() == 1);
+  CHECK(left[0]["name"] == "lab");
 }
 
 TEST_CASE("local-down counts servers, not the connections they are setting up, and stops both") {

@@ -398,6 +398,14 @@ TEST_CASE("cluster create on an existing cluster resizes it: new slices are plac
   REQUIRE(
       env.run({"qr", "create", "blocker", "--accelerator-type", "v5litepod-4", "--node-count", "3"})
           .exit_code == 0);
+  // A size past the whole pool is refused at once, even with no limit on the wait (exit 3,
+  // nothing changed), as qr create refuses it.
+  auto never = resize("64"); // with no --timeout: a wait would never end
+  CHECK(never.exit_code == 3);
+  CHECK_MESSAGE(never.err.find("cannot grow to 64 slices") != std::string::npos, never.err);
+  CHECK_MESSAGE(never.err.find("never") != std::string::npos, never.err);
+  CHECK(std::count(never.err.begin(), never.err.end(), '\n') == 1);
+  CHECK(env.run_json({"cluster", "describe", "demo"})["num_slices"] == 1);
   auto full = resize("2", {"--timeout", "2s"});
   CHECK(full.exit_code == 3);
   CHECK_MESSAGE(full.err.find("cannot grow to 2 slices") != std::string::npos, full.err);
