@@ -94,10 +94,16 @@ void close_previous(StepLedger& l, int64_t n) {
       productive = 0;
     } else {
       if (n <= p.last_step) {
-        const int64_t wasted =
-            std::clamp<int64_t>(p.last_ms - start_of(p, l.previous_recent, n), 0, productive);
+        // The redone steps' time. It was counted productive, less the segment's blocking saves;
+        // but a save made after the last step heard (the one a disruption cuts short) lies
+        // outside the steps' durations, so `productive` can be short of it: what the redone
+        // steps took beyond `productive` comes off the saves' share, which holds it.
+        const int64_t span = std::max<int64_t>(0, p.last_ms - start_of(p, l.previous_recent, n));
+        const int64_t wasted = std::min(span, productive + p.save_ms);
+        const int64_t from_productive = std::min(wasted, productive);
+        l.save_ms -= wasted - from_productive;
         l.wasted_ms += wasted;
-        productive -= wasted;
+        productive -= from_productive;
       }
       if (p.first_duration_ms >= 0) {
         l.first_durations.push_back(p.first_duration_ms);

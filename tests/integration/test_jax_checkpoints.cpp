@@ -286,7 +286,9 @@ TEST_CASE("jax checkpoints: a lost host is repaired and the job resumes from its
     };
     now = env.wait_for("train", [&](const json& w) { return wasted(w) > 0; },
                        std::chrono::seconds(60));
-    CHECK(wasted(now) > 0);
+    CHECK_MESSAGE(wasted(now) > 0, "last step before the loss " << before.back() << ", resumed from "
+                                                            << resumed[0] << "; goodput "
+                                                            << now["goodput"].dump());
   }
 
   // A half-written checkpoint (what a save cut short leaves: Orbax's temporary directory) of a

@@ -89,6 +89,27 @@ TEST_CASE("provision::step ledger: a resume right after the last step (a preempt
   CHECK(again.wasted_progress_ms == 500); // step 5 done again: 6500 - 6000
 }
 
+TEST_CASE("provision::step ledger: a long save after the last step heard (cut short by the "
+          "disruption) does not hide the steps done again") {
+  // Seen on a loaded machine: steps 0-9 every 500 ms, then the save of step 9 blocks 6 s after
+  // step 9 began (outside every step's measured duration), and the host is lost; the job
+  // resumes from step 5.
+  auto l = started();
+  steps(l, 0, 0, 9, 1000, 500, 500); // 1000 ... 5500
+  add_checkpoint(l, 0, true, 6000);
+  begin_attempt(l, 1, 13000);
+  steps(l, 1, 5, 9, 14000, 500, 500); // 14000 ... 16000
+  auto g = step_goodput(l, 16500, true);
+  CHECK(g.disruptions == 1);
+  CHECK(g.wasted_progress_ms == 2000); // steps 5-8 of the first attempt: 5500 - 3500
+  // Every millisecond in exactly one bucket.
+  CHECK(g.productive_ms + g.program_startup_ms + g.wasted_progress_ms +
+            g.infrastructure_recovery_ms + g.checkpoint_save_ms + g.checkpoint_restore_ms +
+            g.other_ms ==
+        g.total_ms);
+  CHECK(g.wasted_progress_ms > 0);
+}
+
 TEST_CASE("provision::step ledger: blocking checkpoint saves and restores are their own badput") {
   auto l = started();
   add_checkpoint(l, 0, false, 400); // a restore before the first step
