@@ -9,6 +9,7 @@
 #include <sstream>
 #include <sys/stat.h>
 
+#include "remote/file_cache.hpp"
 #include "remote/ssh_config.hpp"
 #include "remote/ssh_crypto.hpp"
 #include "remote/ssh_wire.hpp"
@@ -247,37 +248,13 @@ Expected<KnownHosts> parse_known_hosts(const std::string& path, std::string_view
 }
 
 Expected<std::shared_ptr<const KnownHosts>> load_known_hosts(const std::string& path) {
-  struct Cached {
-    off_t size = -1;
-    int64_t mtime_ns = -1;
-    std::shared_ptr<const KnownHosts> parsed;
-  };
-  static std::mutex mutex;
-  static std::map<std::string, Cached> cache;
-  const std::string file = expand_user_path(path);
-  struct stat st {};
-  Cached now;
-  if (::stat(file.c_str(), &st) == 0) {
-    now.size = st.st_size;
-    now.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  }
-  std::lock_guard lock(mutex);
-  auto it = cache.find(file);
-  if (it != cache.end() && it->second.size == now.size && it->second.mtime_ns == now.mtime_ns) {
-    return it->second.parsed;
-  }
-  std::string text;
-  if (now.size >= 0) {
-    std::ifstream in(file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  }
-  TPUCTL_TRY_ASSIGN(auto parsed, parse_known_hosts(path, text));
-  parsed.exists = now.size >= 0;
-  now.parsed = std::make_shared<const KnownHosts>(std::move(parsed));
-  cache[file] = now;
-  return now.parsed;
+  static FileCache<KnownHosts> cache;
+  return cache.get(expand_user_path(path),
+                   [&](const std::string& text, bool exists) -> Expected<KnownHosts> {
+                     TPUCTL_TRY_ASSIGN(auto parsed, parse_known_hosts(path, text));
+                     parsed.exists = exists;
+                     return parsed;
+                   });
 }
 
 } // namespace tpuctl::remote

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "remote/file_cache.hpp"
 #include "remote/known_hosts.hpp"
 #include "util/process.hpp"
 #include "util/strings.hpp"
@@ -86,45 +87,28 @@ std::string replace_all(std::string text, const std::string& from, const std::st
 }
 
 std::shared_ptr<const ConfigFile> load_config(const std::string& path) {
-  struct Cached {
-    int64_t mtime_ns = -2;
-    off_t size = -1;
-    std::shared_ptr<const ConfigFile> parsed;
-  };
-  static std::mutex mutex;
-  static std::map<std::string, Cached> cache;
-  struct stat st {};
-  Cached now;
-  const bool exists = ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-  if (exists) {
-    now.size = st.st_size;
-    now.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  }
-  std::lock_guard lock(mutex);
-  if (auto it = cache.find(path);
-      it != cache.end() && it->second.size == now.size && it->second.mtime_ns == now.mtime_ns) {
-    return it->second.parsed;
-  }
-  auto file = std::make_shared<ConfigFile>();
-  file->path = path;
-  std::ifstream in(path);
-  file->exists = exists && static_cast<bool>(in);
-  size_t number = 0;
-  for (std::string text; file->exists && std::getline(in, text);) {
-    ++number;
-    std::vector<std::string> words = split_line(text);
-    if (words.empty() || words[0].empty()) {
-      continue;
+  static FileCache<ConfigFile> cache;
+  auto loaded = cache.get(path, [&](const std::string& text, bool exists) -> Expected<ConfigFile> {
+    ConfigFile file;
+    file.path = path;
+    file.exists = exists;
+    std::istringstream in(text);
+    size_t number = 0;
+    for (std::string line_text; std::getline(in, line_text);) {
+      ++number;
+      std::vector<std::string> words = split_line(line_text);
+      if (words.empty() || words[0].empty()) {
+        continue;
+      }
+      ConfigLine line;
+      line.number = number;
+      line.keyword = util::to_lower(words[0]);
+      line.args.assign(words.begin() + 1, words.end());
+      file.lines.push_back(std::move(line));
     }
-    ConfigLine line;
-    line.number = number;
-    line.keyword = util::to_lower(words[0]);
-    line.args.assign(words.begin() + 1, words.end());
-    file->lines.push_back(std::move(line));
-  }
-  now.parsed = file;
-  cache[path] = now;
-  return file;
+    return file;
+  });
+  return *loaded; // the parse never fails
 }
 
 struct Passwd {
