@@ -12,7 +12,7 @@
 # parallelism, 2), FUZZ_SEED (the --runs smoke's seed, 1). Exit status: 0 when every target ran
 # clean, 1 on a finding (its log is printed).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$(readlink -f "$0")")/.." # the checkout, also when run through a link
 runs=""
 if [[ "${1:-}" == "--runs" ]]; then
   runs=${2:-}

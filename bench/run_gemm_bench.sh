@@ -6,7 +6,7 @@
 # targets printed are then the first kernel issue's (bench/README.md).
 # Prints markdown (the format of bench/README.md's results) on stdout; progress on stderr.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$(readlink -f "$0")")/.." # the checkout, also when run through a link
 scripts/deps.sh --bench
 build_dir=$(BUILD_DIR=${BUILD_DIR:-build-bench} scripts/build.sh --bench | tail -n 1)
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2}

@@ -11,7 +11,7 @@
 # root (unshare -n) and iproute2. Prints each run's ctest summary (the measured copy's and the
 # load's) and, for a failed run, the failing tests; exits 1 when a measured run failed.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$(readlink -f "$0")")/.." # the checkout, also when run through a link
 runs=3
 extra=()
 while [[ $# -gt 0 ]]; do

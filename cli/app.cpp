@@ -291,6 +291,12 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   if (!problems.empty()) {
     return report(err, problems.combined());
   }
+  // A flag or TPUCTL_POOL sets the pool; otherwise it is the config file's, which gcloud's
+  // --zone (a pool's name) overrides, as --zone overrides `config set compute/zone`.
+  if (const CLI::Option* pool_flag = app->get_option_no_throw("--pool");
+      pool_flag != nullptr && pool_flag->count() == 0 && !ctx.globals.pool.empty()) {
+    ctx.globals.pool_from_config = true;
+  }
   if (auto compatible = apply_compat(ctx, compat); !compatible) {
     return report(err, compatible.error());
   }
@@ -304,6 +310,11 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     spdlog::default_logger()->flush();
     if (!result) {
       return report(err, result.error());
+    }
+    if (ctx.globals.zone_flag && !ctx.globals.zone.empty() && !ctx.globals.quiet) {
+      // A zone no pool lookup took (resolve_pool clears it): said, never silently dropped.
+      err << "tpuctl: notice: --zone '" << util::escape_controls(ctx.globals.zone)
+          << "' ignored: this command uses no pool's zone\n";
     }
     return *result;
   } catch (const std::exception& e) {

@@ -1,5 +1,7 @@
 // tpuctl config set|get|unset|list: the defaults in $XDG_CONFIG_HOME/tpuctl/config.json
 // (cli/config.hpp). A flag beats its environment variable, which beats the config file.
+#include <algorithm>
+
 #include "cli/commands.hpp"
 #include "cli/config.hpp"
 #include "cli/output.hpp"
@@ -64,18 +66,38 @@ void setup_config(CLI::App& group, Registry& registry) {
                    });
   get->add_option("KEY", g->key, "a key")->required();
 
-  auto u = std::make_shared<ConfigFlags>();
-  CLI::App* unset =
-      registry.add(group, "unset", "remove a default", [u](Context& ctx) -> Expected<int> {
+  auto u = std::make_shared<std::vector<std::string>>();
+  CLI::App* unset = registry.add(
+      group, "unset", "remove defaults (each KEY given)", [u](Context& ctx) -> Expected<int> {
         TPUCTL_TRY_ASSIGN(Config c, current());
-        u->key = canonical_config_key(u->key);
-        TPUCTL_TRY(c.unset(u->key));
+        // Every key is checked before the file changes: one unknown key changes nothing.
+        ErrorList problems;
+        std::vector<std::string> keys;
+        for (const auto& given : *u) {
+          std::string key = canonical_config_key(given);
+          if (auto r = c.unset(key); !r) {
+            problems.add(r.error());
+          } else if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+            keys.push_back(key);
+          }
+        }
+        if (!problems.empty()) {
+          return problems.combined();
+        }
         TPUCTL_TRY(c.save());
-        TPUCTL_TRY(emit(ctx, Json{{"key", u->key}, {"unset", true}},
-                        [&](std::ostream& os, const Json&) { os << "unset " << u->key << "\n"; }));
+        Json out = Json::array();
+        for (const auto& key : keys) {
+          out.push_back(Json{{"key", key}, {"unset", true}});
+        }
+        TPUCTL_TRY(emit(ctx, keys.size() == 1 ? out[0] : out,
+                        [&](std::ostream& os, const Json&) {
+                          for (const auto& key : keys) {
+                            os << "unset " << key << "\n";
+                          }
+                        }));
         return 0;
       });
-  unset->add_option("KEY", u->key, "a key")->required();
+  unset->add_option("KEY", *u, "a key, or several")->required();
 
   registry.add(
       group, "list", "every key: its value (or unset) and what it is the default of",

@@ -452,6 +452,7 @@ Status apply_compat(Context& ctx, const CompatValues& values) {
     }
     case CompatAction::zone:
       ctx.globals.zone = given.back();
+      ctx.globals.zone_flag = true;
       break;
     case CompatAction::project:
       // gcloud's --billing-project is "the project charged for quota": it wins over --project.
@@ -487,21 +488,35 @@ Status apply_compat(Context& ctx, const CompatValues& values) {
 }
 
 Expected<std::string> resolve_pool(Context& ctx, state::StateStore& store) {
-  if (!ctx.globals.pool.empty() || ctx.globals.zone.empty()) {
+  if (ctx.globals.zone.empty()) {
+    return provision::resolve_pool_name(store, ctx.globals.pool);
+  }
+  const std::string zone = ctx.globals.zone;
+  ctx.globals.zone.clear(); // said once
+  const bool quiet = ctx.globals.quiet;
+  if (!ctx.globals.pool.empty() && !ctx.globals.pool_from_config) {
+    // --pool (or TPUCTL_POOL) names the pool itself: it wins over a zone.
+    if (zone != ctx.globals.pool && !quiet) {
+      *ctx.err << "tpuctl: notice: --zone '" << util::escape_controls(zone)
+               << "' ignored: --pool (or TPUCTL_POOL) selects pool '"
+               << util::escape_controls(ctx.globals.pool) << "'\n";
+    }
     return provision::resolve_pool_name(store, ctx.globals.pool);
   }
   TPUCTL_TRY_ASSIGN(auto pools, provision::list_pools(store));
   for (const auto& p : pools) {
-    if (p.name == ctx.globals.zone) {
+    if (p.name == zone) {
+      ctx.globals.pool = p.name; // over the config file's pool, as gcloud's --zone over its config
+      ctx.globals.pool_from_config = false;
       return p.name;
     }
   }
-  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(store, ""));
-  if (!ctx.globals.quiet) {
-    *ctx.err << "tpuctl: notice: --zone '" << util::escape_controls(ctx.globals.zone)
-             << "' names no pool here (a zone is a pool in tpuctl); using pool '" << pool << "'\n";
+  TPUCTL_TRY_ASSIGN(auto pool, provision::resolve_pool_name(store, ctx.globals.pool));
+  if (!quiet) {
+    *ctx.err << "tpuctl: notice: --zone '" << util::escape_controls(zone)
+             << "' names no pool here (a zone is a pool in tpuctl); using pool '" << pool << "'"
+             << (ctx.globals.pool_from_config ? " (the config's)" : "") << "\n";
   }
-  ctx.globals.zone.clear(); // said once
   return pool;
 }
 

@@ -18,7 +18,9 @@ struct GlobalOptions {
   std::string log_file; // --log-file=PATH
   std::string state;    // --state=URL, env TPUCTL_STATE
   std::string pool;     // --pool=NAME, env TPUCTL_POOL
+  bool pool_from_config = false; // `pool` is the config file's (a --zone given overrides it)
   std::string zone;     // gcloud's --zone (or CLOUDSDK_COMPUTE_ZONE): a pool's name (compat.hpp)
+  bool zone_flag = false; // `zone` came from --zone (not CLOUDSDK_COMPUTE_ZONE)
   // gcloud's and xpk's --project (or --billing-project): the project a create is charged to, and
   // the one project a list shows; "" when not given (see charged_project()).
   std::string project;

@@ -34,6 +34,7 @@ void add_ssh_policy_flags(CLI::App& app, SshFlags& f) {
       ->type_name("POLICY")
       ->group(group);
   app.add_option("--ssh-config", f.ssh_config, "an ssh_config to read instead of ~/.ssh/config")
+      ->envname("TPUCTL_SSH_CONFIG")
       ->type_name("FILE")
       ->group(group);
   app.add_option("--identity-passphrase-file", f.passphrase_file,

@@ -14,6 +14,7 @@
 
 #include "util/private_files.hpp"
 #include "util/process.hpp"
+#include "util/shell_quote.hpp"
 #include "util/strings.hpp"
 
 namespace tpuctl::remote {
@@ -139,14 +140,41 @@ std::string sshd_config_text(const LocalSshdPool& pool, const LocalSshdHost& h,
   c += "LogLevel INFO\n";
   c += "AcceptEnv LANG LC_*\n";
   c += "Subsystem sftp internal-sftp\n";
-  if (!options.session_env.empty()) {
+  std::map<std::string, std::string> env = options.session_env;
+  if (options.own_home) {
+    env["HOME"] = (h.dir / "home").string();
+    c += "ForceCommand " + util::shell_quote_path((pool.root / "login").string()) + "\n";
+  }
+  if (!env.empty()) {
     c += "SetEnv";
-    for (const auto& [k, v] : options.session_env) {
+    for (const auto& [k, v] : env) {
       c += " \"" + k + "=" + v + "\"";
     }
     c += "\n";
   }
   return c;
+}
+
+// The ForceCommand of a pool whose hosts have homes of their own (LocalSshdOptions::own_home):
+// start in HOME, then run what the client asked for as sshd would have (the command through
+// the login shell, else a login shell; the sftp subsystem by its server program).
+std::string login_script_text() {
+  return "#!/bin/sh\n"
+         "# Written by tpuctl: the login of a local pool host with a home directory of its own.\n"
+         "cd \"$HOME\" || exit 1\n"
+         "if [ \"${SSH_ORIGINAL_COMMAND-}\" = internal-sftp ]; then\n"
+         "  for s in /usr/lib/openssh/sftp-server /usr/libexec/openssh/sftp-server "
+         "/usr/libexec/sftp-server; do\n"
+         "    [ -x \"$s\" ] && exec \"$s\"\n"
+         "  done\n"
+         "  echo 'no sftp-server on this machine' >&2; exit 1\n"
+         "fi\n"
+         "if [ -n \"${SSH_ORIGINAL_COMMAND+set}\" ]; then\n"
+         "  command=$SSH_ORIGINAL_COMMAND\n"
+         "  unset SSH_ORIGINAL_COMMAND # sshd sets it for ForceCommand only: not the command's\n"
+         "  exec \"${SHELL:-/bin/sh}\" -c \"$command\"\n"
+         "fi\n"
+         "exec \"${SHELL:-/bin/sh}\" -l\n";
 }
 
 bool process_alive(int pid) {
@@ -277,6 +305,9 @@ Expected<LocalSshdPool> create_local_sshd_pool(const LocalSshdOptions& options) 
   TPUCTL_TRY(ensure_key(keygen, pool.client_key, "tpuctl local pool client"));
   TPUCTL_TRY(write_text(pool.root / "authorized_keys", read_text(pool.client_key.string() + ".pub"),
                         fs::perms::owner_read | fs::perms::owner_write));
+  if (options.own_home) {
+    TPUCTL_TRY(write_text(pool.root / "login", login_script_text(), fs::perms::owner_all));
+  }
   std::string known_hosts;
   for (const auto& spec : options.hosts) {
     LocalSshdHost h;
@@ -285,6 +316,9 @@ Expected<LocalSshdPool> create_local_sshd_pool(const LocalSshdOptions& options) 
     h.port = spec.port;
     h.dir = pool.root / "hosts" / spec.name;
     TPUCTL_TRY(util::make_private_directories(h.dir.string()));
+    if (options.own_home) {
+      TPUCTL_TRY(util::make_private_directories((h.dir / "home").string()));
+    }
     h.host_key = h.dir / "ssh_host_ed25519_key";
     h.config = h.dir / "sshd_config";
     h.pid_file = h.dir / "sshd.pid";

@@ -33,6 +33,11 @@ struct LocalSshdOptions {
   // Environment for every login (sshd_config SetEnv). SHLVL=1 makes bash skip ~/.bashrc for
   // the remote commands, which matters when that file is slow (pyenv init: ~1 s per login).
   std::map<std::string, std::string> session_env;
+  // Each host a home directory of its own, <host dir>/home: HOME for every login and where its
+  // commands and shells start (a ForceCommand wrapper, `login` in the pool directory, changes
+  // into it; sftp still works), so `~` on one host is neither another host's nor the user's own
+  // home, as on separate machines.
+  bool own_home = false;
   std::string sshd_program = "sshd"; // searched in PATH and the sbin directories
   std::string keygen_program = "ssh-keygen";
 };

@@ -182,6 +182,24 @@ ssh_key attach_certificate(const std::string& key_base64, const std::string& cer
   return key;
 }
 
+// The ssh_config as it applies to `t`, when the run reads one.
+std::optional<SshResolved> target_config(const SshTarget& t, const SshOptions* options) {
+  if (options == nullptr || !options->process_config) {
+    return std::nullopt;
+  }
+  SshConfigQuery q;
+  q.host = t.address;
+  q.port = t.port;
+  q.user = t.user;
+  q.config_file = options->config_file;
+  auto r = resolve_ssh_config(q);
+  return r ? std::optional<SshResolved>(std::move(*r)) : std::nullopt;
+}
+
+std::string target_key(const SshTarget& t) {
+  return t.user + "@" + t.address + ":" + std::to_string(t.port);
+}
+
 // The user certificate in `file` for identity file `path`, as "TYPE BASE64", when `file` exists
 // and holds a certificate for that key; one warning when it exists but is not usable.
 std::optional<std::string> load_user_certificate(const std::string& file, const std::string& path,
@@ -268,16 +286,9 @@ Expected<IdentityStore> IdentityStore::load(const std::vector<const SshTarget*>&
     ssh_string_free_char(b64);
     // Its certificate: KEY-cert.pub, else a CertificateFile the ssh_config gives this host.
     std::vector<std::string> files{path + "-cert.pub"};
-    if (options != nullptr && options->process_config) {
-      SshConfigQuery q;
-      q.host = t->address;
-      q.port = t->port;
-      q.user = t->user;
-      q.config_file = options->config_file;
-      if (auto r = resolve_ssh_config(q)) {
-        for (const auto& f : r->certificate_files) {
-          files.push_back(expand_config_path(*r, f));
-        }
+    if (auto r = target_config(*t, options)) {
+      for (const auto& f : r->certificate_files) {
+        files.push_back(expand_config_path(*r, f));
       }
     }
     for (const auto& file : files) {
@@ -287,7 +298,64 @@ Expected<IdentityStore> IdentityStore::load(const std::vector<const SshTarget*>&
       }
     }
   }
+  // A target whose record names no key is left to libssh's choice (the ssh_config's
+  // IdentityFile, the default keys, ssh-agent), which offers no certificate: the ssh_config's
+  // identity files that have one (KEY-cert.pub or a CertificateFile) are loaded here, if they
+  // open without a passphrase, and offered with it first.
+  for (const SshTarget* t : targets) {
+    if (!t->identity_file.empty() || store.m_config_certified.count(target_key(*t))) {
+      continue;
+    }
+    auto r = target_config(*t, options);
+    if (!r) {
+      continue;
+    }
+    std::vector<std::string>& certified = store.m_config_certified[target_key(*t)];
+    for (const auto& written : r->identity_files) {
+      const std::string path = expand_config_path(*r, written);
+      if (!store.m_base64.count(path)) {
+        ssh_key key = nullptr;
+        char* b64 = nullptr;
+        if (::access(path.c_str(), R_OK) != 0 ||
+            ssh_pki_import_privkey_file(path.c_str(), nullptr, nullptr, nullptr, &key) != SSH_OK ||
+            key == nullptr) {
+          continue; // absent, or encrypted: libssh's own attempt deals with it
+        }
+        const int rc = ssh_pki_export_privkey_base64(key, nullptr, nullptr, nullptr, &b64);
+        ssh_key_free(key);
+        if (rc != SSH_OK || b64 == nullptr) {
+          continue;
+        }
+        store.m_base64[path] = b64;
+        ssh_string_free_char(b64);
+      }
+      if (!store.m_certificates.count(path)) {
+        std::vector<std::string> files{path + "-cert.pub"};
+        for (const auto& f : r->certificate_files) {
+          files.push_back(expand_config_path(*r, f));
+        }
+        for (const auto& file : files) {
+          if (::access(file.c_str(), R_OK) != 0) {
+            continue;
+          }
+          if (auto cert = load_user_certificate(file, path, store.m_base64[path])) {
+            store.m_certificates[path] = *cert;
+            break;
+          }
+        }
+      }
+      if (store.m_certificates.count(path)) {
+        certified.push_back(path);
+      }
+    }
+  }
   return store;
+}
+
+const std::vector<std::string>& IdentityStore::config_certified(const SshTarget& target) const {
+  static const std::vector<std::string> k_none;
+  auto it = m_config_certified.find(target_key(target));
+  return it == m_config_certified.end() ? k_none : it->second;
 }
 
 const std::string* IdentityStore::certificate(const std::string& path) const {
@@ -663,9 +731,21 @@ std::optional<Failure> SshSession::authenticate(const SshTarget& target) {
     }
   } else {
     offered = m_options.use_agent ? "ssh-agent and the default keys" : "the default keys";
-    const char* pass =
-        m_options.identity_passphrase.empty() ? nullptr : m_options.identity_passphrase.c_str();
-    rc = ssh_userauth_publickey_auto(m_session, nullptr, pass);
+    // The ssh_config's identities that have a certificate, each with it, first.
+    for (const auto& path : m_ctx.identities.config_certified(target)) {
+      if (ssh_key certified = m_ctx.keys.with_certificate(m_ctx.identities, path)) {
+        offered = "the certificate of '" + path + "', " + offered;
+        rc = ssh_userauth_publickey(m_session, nullptr, certified);
+        if (rc != SSH_AUTH_DENIED && rc != SSH_AUTH_PARTIAL) {
+          break;
+        }
+      }
+    }
+    if (rc != SSH_AUTH_SUCCESS) {
+      const char* pass =
+          m_options.identity_passphrase.empty() ? nullptr : m_options.identity_passphrase.c_str();
+      rc = ssh_userauth_publickey_auto(m_session, nullptr, pass);
+    }
   }
   if (rc == SSH_AUTH_SUCCESS) {
     return std::nullopt;

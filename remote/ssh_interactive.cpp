@@ -105,7 +105,10 @@ int SshSession::interactive(const std::string& command, std::string& error, Forw
   window_size(cols, rows);
   const char* term = std::getenv("TERM");
   std::string term_name = term != nullptr && *term ? term : "xterm";
-  if (ssh_channel_request_pty_size(ch, term_name.c_str(), cols, rows) != SSH_OK ||
+  // A terminal only for a terminal, as ssh decides without -t: with stdin a file or a pipe the
+  // remote shell reads it as a script and ends at its end (a pty would wait for more forever).
+  const bool tty = ::isatty(STDIN_FILENO) != 0;
+  if ((tty && ssh_channel_request_pty_size(ch, term_name.c_str(), cols, rows) != SSH_OK) ||
       (command.empty() ? ssh_channel_request_shell(ch)
                        : ssh_channel_request_exec(ch, command.c_str())) != SSH_OK) {
     error = std::string("the host refused the terminal session: ") + ssh_get_error(m_session);
@@ -129,7 +132,7 @@ int SshSession::interactive(const std::string& command, std::string& error, Forw
         cancelled = true; // SIGINT or SIGTERM: the caller reports it
         break;
       }
-      if (g_resized) {
+      if (tty && g_resized) {
         g_resized = 0;
         window_size(cols, rows);
         ssh_channel_change_pty_size(ch, cols, rows);

@@ -55,6 +55,10 @@ public:
   const std::string* base64(const std::string& path) const;
   // The user certificate offered with `path` ("TYPE BASE64" of PATH-cert.pub), null when none.
   const std::string* certificate(const std::string& path) const;
+  // The identity files the ssh_config gives `target` (a target whose record names none) that
+  // have a user certificate (KEY-cert.pub or a CertificateFile), loaded: offered with their
+  // certificate before libssh's own choice of keys, as ssh offers every identity's certificate.
+  const std::vector<std::string>& config_certified(const SshTarget& target) const;
   // The run's host certificates (empty when no host needed one).
   const HostCertPool& host_certs() const { return *m_host_certs; }
   void set_host_certs(std::shared_ptr<const HostCertPool> pool) { m_host_certs = std::move(pool); }
@@ -68,6 +72,7 @@ private:
   std::map<std::string, std::string> m_base64;
   std::map<std::string, std::string> m_certificates;
   std::set<std::string> m_agent;
+  std::map<std::string, std::vector<std::string>> m_config_certified; // by target_key()
   std::shared_ptr<const HostCertPool> m_host_certs = std::make_shared<HostCertPool>();
   std::shared_ptr<JumpHubs> m_hubs; // last: ended first
 };

@@ -7,7 +7,7 @@
 #     --target     build only that target (the demo: tpuctl, not the tests it never runs)
 # (The libFuzzer build has its own script: bench/fuzz.sh, in build-fuzz/.)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$(readlink -f "$0")")/.." # the checkout, also when run through a link
 build_dir=${BUILD_DIR:-build}
 args=(-DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo})
 test_files=

@@ -3,10 +3,14 @@
 # what it does on a local pool of real sshd servers. Everything it creates lives in a scratch
 # state directory that is torn down at the end (also on Ctrl-C). Safe to rerun.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$(readlink -f "$0")")/.." # the checkout, also when run through a link
 scripts/deps.sh
 build_dir=$(scripts/build.sh --target tpuctl | tail -n 1) # the demo runs no test: only tpuctl
 tpuctl="$(pwd)/$build_dir/cli/tpuctl"
+# The local pool's loopback block: 127.0.0.2-9 unless TPUCTL_DEMO_NET says another /24's first
+# three octets (the README's test runs the demo beside other tests, each on its own block).
+net=${TPUCTL_DEMO_NET:-127.0.0}
+[[ $net =~ ^127\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || { echo "demo: TPUCTL_DEMO_NET '$net' is not 127.X.Y" >&2; exit 2; }
 
 demo=$(mktemp -d /tmp/tpuctl-demo.XXXXXX)
 export TPUCTL_STATE="sqlite:$demo/state.db"
@@ -28,8 +32,8 @@ echo "== The systolic kernel: an MXU cycle model (SCALE-Sim v2 exact)"
 step "$tpuctl" kernel simulate --conv 224,224,11,11,3,96,4 --array 32x32
 
 echo
-echo "== A local pool: 8 real sshd hosts of 4 chips (an 8x4-chip v5e pool) on 127.0.0.x"
-step "$tpuctl" pool local-up --hosts 8 --generation v5e --address-base 127.0.0.2 --port 2222
+echo "== A local pool: 8 real sshd hosts of 4 chips (an 8x4-chip v5e pool) on $net.x"
+step "$tpuctl" pool local-up --hosts 8 --generation v5e --address-base "$net.2" --port 2222
 step "$tpuctl" pool check
 
 echo
@@ -51,7 +55,7 @@ step "$tpuctl" workload list
 
 echo
 echo "== Drain a free host; the grid shows it"
-step "$tpuctl" pool drain 127.0.0.8 --reason "demo: bad disk"
+step "$tpuctl" pool drain "$net.8" --reason "demo: bad disk"
 step "$tpuctl" pool describe
 
 echo

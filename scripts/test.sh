@@ -11,7 +11,7 @@
 # and fixed crashes, then tries TPUCTL_FUZZ_RUNS new inputs on each (default 3000; 0 skips it).
 # Fuzzing for minutes is bench/fuzz.sh's job, not the test suite's.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$(readlink -f "$0")")/.." # the checkout, also when run through a link
 k_tsan_tests='fanout|rendezvous|ring_allgather|spmd|sqlite_store|qr_cli|provisioning|workload_cli|agent_preflight|gemm_support|chaos'
 build_args=()
 ctest_args=()

@@ -158,6 +158,17 @@ std::string shown_state(const std::optional<QueuedResource>& qr) {
   return shown;
 }
 
+// The error of a follow that Ctrl-C (or SIGTERM) ended, naming the state `now` (as read).
+Error interrupted_error(const std::string& id, const std::optional<QueuedResource>& now) {
+  std::string where;
+  if (now) {
+    where = " (now " + std::string(to_string(now->state)) +
+            "; the next tpuctl command on this pool, or a running `tpuctl controller`, "
+            "carries it on)";
+  }
+  return Error(ErrorKind::interrupted, "interrupted while waiting for '" + id + "'" + where);
+}
+
 } // namespace
 
 bool settled(const std::optional<QueuedResource>& qr) {
@@ -226,15 +237,13 @@ Expected<FollowResult> follow(state::StateStore& store, const std::string& pool,
       }
     }
     if (cancel != nullptr && cancel->cancelled()) {
-      std::string where;
+      std::optional<QueuedResource> now;
       if (auto found = store.find(state::queued_resource_key(pool, id)); found && *found) {
         if (auto q = qr_from_record(**found)) {
-          where = " (now " + std::string(to_string(q->state)) +
-                  "; the next tpuctl command on this pool, or a running `tpuctl controller`, "
-                  "carries it on)";
+          now = std::move(*q);
         }
       }
-      return Error(ErrorKind::interrupted, "interrupted while waiting for '" + id + "'" + where);
+      return interrupted_error(id, now);
     }
     if (timeout.count() > 0 && std::chrono::steady_clock::now() - start >= timeout) {
       TPUCTL_TRY(refresh());
@@ -281,10 +290,21 @@ CarryOn carry_on(state::StateStore& store, const QueuedResource& recorded, bool 
   result.done = false;
   const Error& e = followed.error();
   result.gone = state::has_reason(e, state::reason::k_store_replaced);
-  if (e.kind != ErrorKind::interrupted && !result.gone) {
-    refresh();
-  }
   result.failed = e;
+  if (result.gone) {
+    return result;
+  }
+  if (e.kind == ErrorKind::interrupted) {
+    // What is printed on stdout and the state the message names come from one read: a
+    // request interrupted in WAITING_FOR_RESOURCES is shown so on both streams.
+    auto now = load_queued_resource(store, recorded.pool, recorded.id);
+    if (now) {
+      result.qr = std::move(*now);
+      result.failed = interrupted_error(recorded.id, result.qr);
+    }
+    return result;
+  }
+  refresh();
   return result;
 }
 

@@ -165,19 +165,30 @@ Expected<Inventory> parse_inventory(const std::string& requested_pool, const std
       }
     }
     if (h.contains("coords")) {
+      // [x, y] / [x, y, z], or the "x,y,z" text tpuctl prints (pool hosts, qr describe).
       const Json& c = h["coords"];
-      bool ok = c.is_array() && (c.size() == 2 || c.size() == 3) &&
-                std::all_of(c.begin(), c.end(), [](const Json& v) {
-                  return json_integer(v, 0, std::numeric_limits<int>::max()).has_value();
+      std::vector<std::string> parts;
+      if (c.is_string()) {
+        parts = util::split(c.get<std::string>(), ',');
+        for (auto& part : parts) {
+          part = util::trim(part);
+        }
+      } else if (c.is_array()) {
+        for (const auto& v : c) {
+          auto n = json_integer(v, 0, std::numeric_limits<int>::max());
+          parts.push_back(n ? std::to_string(*n) : std::string("?"));
+        }
+      }
+      bool ok = (parts.size() == 2 || parts.size() == 3) &&
+                std::all_of(parts.begin(), parts.end(), [](const std::string& v) {
+                  return !v.empty() && v.size() <= 9 &&
+                         std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
                 });
       if (!ok) {
-        problems.add(usage_error(where(base + "/coords", label + ".coords") +
-                                 ": must be [x, y] or [x, y, z]"));
+        problems.add(usage_error(where(base + "/coords", label + ".coords") + ": '" +
+                                 util::printable(c.is_string() ? c.get<std::string>() : c.dump()) +
+                                 "' must be [x, y], [x, y, z] or \"x,y,z\" (positions from 0)"));
       } else {
-        std::vector<std::string> parts;
-        for (const auto& v : c) {
-          parts.push_back(std::to_string(v.get<int64_t>()));
-        }
         opt.coords = util::join(parts, ",");
       }
     }

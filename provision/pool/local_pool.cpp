@@ -68,6 +68,9 @@ remote::LocalSshdOptions sshd_options(const fs::path& root, const std::vector<st
   // Every process started through the pool's servers carries the pool's directory: local-down
   // finds them all in one pass, whichever host started them (they share this machine).
   o.session_env[k_local_pool_var] = root.string();
+  // Each host stands for a machine of its own: its own ~ (files a command writes to ~ on one
+  // host are not on the others, nor in the user's home).
+  o.own_home = true;
   return o;
 }
 

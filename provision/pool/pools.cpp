@@ -242,7 +242,7 @@ Expected<std::string> resolve_pool_name(state::StateStore& store, const std::str
                  "not_found");
   }
   return usage_error("several pools exist (" + util::join(names, ", ") +
-                     "): choose one with --pool NAME or TPUCTL_POOL");
+                     "): choose one with --pool NAME, TPUCTL_POOL or 'tpuctl config set pool NAME'");
 }
 
 Expected<PoolInfo> create_pool(state::StateStore& store, const std::string& name,

@@ -45,6 +45,7 @@
 #include "provision/slice/preflight_report.hpp"
 #include "provision/slice/secrets.hpp"
 #include "provision/slice/slice_env.hpp"
+#include "provision/slice/slice_workers.hpp"
 #include "remote/fanout.hpp"
 #include "remote/session_steps.hpp"
 #include "topology/accelerator_type.hpp"
@@ -109,13 +110,12 @@ QrError worker_error(const SliceWorker& w, const std::string& code, const std::s
   e.worker = w.worker;
   e.node = w.node_id;
   e.host = w.host.name;
-  e.message = "worker " + std::to_string(w.worker) + " of node '" + w.node_id + "' (host '" +
-              w.host.name + "'): " + what;
+  e.message = "worker " + worker_label(w.node_id, w.worker, w.host.name) + ": " + what;
   return e;
 }
 
 // preflight_problem with the peers named as the slice knows them: worker and node, address,
-// and which link it was ("worker 5 of node 'qr-1' at 10.0.0.7:8476 over the ICI x link").
+// and which link it was ("worker qr-1/5@node06 at 10.0.0.7:8476 over the ICI x link").
 std::string link_problem(const agent::PreflightResult& r, const std::vector<SliceWorker>& workers,
                          const std::vector<WorkerLinks>& links, size_t self) {
   agent::PreflightResult rest = r;
@@ -125,8 +125,7 @@ std::string link_problem(const agent::PreflightResult& r, const std::vector<Slic
     std::string who = "worker " + std::to_string(p.worker);
     if (p.worker >= 0 && static_cast<size_t>(p.worker) < workers.size()) {
       const auto& peer = workers[static_cast<size_t>(p.worker)];
-      who = "worker " + std::to_string(peer.worker) + " of node '" + peer.node_id + "' (host '" +
-            peer.host.name + "')";
+      who = "worker " + worker_label(peer.node_id, peer.worker, peer.host.name);
     }
     const std::string label = link_label(links, static_cast<int>(self), p.worker);
     out += (out.empty() ? "" : "; ") + std::string("cannot reach ") + who + " at " + p.address +
@@ -560,8 +559,9 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
         if (!r.succeeded() &&
             (r.outcome == remote::Outcome::ok || r.outcome == remote::Outcome::exit_code)) {
           // Not fatal: its group gets the agent over SSH instead.
-          say(options, "worker " + std::to_string(workers[r.index].worker) + " of node '" +
-                           workers[r.index].node_id + "' cannot serve the agent to its group: " +
+          const auto& w = workers[r.index];
+          say(options, "worker " + worker_label(w.node_id, w.worker, w.host.name) +
+                           " cannot serve the agent to its group: " +
                            outcome_text(r, options.step_timeout));
         } else if (!r.succeeded()) {
           failure = first_failure(workers, results, "agent relay", options.step_timeout);
@@ -595,8 +595,9 @@ Expected<ProvisionReport> provision_slice(const QueuedResource& qr_in, const Poo
         if (!same && !fetched) {
           fallback[r.index] = 1;
           if (failed++ == 0) {
-            first = "worker " + std::to_string(workers[r.index].worker) + " of node '" +
-                    workers[r.index].node_id + "': " + outcome_text(r, k_relay_timeout);
+            const auto& w = workers[r.index];
+            first = "worker " + worker_label(w.node_id, w.worker, w.host.name) + ": " +
+                    outcome_text(r, k_relay_timeout);
           }
         }
       }

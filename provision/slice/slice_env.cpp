@@ -40,8 +40,8 @@ Expected<HostEntry> worker_host(const QueuedResource& qr, int node_index, int wo
     }
   }
   return make_error(ErrorKind::failure,
-                    "worker " + std::to_string(worker) + " of node '" + node.id + "' is host '" +
-                        name + "', which is no longer in pool '" + pool.info.name + "'");
+                    "worker " + worker_label(node.id, worker, name) + ": host '" + name +
+                        "' is no longer in pool '" + pool.info.name + "'");
 }
 
 Expected<SliceEnvInput> slice_env_input(const QueuedResource& qr, int node_index, int worker,

@@ -7,6 +7,7 @@
 
 #include "provision/pool/projects.hpp"
 #include "provision/pool/request_ssh.hpp"
+#include "provision/slice/slice_workers.hpp"
 #include "provision/workload/workload_queue.hpp"
 #include "util/strings.hpp"
 
@@ -374,7 +375,7 @@ std::string workload_dir(const std::string& workdir, const std::string& uid,
 }
 
 std::string describe_worker(const WorkloadWorker& w) {
-  return "worker " + std::to_string(w.worker) + " of node " + w.node + " (host " + w.host + ")";
+  return "worker " + worker_label(w.node, w.worker, w.host);
 }
 
 Goodput goodput_of(const Workload& w, int64_t now_ms) {

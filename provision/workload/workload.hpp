@@ -214,7 +214,7 @@ std::string workload_dir(const std::string& workdir, const std::string& uid,
 // Where the workload's wall time went up to now_ms (or its end), and its goodput.
 Goodput goodput_of(const Workload& workload, int64_t now_ms);
 
-// "worker 2 of node c-0 (host h3)": how messages name a worker.
+// "worker c-0/2@h3" (NODE/WORKER@HOST): how messages name a worker.
 std::string describe_worker(const WorkloadWorker& w);
 
 } // namespace tpuctl::provision

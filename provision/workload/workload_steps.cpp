@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "provision/queue/reconcile.hpp"
+#include "provision/slice/slice_workers.hpp"
 #include "provision/workload/workload_watch.hpp"
 #include "util/strings.hpp"
 
@@ -102,8 +103,7 @@ std::string launch_failures(const std::vector<WorkerPlan>& plans,
     if (why.empty()) {
       why = r.error.empty() ? std::string(remote::to_string(r.outcome)) : r.error;
     }
-    parts.push_back("worker " + std::to_string(p.worker) + " of node " + p.node + " (host " +
-                    p.host + ") could not start: " + why);
+    parts.push_back("worker " + worker_label(p) + " could not start: " + why);
   }
   return util::join(parts, "; ");
 }

@@ -405,6 +405,9 @@ TEST_CASE("chaos: Ctrl-C during a broadcast kills the remote commands and exits 
   CHECK(interrupted.exit_code == 130);
   CHECK(interrupted.err.find("tpuctl: error: interrupted while waiting for 'c' (now "
                              "PROVISIONING;") != std::string::npos);
+  // stdout shows the request in the state stderr names, from the same read (not ACCEPTED, as
+  // it was created).
+  CHECK(interrupted.out.find("state:             PROVISIONING") != std::string::npos);
   StoreView left = read_store(env, "c");
   REQUIRE(left.qr.has_value());
   CHECK(left.qr->state == tpuctl::provision::QrState::provisioning);

@@ -59,6 +59,56 @@ TEST_CASE("config: set, get, list, unset; the file is 0600 in a 0700 directory")
   CHECK(gone.err.find("config state is not set") != std::string::npos);
 }
 
+TEST_CASE("config unset: several keys at once; an unknown one among them changes nothing") {
+  Home h;
+  REQUIRE(h.run({"config", "set", "format", "json"}).exit_code == 0);
+  REQUIRE(h.run({"config", "set", "ssh.user", "deploy"}).exit_code == 0);
+  REQUIRE(h.run({"config", "set", "pool", "team-a"}).exit_code == 0);
+  const std::string before = tpuctl::test::read_file(h.file());
+  auto bad = h.run({"config", "unset", "format", "no.such.key", "pool"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("no.such.key") != std::string::npos);
+  CHECK(tpuctl::test::read_file(h.file()) == before);
+  auto both = h.run({"config", "unset", "format", "ssh.user", "--format", "table"});
+  REQUIRE_MESSAGE(both.exit_code == 0, both.err);
+  CHECK(both.out == "unset format\nunset ssh.user\n");
+  CHECK(h.run({"config", "get", "format"}).exit_code == 4);
+  CHECK(h.run({"config", "get", "ssh.user"}).exit_code == 4);
+  CHECK(h.run({"config", "get", "pool"}).out == "team-a\n");
+}
+
+TEST_CASE("config: --zone over the config's pool, as gcloud's --zone over compute/zone; --pool "
+          "over --zone; a zone that names no pool, or that no command uses, gets a notice") {
+  Home h;
+  REQUIRE(h.run({"pool", "create", "a", "--generation", "v5e"}).exit_code == 0);
+  REQUIRE(h.run({"pool", "create", "b", "--generation", "v5e"}).exit_code == 0);
+  REQUIRE(h.run({"config", "set", "pool", "a"}).exit_code == 0);
+  auto pool_of = [](const tpuctl::util::ProcessResult& r) {
+    return nlohmann::json::parse(r.out)["name"].get<std::string>();
+  };
+  auto zone_b = h.run({"tpu-vm", "list", "--zone", "b", "--format", "json"});
+  CHECK(zone_b.exit_code == 0);
+  CHECK(zone_b.err.empty());
+  auto described = h.run({"pool", "describe", "--zone", "b", "--format", "json"});
+  REQUIRE_MESSAGE(described.exit_code == 0, described.err);
+  CHECK(pool_of(described) == "b");
+  auto unknown = h.run({"pool", "describe", "--zone", "us-central2-b", "--format", "json"});
+  REQUIRE(unknown.exit_code == 0);
+  CHECK(pool_of(unknown) == "a");
+  CHECK(unknown.err == "tpuctl: notice: --zone 'us-central2-b' names no pool here (a zone is a "
+                       "pool in tpuctl); using pool 'a' (the config's)\n");
+  auto flag = h.run({"pool", "describe", "--pool", "a", "--zone", "b", "--format", "json"});
+  REQUIRE(flag.exit_code == 0);
+  CHECK(pool_of(flag) == "a");
+  CHECK(flag.err.find("--zone 'b' ignored: --pool (or TPUCTL_POOL) selects pool 'a'") !=
+        std::string::npos);
+  auto unused = h.run({"version", "--zone", "b"});
+  CHECK(unused.exit_code == 0);
+  CHECK(unused.err.find("--zone 'b' ignored: this command uses no pool's zone") !=
+        std::string::npos);
+  CHECK(h.run({"version", "--zone", "b", "--quiet"}).err.empty());
+}
+
 TEST_CASE("config: bad keys and values are refused like their flags; the file is unchanged") {
   Home h;
   REQUIRE(h.run({"config", "set", "pool", "team-a"}).exit_code == 0);

@@ -117,6 +117,16 @@ TEST_CASE("gcloud shapes: no command and one worker is an interactive shell with
   CHECK(r->exit_code == 7);
   CHECK(r->out.find("id=2 tty=/dev/pts/") != std::string::npos);
 
+  // With stdin not a terminal (a pipe: a script, CI), no pty, as ssh without -t: the remote
+  // shell reads stdin as its script and ends at its end instead of waiting at a prompt.
+  auto piped = tpuctl::test::run_tpuctl({"tpu-vm", "ssh", "node-1", "--worker", "2"}, env.vars,
+                                        "echo id=$TPU_WORKER_ID; tty || echo no-tty; exit 7\n");
+  CHECK(piped.exit_code == 7);
+  CHECK(piped.out.find("id=2") != std::string::npos);
+  CHECK(piped.out.find("no-tty") != std::string::npos);
+  auto closed = tpuctl::test::run_tpuctl({"tpu-vm", "ssh", "node-1", "--worker", "2"}, env.vars);
+  CHECK_MESSAGE(closed.exit_code == 0, closed.err); // end of input: the shell exits 0
+
   // Several workers and no command: refused, nothing runs.
   auto many = env.run({"tpu-vm", "ssh", "node-1", "--worker=all"});
   CHECK(many.exit_code == 2);

@@ -7,13 +7,16 @@
 // identifier"), a changed key, @revoked, wildcards and negations, HostKeyAlias, several files in
 // UserKnownHostsFile and GlobalKnownHostsFile, `none`, HOME differing from the password
 // database, CheckHostIP, Host and Match blocks with HostName, User, Port, IdentityFile and
-// IdentitiesOnly, ProxyJump through the second server, and host certificates (@cert-authority
-// with a wildcard, under the bare host, negated). Not covered: port 22 itself (the test cannot
-// assume the port is free on every machine); there the lookup name is the bare host for both.
+// IdentitiesOnly, ProxyJump and ProxyCommand through the second server, a user certificate named
+// by CertificateFile (and the same key without it), and host certificates (@cert-authority with
+// a wildcard, under the bare host, negated). Port 22 itself: a second case runs a server on
+// 127.0.0.1:22 in a network namespace the test makes (root, as CI), where the lookup name is the
+// bare host for both.
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unistd.h>
 
 #include <doctest/doctest.h>
 
@@ -105,6 +108,17 @@ TEST_CASE("host keys: ssh and tpuctl make the same decision from the same known_
                     pool.hosts[0].host_key.string() + ".pub"});
   std::ofstream(pool.hosts[0].config, std::ios::app)
       << "HostCertificate " << pool.hosts[0].host_key.string() << "-cert.pub\n";
+  // Both servers admit users whose certificate `user_ca` signed; `user` is a key no server has
+  // in authorized_keys, with that certificate under a name ssh does not look for by itself.
+  const fs::path user_ca = tmp.path() / "user_ca", user_key = tmp.path() / "user";
+  test::ssh_keygen({"-t", "ed25519", "-N", "", "-C", "", "-f", user_ca.string()});
+  test::ssh_keygen({"-t", "ed25519", "-N", "", "-C", "", "-f", user_key.string()});
+  test::ssh_keygen({"-s", user_ca.string(), "-I", "u", "-n", pool.user, user_key.string() + ".pub"});
+  const fs::path user_cert = tmp.path() / "user-certificate.pub";
+  fs::rename(user_key.string() + "-cert.pub", user_cert);
+  for (const auto& h : pool.hosts) {
+    std::ofstream(h.config, std::ios::app) << "TrustedUserCAKeys " << user_ca.string() << ".pub\n";
+  }
   auto started = remote::start_local_sshd_pool(pool);
   REQUIRE_MESSAGE(started, started.error().message);
 
@@ -146,8 +160,9 @@ TEST_CASE("host keys: ssh and tpuctl make the same decision from the same known_
     REQUIRE_MESSAGE(added.exit_code == 0, added.err);
   }
 
-  const std::string common = "Host *\n  Port 2222\n  User " + pool.user + "\n  IdentityFile " +
-                             pool.client_key.string() + "\n  IdentitiesOnly yes\n  BatchMode yes\n  StrictHostKeyChecking yes\n";
+  const std::string common = "Host *\n  Port 2222\n  User " + pool.user +
+                             "\n  IdentitiesOnly yes\n  BatchMode yes\n  StrictHostKeyChecking yes\n";
+  const fs::path cfg = tmp.path() / "ssh_config";
   const std::string files = "  UserKnownHostsFile " + kh.string() + " " + kh2.string() +
                             "\n  GlobalKnownHostsFile " + gkh.string() + "\n";
   const std::vector<Case> cases{
@@ -205,14 +220,33 @@ TEST_CASE("host keys: ssh and tpuctl make the same decision from the same known_
        "@cert-authority [127.0.130.*]:2222,!" + pa + " " + ca_key + "\n", "", "", false, {}},
       {"@cert-authority in the global file", a, "Host *\n" + files, "", "",
        "@cert-authority [127.0.130.*]:2222 " + ca_key + "\n", true, {}},
+      // libssh runs a ProxyCommand itself (tpuctl makes only ProxyJump's hop in-process).
+      {"ProxyCommand through the other server", a,
+       "Host " + a + "\n  ProxyCommand ssh -F " + cfg.string() + " -W %h:%p " + b +
+           "\nHost *\n" + files,
+       pa + " " + key_a + "\n[" + b + "]:2222 " + key_b + "\n", "", "", true, {}},
+      {"ProxyCommand: the target's key unknown", a,
+       "Host " + a + "\n  ProxyCommand ssh -F " + cfg.string() + " -W %h:%p " + b +
+           "\nHost *\n" + files,
+       "[" + b + "]:2222 " + key_b + "\n", "", "", false, {}},
+      {"CertificateFile: a user certificate the servers trust", a,
+       "Host *\n  CertificateFile " + user_cert.string() + "\n" + files, pa + " " + key_a + "\n",
+       "", "", true, {}},
+      {"no CertificateFile: a key the servers do not know", a, "Host *\n" + files,
+       pa + " " + key_a + "\n", "", "", false, {}},
+  };
+  // The IdentityFile of both: the pool's key, but the user key for the certificate cases.
+  auto identity = [&](const Case& c) {
+    return c.name.find("CertificateFile") != std::string::npos ? user_key.string()
+                                                               : pool.client_key.string();
   };
   fs::create_directories(tmp.path() / "fakehome" / ".ssh");
   write(tmp.path() / "fakehome" / ".ssh" / "tpuctl-test-absent-kh", pa + " " + key_a + "\n");
-  const fs::path cfg = tmp.path() / "ssh_config";
   int agreed = 0;
   for (const Case& c : cases) {
     CAPTURE(c.name);
-    write(cfg, c.config + common);
+    write(cfg, c.config + common + "  IdentityFile " +
+                   identity(c) + "\n");
     write(kh, c.known);
     write(kh2, c.known2);
     write(gkh, c.global);
@@ -237,12 +271,106 @@ TEST_CASE("host keys: ssh and tpuctl make the same decision from the same known_
     // The line that let it in: the same file and line (a jump's and a certificate's CA lines
     // are reported by ssh for the bastion and the CA, so only plain keys are compared).
     const std::string where = ssh_found(ssh->err);
-    if (ssh_in && c.name.find("ProxyJump") == std::string::npos &&
-        c.name.find("cert") == std::string::npos) {
+    if (ssh_in && c.name.find("Proxy") == std::string::npos &&
+        c.name.find("ert") == std::string::npos) {
       CHECK(!where.empty());
       CHECK(tpuctl_found(tp.err) == where);
     }
     agreed += tpuctl_in == ssh_in ? 1 : 0;
   }
   CHECK(agreed == static_cast<int>(cases.size()));
+}
+
+TEST_CASE("host keys on port 22 (sshd in a network namespace of the test's own): the bare host "
+          "is the name both look up, and a [host]:22 line is not it") {
+  REQUIRE_MESSAGE(::geteuid() == 0, "this test makes a network namespace (ip netns): run it as "
+                                    "root, as CI does");
+  test::TempDir tmp;
+  const std::string ns = "tpt-kh22-" + std::to_string(::getpid());
+  auto ip = [](std::vector<std::string> argv) {
+    argv.insert(argv.begin(), "ip");
+    auto r = util::run_process(argv);
+    REQUIRE(r);
+    return *r;
+  };
+  REQUIRE(ip({"netns", "add", ns}).exit_code == 0);
+  struct Namespace {
+    std::string name;
+    remote::LocalSshdPool* pool = nullptr;
+    ~Namespace() {
+      if (pool != nullptr) {
+        (void)remote::stop_local_sshd_pool(*pool);
+      }
+      (void)util::run_process({"ip", "netns", "del", name});
+    }
+  } guard{ns};
+  REQUIRE(ip({"netns", "exec", ns, "ip", "link", "set", "lo", "up"}).exit_code == 0);
+  remote::LocalSshdOptions lo;
+  lo.root = tmp.path() / "pool";
+  lo.session_env = {{"SHLVL", "1"}};
+  lo.hosts = {{"c", "127.0.0.1", 22}};
+  auto created = remote::create_local_sshd_pool(lo);
+  REQUIRE_MESSAGE(created, created.error().message);
+  remote::LocalSshdPool pool = std::move(*created);
+  const fs::path wrapper = tmp.path() / "sshd-in-namespace";
+  write(wrapper, "#!/bin/sh\nexec ip netns exec " + ns + " " + pool.sshd_path + " \"$@\"\n");
+  fs::permissions(wrapper, fs::perms::owner_all);
+  pool.sshd_path = wrapper.string();
+  guard.pool = &pool;
+  auto started = remote::start_local_sshd_pool(pool);
+  REQUIRE_MESSAGE(started, started.error().message);
+
+  const std::string key = test::key_fields(pool.hosts[0].host_key.string() + ".pub");
+  const fs::path kh = tmp.path() / "kh", cfg = tmp.path() / "ssh_config";
+  write(cfg, "Host *\n  User " + pool.user + "\n  IdentityFile " + pool.client_key.string() +
+                 "\n  IdentitiesOnly yes\n  UserKnownHostsFile " + kh.string() +
+                 "\n  GlobalKnownHostsFile none\n");
+  const fs::path home = tmp.path() / "home";
+  fs::create_directories(home);
+  util::ProcessOptions o;
+  o.timeout = std::chrono::seconds(60);
+  o.env_set = {{"HOME", home.string()},
+               {"XDG_STATE_HOME", (home / "state").string()},
+               {"XDG_CONFIG_HOME", (home / "config").string()}};
+  auto in_ns = [&](std::vector<std::string> argv) {
+    argv.insert(argv.begin(), {"ip", "netns", "exec", ns});
+    auto r = util::run_process(argv, o);
+    REQUIRE(r);
+    return *r;
+  };
+  REQUIRE(in_ns({test::tpuctl_binary(), "pool", "create", "d", "--generation", "v5e"}).exit_code ==
+          0);
+  REQUIRE(in_ns({test::tpuctl_binary(), "--pool", "d", "pool", "add-hosts", "127.0.0.1"})
+              .exit_code == 0);
+  const fs::path hashed = tmp.path() / "hashed";
+  write(hashed, "127.0.0.1 " + key + "\n");
+  test::ssh_keygen({"-H", "-f", hashed.string()});
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"the bare host", "127.0.0.1 " + key + "\n"},
+      {"a hashed bare host", test::read_file(hashed)},
+      {"[host]:22", "[127.0.0.1]:22 " + key + "\n"},
+      {"[host]:2222 only", "[127.0.0.1]:2222 " + key + "\n"},
+      {"a changed key under the bare host", "127.0.0.1 " + test::key_fields(pool.client_key.string() + ".pub") + "\n"},
+  };
+  int agreed = 0, connected = 0;
+  for (const auto& [name, known] : cases) {
+    CAPTURE(name);
+    write(kh, known);
+    auto ssh = in_ns({"ssh", "-F", cfg.string(), "-o", "BatchMode=yes", "-o",
+                      "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=20", "-v", "127.0.0.1",
+                      "true"});
+    auto tp = in_ns({test::tpuctl_binary(), "--pool", "d", "--verbosity", "debug", "pool", "ssh",
+                     "--hosts", "127.0.0.1", "--ssh-config", cfg.string(), "--command", "true"});
+    const bool ssh_in = ssh.exit_code == 0, tpuctl_in = tp.exit_code == 0;
+    CHECK_MESSAGE(tpuctl_in == ssh_in, "ssh: " << ssh.err << "\ntpuctl: " << tp.err);
+    if (ssh_in) {
+      CHECK(tpuctl_found(tp.err) == ssh_found(ssh.err));
+    } else {
+      CHECK_MESSAGE(tp.exit_code == 5, tp.err);
+    }
+    agreed += tpuctl_in == ssh_in ? 1 : 0;
+    connected += ssh_in ? 1 : 0;
+  }
+  CHECK(agreed == static_cast<int>(cases.size()));
+  CHECK(connected == 2); // what OpenSSH 9.2 does: the bare host lines only
 }

@@ -128,18 +128,18 @@ TEST_CASE("jax failures: a killed worker's JAX process (worker 2, then worker 0)
     REQUIRE(failed["state"] == "FAILED");
     const std::string message = failed["message"].get<std::string>();
     const std::string host = failed["workers"][victim]["host"].get<std::string>();
-    CHECK(message.rfind("worker " + std::to_string(victim) + " of node " + env.node() +
-                            " (host " + host + ") exited with 137",
+    CHECK(message.rfind("worker " + env.node() + "/" + std::to_string(victim) + "@" + host +
+                            " exited with 137",
                         0) == 0);
     for (int other = 0; other < 4; ++other) {
       if (other != victim) { // never blamed: the message names only the first failure
-        CHECK(message.find("worker " + std::to_string(other) + " of") == std::string::npos);
+        CHECK(message.find("/" + std::to_string(other) + "@") == std::string::npos);
       }
     }
     CHECK(failed["workers"][victim]["state"] == "FAILED");
     CHECK(failed["workers"][victim]["exit_code"] == 137);
     auto described = env.run({"workload", "describe", name});
-    CHECK(described.out.find("error: worker " + std::to_string(victim) + " of node") !=
+    CHECK(described.out.find("error: worker " + env.node() + "/" + std::to_string(victim) + "@") !=
           std::string::npos);
     CHECK(tpuctl::test::wait_until([&] { return tpuctl::test::workload_processes(uid).empty(); },
                                    std::chrono::seconds(60)));

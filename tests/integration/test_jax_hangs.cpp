@@ -39,8 +39,8 @@ TEST_CASE("jax hangs: a worker that sleeps before a collective is named from the
   REQUIRE(hang.is_object());
   CHECK(hang["attempt"] == 0);
   const std::string host = done["workers"][2]["host"].get<std::string>();
-  CHECK(hang["worker"] == "worker 2 of node " + done["workers"][2]["node"].get<std::string>() +
-                              " (host " + host + ")");
+  CHECK(hang["worker"] ==
+        "worker " + done["workers"][2]["node"].get<std::string>() + "/2@" + host);
   CHECK(hang["where"].get<std::string>().rfind("collective_steps.py:", 0) == 0);
   CHECK(hang["why"].get<std::string>().find("after step 12") != std::string::npos);
   // Every worker's stacks are in its log (the first attempt's part), the sleeper's in time.sleep's
@@ -66,7 +66,8 @@ TEST_CASE("jax hangs: a worker that sleeps before a collective is named from the
   REQUIRE(failed["state"] == "FAILED");
   const std::string message = failed["message"].get<std::string>();
   CHECK(message.rfind("hung: no step for ", 0) == 0);
-  CHECK(message.find("worker 1 of node") != std::string::npos);
+  CHECK(message.find("worker " + failed["workers"][1]["node"].get<std::string>() + "/1@") !=
+        std::string::npos);
   CHECK(message.find("'s stack differs: it is at collective_steps.py:") != std::string::npos);
   CHECK(message.find('\n') == std::string::npos);
 }

@@ -264,12 +264,21 @@ TEST_CASE("pool import: a malformed inventory changes nothing and names the line
   std::ofstream(good) << "{\n  \"pool\": {\"name\": \"inv\", \"generation\": \"v5p\", \"shape\": "
                          "\"4x4x4\"},\n  \"hosts\": [\n    {\"host\": \"a1\", \"user\": \"ci\"},\n"
                          "    {\"host\": \"a2\", \"coords\": [1, 1, 3], \"labels\": {\"rack\": "
-                         "\"r1\"}}\n  ]\n}\n";
+                         "\"r1\"}},\n    {\"host\": \"a3\", \"coords\": \"1,0,2\"}\n  ]\n}\n";
   auto ok = env.run({"pool", "import", good, "--format", "json"});
   REQUIRE_MESSAGE(ok.exit_code == 0, ok.err);
   auto added = json::parse(ok.out);
-  CHECK(added.size() == 2);
+  CHECK(added.size() == 3);
   CHECK(added[1]["coords"] == "1,1,3");
+  CHECK(added[2]["coords"] == "1,0,2"); // the form pool hosts prints is taken back
+  // `pool hosts` shows it in the form it was given.
+  auto shown = json::parse(env.run({"pool", "hosts", "--format", "json"}).out);
+  REQUIRE(shown.size() == 3);
+  for (const auto& h : shown) {
+    if (h["name"] == "a3") {
+      CHECK(h["coords"] == "1,0,2");
+    }
+  }
 
   std::string before = env.run({"pool", "hosts", "--format", "json"}).out;
   std::string bad = (env.dir.path() / "bad.json").string();
@@ -280,6 +289,15 @@ TEST_CASE("pool import: a malformed inventory changes nothing and names the line
   CHECK(r.err.find("line 5, hosts[1].port: must be a whole number from 1 to 65535") !=
         std::string::npos);
   CHECK(r.err.find("line 6, hosts[2].host") != std::string::npos);
+  std::string text_coords = (env.dir.path() / "coords.json").string();
+  std::ofstream(text_coords) << "{\"hosts\": [{\"host\": \"c1\", \"coords\": \"0,x,1\"}, "
+                                "{\"host\": \"c2\", \"coords\": \"1,2,3,4\"}]}\n";
+  auto coords = env.run({"pool", "import", text_coords});
+  CHECK(coords.exit_code == 2);
+  CHECK(coords.err.find("hosts[0].coords: '0,x,1' must be [x, y], [x, y, z] or \"x,y,z\"") !=
+        std::string::npos);
+  CHECK(coords.err.find("hosts[1].coords: '1,2,3,4'") != std::string::npos);
+  CHECK(env.run({"pool", "hosts", "--format", "json"}).out == before);
   CHECK(r.err.find("nothing was imported") != std::string::npos);
   CHECK(env.run({"pool", "hosts", "--format", "json"}).out == before);
 

@@ -81,8 +81,8 @@ TEST_CASE("preflight: a blocked ICI link fails the slice, naming both workers an
   CHECK(qr["state"] == "FAILED");
   const std::string message = qr["error"]["message"];
   INFO(message);
-  CHECK(message.find("worker 1 of node 'qr-1'") == 0);
-  CHECK(message.find("cannot reach worker 3 of node 'qr-1'") != std::string::npos);
+  CHECK(message.find("worker qr-1/1@") == 0);
+  CHECK(message.find("cannot reach worker qr-1/3@") != std::string::npos);
   CHECK(message.find(hosts[3] + ":8476 over the ICI y link") != std::string::npos);
   CHECK(qr["error"]["code"] == "PREFLIGHT_FAILED");
 }
@@ -105,7 +105,7 @@ TEST_CASE("preflight: a blocked DCN link fails a multislice request, naming both
   CHECK(qr["state"] == "FAILED");
   const std::string message = qr["error"]["message"];
   INFO(message);
-  CHECK(message.find("worker 2 of node 'ms-0'") == 0);
-  CHECK(message.find("cannot reach worker 2 of node 'ms-1'") != std::string::npos);
+  CHECK(message.find("worker ms-0/2@") == 0);
+  CHECK(message.find("cannot reach worker ms-1/2@") != std::string::npos);
   CHECK(message.find(slice1[2] + ":8476 over the DCN link") != std::string::npos);
 }

@@ -220,7 +220,7 @@ TEST_CASE("provision_slice: push, probe, startup script and preflight on a 2x2 v
   CHECK(failed->failure->worker == 2);
   CHECK(failed->failure->node == "qr-prov");
   CHECK(failed->failure->host == pool.view.hosts[2].name);
-  CHECK(failed->failure->message.find("worker 2") != std::string::npos);
+  CHECK(failed->failure->message.find("worker qr-prov/2@" + pool.view.hosts[2].name) != std::string::npos);
   CHECK(failed->failure->message.find(pool.view.hosts[2].name) != std::string::npos);
   CHECK(failed->failure->message.find("exit code 7: disk full") != std::string::npos);
   CHECK(failed->workers[0]["preflight"].is_null()); // stopped before the preflight

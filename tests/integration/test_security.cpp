@@ -135,9 +135,11 @@ permission_offenders(const fs::path& root, const std::function<bool(const fs::pa
 }
 
 std::vector<std::string> tpuctl_tree_offenders(const QrEnv& env) {
-  // The agent binary a slice's workers run is the only executable tpuctl writes.
+  // The agent binary a slice's workers run and a local pool's login wrapper (its servers'
+  // ForceCommand) are the only executables tpuctl writes, owner-only as everything else.
   auto agent = [](const fs::path& p) {
-    return p.filename() == "tpuctl" && p.parent_path().parent_path().filename() == "agent";
+    return (p.filename() == "tpuctl" && p.parent_path().parent_path().filename() == "agent") ||
+           (p.filename() == "login" && p.parent_path().parent_path().filename() == "local-pools");
   };
   std::vector<std::string> out;
   for (const char* top : {"state", "config"}) {

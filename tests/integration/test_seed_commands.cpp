@@ -8,14 +8,11 @@
 // their exit statuses, are a golden transcript (tests/golden/seeds/commands.txt), and so is the
 // command worker 0 runs for the image (tests/golden/seeds/container_worker0.txt): what a
 // container host would add is only the container actually starting.
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <pwd.h>
 #include <regex>
 #include <set>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <doctest/doctest.h>
@@ -117,44 +114,6 @@ struct Shell {
 // (two CI jobs, bench/suite_under_load.sh). Each copy holds a shared lock on it while it runs;
 // the file is written once, marked as the tests', and removed by the last copy to leave, never
 // while another still needs it, and never when it was the user's own file.
-struct TutorialFile {
-  static constexpr const char* k_marker = "# written by tpuctl's tests; removed by them\n";
-  fs::path path;
-  int lock = -1;
-  bool made = false; // the tests' file (the marker), not the user's own
-  TutorialFile() {
-    const passwd* pw = ::getpwuid(::getuid());
-    path = fs::path(pw ? pw->pw_dir : "/root") / "my_parallel_tutorial.py";
-    const std::string lock_path = "/tmp/tpuctl-tests-my_parallel_tutorial.lock";
-    lock = ::open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-    if (lock >= 0) {
-      ::flock(lock, LOCK_SH); // waits only while a last copy removes the file
-    }
-    const int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      const std::string text = std::string(k_marker) +
-                               "import os\nprint('tutorial on worker', "
-                               "os.environ['TPU_WORKER_ID'], 'of', "
-                               "len(os.environ['TPU_WORKER_HOSTNAMES'].split(',')))\n";
-      (void)!::write(fd, text.data(), text.size());
-      ::close(fd);
-    }
-    made = tpuctl::test::read_file(path).rfind(k_marker, 0) == 0;
-  }
-  ~TutorialFile() {
-    // The last copy to leave (no other holds the shared lock) removes the tests' file.
-    if (lock >= 0 && ::flock(lock, LOCK_EX | LOCK_NB) == 0 && made) {
-      std::error_code ec;
-      fs::remove(path, ec);
-    }
-    if (lock >= 0) {
-      ::close(lock);
-    }
-  }
-  TutorialFile(const TutorialFile&) = delete;
-  TutorialFile& operator=(const TutorialFile&) = delete;
-};
-
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {
   for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
     text.replace(at, from.size(), to);
@@ -268,17 +227,22 @@ TEST_CASE("seeds: the gcloud and xpk commands of the source documents run with o
   }
   CHECK(seen.size() == 64);
 
-  TutorialFile tutorial;
+  // The seed's program, copied to every worker as its user does first: a local pool's hosts
+  // each have a home of their own, where the seed's `python3 my_parallel_tutorial.py` finds it.
+  const fs::path tutorial = m.dir.path() / "my_parallel_tutorial.py";
+  std::ofstream(tutorial) << "import os\nprint('tutorial on worker', os.environ['TPU_WORKER_ID'], "
+                             "'of', len(os.environ['TPU_WORKER_HOSTNAMES'].split(',')))\n";
+  auto copied = m.run({"tpu-vm", "scp", tutorial.string(), "my-tpu-pod-name:~/", "--worker=all",
+                       "-q"});
+  REQUIRE_MESSAGE(copied.exit_code == 0, copied.err);
   auto tutorial_run = sh.run(k_tpu_vm_ssh);
   REQUIRE_MESSAGE(tutorial_run.exit_code == 0, tutorial_run.err);
-  if (tutorial.made) {
-    size_t lines = 0;
-    for (const auto& line : tpuctl::util::split(tutorial_run.out, '\n')) {
-      lines += line.find("tutorial on worker") != std::string::npos &&
-               line.find(" of 64") != std::string::npos;
-    }
-    CHECK(lines == 64);
+  size_t lines = 0;
+  for (const auto& line : tpuctl::util::split(tutorial_run.out, '\n')) {
+    lines += line.find("tutorial on worker") != std::string::npos &&
+             line.find(" of 64") != std::string::npos;
   }
+  CHECK(lines == 64);
   REQUIRE(m.run({"qr", "delete", "my-qr", "--force", "-q"}).exit_code == 0);
 
   CHECK(tpuctl::test::check_golden("seeds/commands.txt", sh.transcript) == "");

@@ -58,8 +58,7 @@ TEST_CASE("stragglers: the JAX worker that computes longer before each collectiv
   INFO(w.dump());
   REQUIRE(w["straggler_count"] == 1);
   const std::string node = w["workers"][2]["node"].get<std::string>();
-  const std::string who = "worker 2 of node " + node + " (host " +
-                          w["workers"][2]["host"].get<std::string>() + ")";
+  const std::string who = "worker " + node + "/2@" + w["workers"][2]["host"].get<std::string>();
   CHECK(w["straggler_workers"] == json::array({who}));
   const std::string evidence = w["workers"][2]["straggler"].get<std::string>();
   CHECK(evidence.rfind("busy ", 0) == 0);

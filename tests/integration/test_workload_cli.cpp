@@ -106,7 +106,7 @@ TEST_CASE("workload: one worker exiting 3 FAILS it, naming the worker; the other
                                  "exit 3; fi; sleep 300");
   auto waited = env.run({"workload", "wait", "fail3", "--timeout", "60s"});
   CHECK(waited.exit_code == 1);
-  CHECK(waited.err.find("worker 2 of node demo-0") != std::string::npos);
+  CHECK(waited.err.find("worker demo-0/2@") != std::string::npos);
   CHECK(waited.err.find("exited with 3") != std::string::npos);
   auto wl = env.run_json({"workload", "describe", "fail3"});
   CHECK(wl["state"] == "FAILED");
@@ -214,7 +214,7 @@ TEST_CASE("workload --max-repairs 0: a worker host that dies is LOST; the worklo
   // first (the stream, the supervisor's death, a refused connection) is the race's to choose.
   auto waited = env.run({"workload", "wait", "victim", "--timeout", "120s"});
   CHECK(waited.exit_code == 1);
-  CHECK(waited.err.find("worker 1 of node demo-0 (host " + host + ") was lost") !=
+  CHECK(waited.err.find("worker demo-0/1@" + host + " was lost") !=
         std::string::npos);
   CHECK(waited.err.find("(--max-repairs 0)") != std::string::npos);
   auto described = env.run_json({"workload", "describe", "victim"});

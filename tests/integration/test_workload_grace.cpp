@@ -104,7 +104,7 @@ TEST_CASE("workload: when a worker fails, the others get the failure grace, not 
       [&] { return env.run_json({"workload", "describe", "peerless"})["state"] == "FAILED"; },
       std::chrono::seconds(120)));
   wl = env.run_json({"workload", "describe", "peerless"});
-  CHECK_MESSAGE(wl["message"].get<std::string>().find("worker 1") != std::string::npos,
+  CHECK_MESSAGE(wl["message"].get<std::string>().find("/1@") != std::string::npos,
                 wl["message"]);
   CHECK(workload_processes(uid).empty());
 }

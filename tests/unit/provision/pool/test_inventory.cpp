@@ -76,11 +76,13 @@ TEST_CASE("provision::parse_inventory takes numbers only as the whole numbers th
   }
   SUBCASE("coords") {
     for (const char* coords :
-         {"[4294967296, 0]", "[0, -1]", "[0.5, 1]", "[0, 18446744073709551615]"}) {
+         {"[4294967296, 0]", "[0, -1]", "[0.5, 1]", "[0, 18446744073709551615]", "\"0,x\"",
+          "\"1,2,3,4\"", "\"-1,0\"", "\"1\"", "{}"}) {
       CAPTURE(coords);
       const std::string all =
           messages(std::string(R"({"hosts": [{"host": "n1", "coords": )") + coords + "}]}");
-      CHECK(mentions(all, "hosts[0].coords: must be [x, y] or [x, y, z]"));
+      CHECK(mentions(all, "hosts[0].coords: '"));
+      CHECK(mentions(all, "' must be [x, y], [x, y, z] or \"x,y,z\" (positions from 0)"));
     }
   }
   SUBCASE("chips_per_host and shape") {

@@ -210,7 +210,7 @@ TEST_CASE("provision::to_json(ProvisionReport) carries the failure and the timin
   CHECK(ok["timings"]["push_ms"] == 12);
   QrError e;
   e.code = k_preflight_failed;
-  e.message = "worker 1 of node 'n' (host 'h'): preflight: x";
+  e.message = "worker n/1@h: preflight: x";
   e.worker = 1;
   e.node = "n";
   e.host = "h";

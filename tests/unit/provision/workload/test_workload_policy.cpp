@@ -155,7 +155,7 @@ TEST_CASE("provision::decide applies the failure policy") {
     auto d = decide(w, 9000);
     CHECK(d.verdict == Verdict::fail);
     CHECK(d.culprits == std::vector<size_t>{2});
-    CHECK(d.message == "worker 2 of node c-0 (host h2) exited with 3");
+    CHECK(d.message == "worker c-0/2@h2 exited with 3");
   }
   SUBCASE("with restarts left, a failure restarts every worker and says which restart") {
     auto w = four_workers(FailPolicy::any, 2);
@@ -247,14 +247,14 @@ TEST_CASE("provision::decide applies the failure policy") {
     auto d = decide(w, 13'000);
     CHECK(d.verdict == Verdict::restart); // worker 1's 137 decides, not worker 3's 1
     CHECK(d.culprits == std::vector<size_t>{1, 3});
-    CHECK(d.message.find("worker 1 of node c-0 (host h1) exited with 137: Killed (the first to "
+    CHECK(d.message.find("worker c-0/1@h1 exited with 137: Killed (the first to "
                          "fail; 1 other worker failed after it)") != std::string::npos);
-    CHECK(d.message.find("worker 3") == std::string::npos);
-    CHECK(d.message.find("worker 2") == std::string::npos);
+    CHECK(d.message.find("c-0/3@") == std::string::npos); // counted, not named
+    CHECK(d.message.find("c-0/2@") == std::string::npos);
     w.workers[1].ended_ms = 13'000; // now worker 3 was first: its exit 1 is not restarted
     d = decide(w, 14'000);
     CHECK(d.verdict == Verdict::fail);
-    CHECK(d.message.rfind("worker 3 of node c-0 (host h3) exited with 1", 0) == 0);
+    CHECK(d.message.rfind("worker c-0/3@h3 exited with 1", 0) == 0);
   }
   SUBCASE("a host lost before its peers died of it is the infrastructure's failure: repaired, "
           "whatever exit codes the cascade left") {
@@ -269,14 +269,14 @@ TEST_CASE("provision::decide applies the failure policy") {
     CHECK(d.verdict == Verdict::restart); // a repair
     CHECK(!d.counts_restart);
     CHECK(d.culprits == std::vector<size_t>{1, 2});
-    CHECK(d.message.find("worker 1 of node c-0 (host h1) was lost: host unreachable (1 other "
+    CHECK(d.message.find("worker c-0/1@h1 was lost: host unreachable (1 other "
                          "worker failed after it)") != std::string::npos);
-    CHECK(d.message.find("worker 2") == std::string::npos);
+    CHECK(d.message.find("c-0/2@") == std::string::npos);
     // The other way round: worker 2 failed on its own first, the host went later.
     w.workers[2].ended_ms = 8'000;
     d = decide(w, 20'000);
     CHECK(d.verdict == Verdict::fail);
-    CHECK(d.message.rfind("worker 2 of node c-0 (host h2) exited with 134", 0) == 0);
+    CHECK(d.message.rfind("worker c-0/2@h2 exited with 134", 0) == 0);
   }
   SUBCASE("running workers keep it running") {
     CHECK(decide(four_workers(), 9000).verdict == Verdict::keep_running);
