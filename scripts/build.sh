@@ -26,6 +26,11 @@ done
 args+=("-DTPUCTL_TEST_FILES=$test_files")
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
+# One build of a build directory at a time: the README's test runs scripts/demo.sh (which builds)
+# while other tests, or a second copy of the suite, may do the same on this directory.
+mkdir -p "$build_dir"
+exec 9>"$build_dir/.build.lock"
+flock 9
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
   cmake -S . -B "$build_dir" "${generator[@]}" "${args[@]}" >/dev/null
 else
