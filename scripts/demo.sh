@@ -4,9 +4,16 @@
 # state directory that is torn down at the end (also on Ctrl-C). Safe to rerun.
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.." # the checkout, also when run through a link
-scripts/deps.sh
-build_dir=$(scripts/build.sh --target tpuctl | tail -n 1) # the demo runs no test: only tpuctl
-tpuctl="$(pwd)/$build_dir/cli/tpuctl"
+if [[ -n ${TPUCTL_DEMO_BIN:-} ]]; then
+  # A tpuctl already built (the README's test gives the one under test: rebuilding the binary
+  # other tests are running would pull it from under them).
+  [[ -x $TPUCTL_DEMO_BIN ]] || { echo "demo: TPUCTL_DEMO_BIN '$TPUCTL_DEMO_BIN' is not an executable" >&2; exit 2; }
+  tpuctl=$TPUCTL_DEMO_BIN
+else
+  scripts/deps.sh
+  build_dir=$(scripts/build.sh --target tpuctl | tail -n 1) # the demo runs no test: only tpuctl
+  tpuctl="$(pwd)/$build_dir/cli/tpuctl"
+fi
 # The local pool's loopback block: 127.0.0.2-9 unless TPUCTL_DEMO_NET says another /24's first
 # three octets (the README's test runs the demo beside other tests, each on its own block).
 net=${TPUCTL_DEMO_NET:-127.0.0}

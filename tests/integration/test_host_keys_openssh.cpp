@@ -15,6 +15,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <unistd.h>
 
@@ -294,16 +295,17 @@ TEST_CASE("host keys on port 22 (sshd in a network namespace of the test's own):
     return *r;
   };
   REQUIRE(ip({"netns", "add", ns}).exit_code == 0);
+  // Owns the servers: stopped by pid, then the namespace deleted, however the test ends.
   struct Namespace {
     std::string name;
-    remote::LocalSshdPool* pool = nullptr;
+    std::optional<remote::LocalSshdPool> pool;
     ~Namespace() {
-      if (pool != nullptr) {
+      if (pool) {
         (void)remote::stop_local_sshd_pool(*pool);
       }
       (void)util::run_process({"ip", "netns", "del", name});
     }
-  } guard{ns};
+  } guard{ns, std::nullopt};
   REQUIRE(ip({"netns", "exec", ns, "ip", "link", "set", "lo", "up"}).exit_code == 0);
   remote::LocalSshdOptions lo;
   lo.root = tmp.path() / "pool";
@@ -311,12 +313,12 @@ TEST_CASE("host keys on port 22 (sshd in a network namespace of the test's own):
   lo.hosts = {{"c", "127.0.0.1", 22}};
   auto created = remote::create_local_sshd_pool(lo);
   REQUIRE_MESSAGE(created, created.error().message);
-  remote::LocalSshdPool pool = std::move(*created);
+  guard.pool = std::move(*created);
+  remote::LocalSshdPool& pool = *guard.pool;
   const fs::path wrapper = tmp.path() / "sshd-in-namespace";
   write(wrapper, "#!/bin/sh\nexec ip netns exec " + ns + " " + pool.sshd_path + " \"$@\"\n");
   fs::permissions(wrapper, fs::perms::owner_all);
   pool.sshd_path = wrapper.string();
-  guard.pool = &pool;
   auto started = remote::start_local_sshd_pool(pool);
   REQUIRE_MESSAGE(started, started.error().message);
 

@@ -19,7 +19,9 @@
 //      with their keys), as a user's ~/.ssh/config does; the bastion's port 22 becomes its port.
 //   3. Addresses: `pool local-up` gets `--address-base` of a free loopback block and
 //      scripts/demo.sh its TPUCTL_DEMO_NET, so the test runs beside other tests; etcd1-3:2379
-//      become a real three-member etcd cluster's endpoints.
+//      become a real three-member etcd cluster's endpoints. The demo runs the tpuctl under test
+//      (TPUCTL_DEMO_BIN) instead of building one: a build would pull the binary from under the
+//      tests running beside it, and building is what the suite's own build did (rule 7).
 //   4. Directories outside the test's (`/data/`, `/mnt/shared/`) move under it.
 //   5. Inputs: GITHUB_RUN_ID and CI_JOB_ID are set; the files the commands read from the current
 //      directory (train.py, run.sh, serve.sh, setup.sh, run_tests.sh, model/, model.bin) and
@@ -43,6 +45,7 @@
 #include "remote/local_sshd.hpp"
 #include "tests/support/etcd_fixture.hpp"
 #include "tests/support/helpers.hpp"
+#include "tests/support/jax_env.hpp"
 #include "tests/support/local_pool_fixture.hpp"
 #include "tests/support/machine.hpp"
 #include "util/process.hpp"
@@ -89,7 +92,7 @@ std::string unrun_program(const std::string& line) {
 
 // Rules 1-4 and 6 applied to one line.
 struct Rules {
-  std::string user, local_base, demo_net, etcd_endpoints, dir;
+  std::string user, local_base, demo_net, etcd_endpoints, dir, binary;
   int lab_port = 0;
 
   std::string apply(std::string line) const {
@@ -101,7 +104,8 @@ struct Rules {
     line = std::regex_replace(line, std::regex(R"(pool local-up\b)"),
                               "pool local-up --address-base " + local_base);
     line = std::regex_replace(line, std::regex(R"(^scripts/demo\.sh\b)"),
-                              "TPUCTL_DEMO_NET=" + demo_net + " scripts/demo.sh");
+                              "TPUCTL_DEMO_NET=" + demo_net + " TPUCTL_DEMO_BIN=" + binary +
+                                  " scripts/demo.sh");
     line = std::regex_replace(line, std::regex(R"(\betcd1:2379,etcd2:2379,etcd3:2379\b)"),
                               etcd_endpoints);
     line = std::regex_replace(line, std::regex(R"((^|\s)/data/)"), "$1" + dir + "/data/");
@@ -292,6 +296,7 @@ TEST_CASE("README: every shell block runs, in order, on a local pool, and prints
   rules.etcd_endpoints = endpoints;
   rules.dir = dir.string();
   rules.lab_port = 2222;
+  rules.binary = test::tpuctl_binary();
   fs::create_directories(dir / "data");
   fs::create_directories(dir / "shared");
 
@@ -386,6 +391,12 @@ TEST_CASE("README: every shell block runs, in order, on a local pool, and prints
     const fs::path file = dir / ("block-" + std::to_string(b.fence) + ".sh");
     write(file, script);
     MESSAGE("README.md:" << b.fence << ": running the block");
+    // The seeds' tutorial holds about 4 GiB in each of its 4 processes: one such program on
+    // the machine at a time, across tests and copies of the suite (jax_env.hpp).
+    std::optional<test::MemoryHeavy> one_at_a_time;
+    if (script.find("parallel_tutorial.py") != std::string::npos) {
+      one_at_a_time.emplace();
+    }
     auto r = util::run_process({"bash", file.string()}, o);
     REQUIRE(r);
     INFO("README.md:" << b.fence << " (" << file.string() << ")\nstdout:\n"
