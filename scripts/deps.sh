@@ -28,6 +28,9 @@ packages=(
   python3-minimal
   # a preflight link blocked for real (tests/integration/test_preflight_links.cpp)
   iptables
+  # network namespaces (ip netns: the jump-host site, OpenSSH on port 22, the suite's second
+  # copy under load) and ss
+  iproute2
   # packaging test (cpack's dpkg-shlibdeps)
   dpkg-dev file
 )
