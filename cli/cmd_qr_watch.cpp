@@ -2,6 +2,8 @@
 // object per line with --format jsonl or json, else a text line), until --timeout passes or the
 // user interrupts. Blocks in StateStore::wait_for_change between reads (an etcd watch, or a
 // poll of SQLite's revision), so an idle watch costs nothing.
+#include <spdlog/spdlog.h>
+
 #include "cli/output.hpp"
 #include "state/store.hpp"
 #include "util/time_text.hpp"
@@ -53,6 +55,9 @@ Expected<int> watch_queued_resources(Context& ctx, state::StateStore& store,
   TPUCTL_TRY_ASSIGN(auto listing, store.list(state::Kind::queued_resource, pool));
   int64_t printed = listing.revision; // events up to here are printed (or predate the watch)
   int64_t seen = listing.revision;    // changes up to here are read
+  // From here on nothing is missed: said (with --verbosity info) for whoever waits to act.
+  spdlog::info("watching the queued resources of pool '{}' from revision {}", pool,
+               listing.revision);
   for (;;) {
     TPUCTL_TRY_ASSIGN(auto events, store.events(state::EventQuery{
                                        pool, state::Kind::queued_resource, "", printed, 0}));

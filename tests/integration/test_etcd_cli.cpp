@@ -47,7 +47,8 @@ std::string free_sshd_base(int hosts) {
 // A tpuctl left running (e.g. a watch) whose stdout is read line by line; killed by pid.
 class Streamer {
 public:
-  Streamer(const Machine& m, std::vector<std::string> args) {
+  // With `with_stderr`, stderr's lines come through line() too.
+  Streamer(const Machine& m, std::vector<std::string> args, bool with_stderr = false) {
     int fds[2];
     REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
     args.insert(args.begin(), test::tpuctl_binary());
@@ -79,6 +80,9 @@ public:
     REQUIRE(m_pid >= 0);
     if (m_pid == 0) {
       ::dup2(fds[1], 1);
+      if (with_stderr) {
+        ::dup2(fds[1], 2);
+      }
       int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
       ::dup2(null, 0);
       ::execve(argv[0], argv.data(), envp.data());
@@ -374,8 +378,19 @@ TEST_CASE("qr list --watch --format jsonl prints each state change once, as it h
           .exit_code == 0);
   REQUIRE(creator.run({"--state", url, "pool", "add-hosts", "127.130.255.[2-5]", "--port", "2222"})
               .exit_code == 0);
-  Streamer watch(watcher, {"--state", url, "qr", "list", "--watch", "--format", "jsonl"});
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Streamer watch(watcher,
+                 {"--state", url, "--verbosity", "info", "qr", "list", "--watch", "--format",
+                  "jsonl"},
+                 true);
+  // The create comes once the watch has read where it starts (its info line), not after a
+  // pause that a loaded machine may outlast.
+  bool watching = false;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       !watching && std::chrono::steady_clock::now() < until;) {
+    auto line = watch.line(std::chrono::seconds(1));
+    watching = line && line->find("watching the queued resources of pool 'p'") != std::string::npos;
+  }
+  REQUIRE(watching);
   auto created = creator.run({"--state", url, "qr", "create", "q1", "--accelerator-type",
                               "v5litepod-4", "--async", "--quiet"});
   CHECK_MESSAGE(created.exit_code == 0, created.err);
@@ -385,7 +400,9 @@ TEST_CASE("qr list --watch --format jsonl prints each state change once, as it h
   while (std::chrono::steady_clock::now() < deadline &&
          (lines.empty() || lines.back()["to"] != "FAILED")) {
     if (auto line = watch.line(std::chrono::milliseconds(500))) {
-      lines.push_back(json::parse(*line));
+      if (!tpuctl::util::starts_with(*line, "tpuctl: ")) { // stderr's (logs), not events
+        lines.push_back(json::parse(*line));
+      }
     }
   }
   REQUIRE(lines.size() >= 4);
