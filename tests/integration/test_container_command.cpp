@@ -81,11 +81,12 @@ TEST_CASE("container: TERM to the script stops the container with the job's grac
   const std::string script = provision::container_command(spec, "0123456789abcdef", plan(),
                                                           dir.path().string(), "", "sleep 30");
   const fs::path pidfile = dir.path() / "pid";
+  // TERM once the container runs: the runtime's `run` (its pid file) comes after the script's
+  // trap is set, so the signal meets the trap, however slow the machine.
   std::thread killer([&] {
-    for (int i = 0; i < 100 && !fs::exists(pidfile); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const fs::path running = dir.path() / "runpid";
+    tpuctl::test::wait_until([&] { return fs::exists(pidfile) && fs::exists(running); },
+                             std::chrono::seconds(15));
     ::kill(std::stoi(tpuctl::test::read_file(pidfile)), SIGTERM);
   });
   util::ProcessOptions o;

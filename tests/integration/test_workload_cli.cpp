@@ -207,7 +207,9 @@ TEST_CASE("workload --max-repairs 0: a worker host that dies is LOST; the worklo
   auto uid = env.create("victim", "sleep 300", {"--max-repairs", "0"});
   auto cluster = env.run_json({"cluster", "describe", "demo"});
   const std::string host = cluster["slices"][0]["workers"][1]["host"];
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Every worker runs it (its supervisor and the sleep) before the host dies.
+  REQUIRE(tpuctl::test::wait_until([&] { return workload_processes(uid).size() >= 2 * 4; },
+                                   std::chrono::seconds(60)));
   // The host dies: its sshd and everything the workload runs there.
   env.kill_worker_host(uid, host, 1);
   // How soon is bench/workload_scale.sh's to measure (16 s documented); which check notices
@@ -234,8 +236,9 @@ TEST_CASE("workload --max-repairs 0: a worker host that dies is LOST; the worklo
 TEST_CASE("workload delete: no process with the workload's tag is left on any worker") {
   ClusterEnv env("127.0.153.2", "demo");
   auto uid = env.create("long", "setsid sleep 300 & sleep 300 & sleep 400");
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  CHECK(workload_processes(uid).size() >= 4 * 4); // supervisor, shell and sleeps on every worker
+  // Supervisor, shell and sleeps on every worker, waited for (not a pause before counting).
+  CHECK(tpuctl::test::wait_until([&] { return workload_processes(uid).size() >= 4 * 4; },
+                                 std::chrono::seconds(60)));
   auto del = env.run({"workload", "delete", "long"});
   REQUIRE_MESSAGE(del.exit_code == 0, del.err);
   CHECK(workload_processes(uid).empty());
