@@ -228,6 +228,25 @@ std::optional<std::string> load_user_certificate(const std::string& file, const 
   return cert;
 }
 
+// The user certificate offered with identity `path`: PATH-cert.pub, else the first usable
+// CertificateFile the ssh_config `r` gives (as ssh tries them), when any.
+std::optional<std::string> find_user_certificate(const std::string& path,
+                                                 const std::string& key_base64,
+                                                 const std::optional<SshResolved>& r) {
+  std::vector<std::string> files{path + "-cert.pub"};
+  if (r) {
+    for (const auto& f : r->certificate_files) {
+      files.push_back(expand_config_path(*r, f));
+    }
+  }
+  for (const auto& file : files) {
+    if (auto cert = load_user_certificate(file, path, key_base64)) {
+      return cert;
+    }
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 Expected<IdentityStore> IdentityStore::load(const std::vector<const SshTarget*>& targets,
@@ -284,18 +303,8 @@ Expected<IdentityStore> IdentityStore::load(const std::vector<const SshTarget*>&
     }
     store.m_base64[path] = b64;
     ssh_string_free_char(b64);
-    // Its certificate: KEY-cert.pub, else a CertificateFile the ssh_config gives this host.
-    std::vector<std::string> files{path + "-cert.pub"};
-    if (auto r = target_config(*t, options)) {
-      for (const auto& f : r->certificate_files) {
-        files.push_back(expand_config_path(*r, f));
-      }
-    }
-    for (const auto& file : files) {
-      if (auto cert = load_user_certificate(file, path, store.m_base64[path])) {
-        store.m_certificates[path] = *cert;
-        break;
-      }
+    if (auto cert = find_user_certificate(path, store.m_base64[path], target_config(*t, options))) {
+      store.m_certificates[path] = *cert;
     }
   }
   // A target whose record names no key is left to libssh's choice (the ssh_config's
@@ -330,18 +339,8 @@ Expected<IdentityStore> IdentityStore::load(const std::vector<const SshTarget*>&
         ssh_string_free_char(b64);
       }
       if (!store.m_certificates.count(path)) {
-        std::vector<std::string> files{path + "-cert.pub"};
-        for (const auto& f : r->certificate_files) {
-          files.push_back(expand_config_path(*r, f));
-        }
-        for (const auto& file : files) {
-          if (::access(file.c_str(), R_OK) != 0) {
-            continue;
-          }
-          if (auto cert = load_user_certificate(file, path, store.m_base64[path])) {
-            store.m_certificates[path] = *cert;
-            break;
-          }
+        if (auto cert = find_user_certificate(path, store.m_base64[path], r)) {
+          store.m_certificates[path] = *cert;
         }
       }
       if (store.m_certificates.count(path)) {
